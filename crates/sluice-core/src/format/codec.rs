@@ -12,6 +12,9 @@
 use crate::format::error::FormatError;
 use crate::format::limits::BLOCK_UNCOMPRESSED_BYTES_MAX;
 
+/// Largest number of output bytes one stored lz4 byte can produce.
+const LZ4_EXPANSION_MAX: usize = 255;
+
 /// Smallest zstd level Sluice writes or accepts (zstd's fast levels).
 pub const ZSTD_LEVEL_MIN: i8 = -7;
 /// Largest zstd level Sluice writes or accepts.
@@ -208,6 +211,17 @@ impl Decompressor {
                 return Err(FormatError::decompress(codec, "stored blocks are not inflated"))
             }
             Codec::Lz4 => {
+                // One lz4 byte can stand for at most 255 output bytes (a
+                // match-length extension); refuse to allocate for a forged
+                // length the stored bytes cannot possibly produce.
+                if uncompressed_len > stored.len().saturating_mul(LZ4_EXPANSION_MAX) + 64 {
+                    return Err(FormatError::InconsistentLengths {
+                        detail: format!(
+                            "{} lz4 bytes cannot inflate to {uncompressed_len}",
+                            stored.len()
+                        ),
+                    });
+                }
                 out.resize(uncompressed_len, 0);
                 let n = lz4_flex::block::decompress_into(stored, out)
                     .map_err(|e| FormatError::decompress(codec, e))?;
@@ -224,6 +238,18 @@ impl Decompressor {
                     .zstd
                     .as_mut()
                     .ok_or_else(|| FormatError::decompress(codec, "decompressor unavailable"))?;
+                // The frame header carries the content size (Sluice's encoder
+                // always writes it); it must agree before anything is allocated.
+                match zstd::zstd_safe::get_frame_content_size(stored) {
+                    Ok(Some(n)) if n == uncompressed_len as u64 => {}
+                    other => {
+                        return Err(FormatError::InconsistentLengths {
+                            detail: format!(
+                                "zstd frame content size {other:?}, header says {uncompressed_len}"
+                            ),
+                        })
+                    }
+                }
                 // A slice, not a Vec: zstd may write at most the announced
                 // length, so a forged frame cannot grow the buffer.
                 out.resize(uncompressed_len, 0);
@@ -284,5 +310,21 @@ mod tests {
         assert!(out.len() <= 5_000);
         d.decompress(Codec::Zstd { level: 3 }, &stored, 10_000, &mut out).expect("inflate");
         assert_eq!(out, input);
+    }
+
+    #[test]
+    fn implausible_lengths_are_refused_before_allocating() {
+        let mut d = Decompressor::new();
+        let mut out = Vec::new();
+        let err = d.decompress(Codec::Lz4, &[0u8; 10], 1 << 20, &mut out).expect_err("lz4");
+        assert!(matches!(err, FormatError::InconsistentLengths { .. }), "{err}");
+        assert_eq!(out.capacity(), 0, "nothing may be allocated for a forged length");
+
+        let mut c = Compressor::new(Codec::Zstd { level: 1 }).expect("compressor");
+        let mut stored = Vec::new();
+        c.compress_append(&[5u8; 1000], &mut stored).expect("compress");
+        let err = d.decompress(Codec::Zstd { level: 1 }, &stored, 64 << 20, &mut out);
+        assert!(matches!(err, Err(FormatError::InconsistentLengths { .. })), "{err:?}");
+        assert_eq!(out.capacity(), 0);
     }
 }

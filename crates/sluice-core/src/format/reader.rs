@@ -118,4 +118,30 @@ mod tests {
         assert!(r.next_block().is_ok());
         assert!(r.next_block().expect_err("truncated").is_truncated());
     }
+
+    #[test]
+    fn a_forged_length_costs_at_most_the_prealloc_cap() {
+        use crate::format::header::BlockHeader;
+        use crate::format::limits::BLOCK_UNCOMPRESSED_BYTES_MAX;
+        // A header with valid CRCs announcing a 60 MiB lz4 payload, followed
+        // by 100 bytes.
+        let header = BlockHeader {
+            codec: Codec::Lz4,
+            layout: Layout::fixed(16, 0).expect("layout"),
+            record_count: (BLOCK_UNCOMPRESSED_BYTES_MAX / 16) as u32,
+            uncompressed_len: BLOCK_UNCOMPRESSED_BYTES_MAX as u32,
+            stored_len: 60 << 20,
+            payload_crc: 0,
+        };
+        let mut stream = header.to_bytes().to_vec();
+        stream.extend_from_slice(&[0u8; 100]);
+        let mut r = BlockReader::new(&stream[..]);
+        let err = r.next_block().expect_err("forged length on a short stream");
+        assert!(err.is_truncated(), "{err}");
+        assert!(
+            r.frame.capacity() <= READER_PREALLOC_BYTES_MAX + 2 * HEADER_BYTES,
+            "reader reserved {} bytes for a 136-byte stream",
+            r.frame.capacity()
+        );
+    }
 }
