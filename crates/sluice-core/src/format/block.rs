@@ -32,8 +32,8 @@ use crate::format::header::{BlockHeader, HEADER_BYTES};
 use crate::format::limits::BLOCK_UNCOMPRESSED_BYTES_MAX;
 
 /// Bytes per step of the uncompressed encoder's checksum-and-copy loop: small
-/// enough that the copy reads the chunk the checksum just pulled into L1
-/// (48 KiB here), large enough to amortise the loop. Measured on the
+/// enough that the copy finds the chunk the checksum just read still in L1 or
+/// L2 (32 KiB and 1 MiB per core here), large enough to amortise the loop. Measured on the
 /// reference machine (`sluice bench format`, 256 MiB, streaming stores):
 /// 4 KiB 0.83-0.90x memcpy, 16 KiB 1.14-1.37x, 32 KiB 1.13-1.38x.
 const COPY_CHUNK_BYTES: usize = 32 << 10;
