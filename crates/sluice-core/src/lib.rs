@@ -39,6 +39,7 @@
 
 pub mod datagen;
 pub mod format;
+pub mod partition;
 
 pub use format::{
     BatchView, BlockDecoder, BlockEncoder, BlockHeader, BlockReader, Codec, FormatError, Layout,

@@ -8,5 +8,6 @@ pub mod rng;
 pub mod teragen;
 pub mod tuples;
 pub mod words;
+pub mod zipf;
 
 pub use rng::SplitMix64;

@@ -1,0 +1,68 @@
+//! Partition functions: which destination partition a key goes to.
+//!
+//! | function | use | cost |
+//! |---|---|---|
+//! | [`FoldHash`] | PSACS's choice: even spread, not collision resistance | a few XORs and a bit reversal per 8 key bytes |
+//! | [`Xxh3Hash`] | a strong general-purpose hash, robust to adversarial keys | about 1 ns for short keys |
+//! | [`MaskPartitioner`] | the thesis: `key & (P - 1)` (else `key % P`) on the key's first 8 bytes | one AND |
+//! | [`RangePartitioner`] | TeraSort: sorted split points from a sample, for ordered output | a table lookup on a 2-byte prefix, then a short search |
+//!
+//! Hashes are reduced to `0..P` by multiply-shift (`(h * P) >> 64`), which
+//! keeps the high bits' quality and needs no division; the mask partitioner
+//! uses the low bits as the thesis does.
+
+mod fold;
+mod mask;
+mod range;
+mod xxh3;
+
+pub use fold::FoldHash;
+pub use mask::MaskPartitioner;
+pub use range::{RangePartitioner, RANGE_PREFIX_TABLE_ENTRIES};
+pub use xxh3::Xxh3Hash;
+
+/// Largest number of partitions a partitioner accepts (2^24).
+///
+/// Real shuffles use up to some 10^5 partitions; the cap bounds the per-
+/// partition arrays every strategy allocates.
+pub const PARTITIONS_MAX: u32 = 1 << 24;
+
+/// Maps keys to partitions `0..partitions()`.
+pub trait Partitioner: Send + Sync + std::fmt::Debug {
+    /// Number of partitions.
+    fn partitions(&self) -> u32;
+
+    /// The partition of `key`, in `0..partitions()`.
+    fn partition(&self, key: &[u8]) -> u32;
+
+    /// Short name for reports.
+    fn name(&self) -> &'static str;
+}
+
+/// `h` reduced to `0..n` by multiply-shift (Lemire's fast range).
+#[inline]
+pub(crate) fn reduce(h: u64, n: u32) -> u32 {
+    ((u128::from(h) * u128::from(n)) >> 64) as u32
+}
+
+/// The key's first 8 bytes as a little-endian integer, zero padded.
+#[inline]
+pub(crate) fn key_prefix_u64(key: &[u8]) -> u64 {
+    if let Some(head) = key.first_chunk::<8>() {
+        return u64::from_le_bytes(*head);
+    }
+    let mut w = [0u8; 8];
+    w[..key.len()].copy_from_slice(key);
+    u64::from_le_bytes(w)
+}
+
+/// Checks a partition count.
+pub(crate) fn check_partitions(n: u32) -> Result<u32, crate::partition::PartitionError> {
+    if n == 0 || n > PARTITIONS_MAX {
+        return Err(crate::partition::PartitionError::PartitionCount {
+            got: n,
+            max: PARTITIONS_MAX,
+        });
+    }
+    Ok(n)
+}
