@@ -213,6 +213,11 @@ impl<'a> BatchView<'a> {
         Records::new(self.layout, self.data, self.count)
     }
 
+    /// Iterates the records as raw encoded bytes (see [`Records::next_raw`]).
+    pub fn raw(&self) -> Records<'a> {
+        self.iter()
+    }
+
     /// Copies the records into an owned batch.
     pub fn to_batch(&self) -> RecordBatch {
         RecordBatch { layout: self.layout, data: self.data.to_vec(), count: self.count }
@@ -265,6 +270,48 @@ impl<'a> Records<'a> {
         };
         Records { inner }
     }
+}
+
+impl<'a> Records<'a> {
+    /// The next record as its key and its whole encoded bytes in the layout
+    /// (length prefix included for the variable layout), for copying a
+    /// record into another payload of the same layout in one piece.
+    #[inline]
+    pub fn next_raw(&mut self) -> Option<RawRecord<'a>> {
+        match &mut self.inner {
+            RecordsInner::Fixed { chunks, key_width, remaining } => {
+                if *remaining == 0 {
+                    return None;
+                }
+                let rec = chunks.next()?;
+                *remaining -= 1;
+                Some(RawRecord { key: rec.get(..*key_width)?, bytes: rec })
+            }
+            RecordsInner::Variable { data, pos, remaining } => {
+                if *remaining == 0 {
+                    return None;
+                }
+                let (key_len, value_len) = read_prefix(data, *pos)?;
+                let start = *pos + VARIABLE_RECORD_PREFIX_BYTES;
+                let key_end = start.checked_add(key_len)?;
+                let end = key_end.checked_add(value_len)?;
+                let key = data.get(start..key_end)?;
+                let bytes = data.get(*pos..end)?;
+                *pos = end;
+                *remaining -= 1;
+                Some(RawRecord { key, bytes })
+            }
+        }
+    }
+}
+
+/// A record's key and its whole encoding in its layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawRecord<'a> {
+    /// Key bytes.
+    pub key: &'a [u8],
+    /// The record's bytes as laid out in a payload (prefix, key, value).
+    pub bytes: &'a [u8],
 }
 
 impl<'a> Iterator for Records<'a> {

@@ -25,7 +25,7 @@ pub mod layout;
 pub mod limits;
 pub mod reader;
 
-pub use batch::{BatchView, Record, RecordBatch, Records};
+pub use batch::{BatchView, RawRecord, Record, RecordBatch, Records};
 pub use block::{BlockDecoder, BlockEncoder};
 pub use codec::Codec;
 pub use error::FormatError;

@@ -8,3 +8,11 @@ pub mod function;
 
 pub use error::PartitionError;
 pub use function::{FoldHash, MaskPartitioner, Partitioner, RangePartitioner, Xxh3Hash};
+pub mod output;
+pub mod page;
+
+pub use output::{Partitioned, PartitionedBuffer, PartitionedPages};
+pub use page::{Page, PagePool, PAGE_BYTES_DEFAULT};
+pub mod strategy;
+
+pub use strategy::{PartitionJob, PartitionStrategy, StrategyKind};

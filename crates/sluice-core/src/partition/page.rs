@@ -1,0 +1,179 @@
+//! Pages: the per-partition output units of the partition operator, and the
+//! pool they come from.
+//!
+//! A page holds records of one partition back to back in the block payload
+//! layout (see `docs/wire-format.md`), so a full page becomes a block with no
+//! transformation. For the variable layout the per-record length prefix plays
+//! the role of a slotted page's slot directory (records are found by walking
+//! it); fixed-width records need none.
+//!
+//! Pages come from a [`PagePool`] and go back to it: memory faults in at
+//! 0.4-2.5 GB/s on first touch here but is reused at 27-29 GB/s
+//! (`shared/design/facts.md`), so strategies never allocate a page per batch.
+//! A record larger than the page size gets a page of its own, sized to fit.
+
+use std::sync::Mutex;
+
+use crate::format::{BatchView, Layout};
+
+/// Default page size in bytes (256 KiB).
+///
+/// The thesis used 5 MiB pages; at 1024 partitions that is 5 GiB of pages
+/// touched up front per thread, which this machine pays for in page faults, so
+/// Sluice defaults to a size that keeps the first page of every partition of
+/// a 1024-way shuffle within 256 MiB.
+pub const PAGE_BYTES_DEFAULT: usize = 256 << 10;
+
+/// Free pages a pool keeps for reuse; pages returned beyond this are freed.
+pub const POOL_FREE_PAGES_MAX: usize = 4096;
+
+/// Records of one partition, in the payload layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    data: Vec<u8>,
+    count: u32,
+}
+
+impl Page {
+    /// An empty page over a buffer (cleared).
+    pub fn from_buffer(mut data: Vec<u8>) -> Self {
+        data.clear();
+        Page { data, count: 0 }
+    }
+
+    /// Appends one record's raw bytes if they fit within `page_bytes`.
+    #[inline]
+    pub fn try_push(&mut self, raw: &[u8], page_bytes: usize) -> bool {
+        if self.data.len() + raw.len() > page_bytes && self.count > 0 {
+            return false;
+        }
+        self.data.extend_from_slice(raw);
+        self.count += 1;
+        true
+    }
+
+    /// Appends several whole records (their raw bytes and their count).
+    pub fn push_many(&mut self, raw: &[u8], records: u32) {
+        self.data.extend_from_slice(raw);
+        self.count += records;
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True when the page holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Payload bytes used.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The raw payload.
+    pub fn payload(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// The records, viewed in `layout` (the layout the page was filled in).
+    pub fn view(&self, layout: Layout) -> BatchView<'_> {
+        BatchView::new_unchecked(layout, self.count, &self.data)
+    }
+
+    /// The buffer, for returning it to a pool.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.data
+    }
+}
+
+/// A pool of page buffers of one size.
+#[derive(Debug)]
+pub struct PagePool {
+    page_bytes: usize,
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+impl PagePool {
+    /// A pool of `page_bytes`-byte pages (at least 64 bytes).
+    pub fn new(page_bytes: usize) -> Self {
+        PagePool { page_bytes: page_bytes.max(64), free: Mutex::new(Vec::new()) }
+    }
+
+    /// The page size in bytes.
+    pub fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
+    /// An empty page, reused if one is free.
+    pub fn page(&self) -> Page {
+        let reused = self.free.lock().ok().and_then(|mut f| f.pop());
+        Page::from_buffer(reused.unwrap_or_else(|| Vec::with_capacity(self.page_bytes)))
+    }
+
+    /// An empty page with room for `bytes` (a record larger than a page).
+    pub fn oversized_page(&self, bytes: usize) -> Page {
+        Page::from_buffer(Vec::with_capacity(bytes))
+    }
+
+    /// Returns a page's buffer to the pool.
+    pub fn recycle(&self, page: Page) {
+        let buf = page.into_buffer();
+        if buf.capacity() != self.page_bytes {
+            return;
+        }
+        if let Ok(mut f) = self.free.lock() {
+            if f.len() < POOL_FREE_PAGES_MAX {
+                f.push(buf);
+            }
+        }
+    }
+
+    /// Returns every page of an output to the pool.
+    pub fn recycle_all(&self, pages: impl IntoIterator<Item = Page>) {
+        for p in pages {
+            self.recycle(p);
+        }
+    }
+
+    /// Number of free pages held.
+    pub fn free_pages(&self) -> usize {
+        self.free.lock().map(|f| f.len()).unwrap_or(0)
+    }
+}
+
+/// A partition's current page plus its full ones, filled by one writer.
+#[derive(Debug, Default)]
+pub(crate) struct PageChain {
+    pub(crate) full: Vec<Page>,
+    pub(crate) current: Option<Page>,
+}
+
+impl PageChain {
+    /// Appends one record, taking a new page from `pool` when the current one
+    /// is full.
+    #[inline]
+    pub(crate) fn push(&mut self, raw: &[u8], pool: &PagePool) {
+        let page_bytes = pool.page_bytes();
+        if let Some(page) = self.current.as_mut() {
+            if page.try_push(raw, page_bytes) {
+                return;
+            }
+        }
+        let mut fresh =
+            if raw.len() > page_bytes { pool.oversized_page(raw.len()) } else { pool.page() };
+        fresh.try_push(raw, page_bytes.max(raw.len()));
+        if let Some(old) = self.current.replace(fresh) {
+            self.full.push(old);
+        }
+    }
+
+    /// All pages, full ones first, the current one last.
+    pub(crate) fn into_pages(self) -> Vec<Page> {
+        let mut pages = self.full;
+        pages.extend(self.current.filter(|p| !p.is_empty()));
+        pages
+    }
+}

@@ -1,0 +1,153 @@
+//! Partition strategies: the thesis's multithreaded ways of grouping records
+//! by partition, and PSACS's sort-based grouping, behind one trait.
+//!
+//! | strategy | idea | output |
+//! |---|---|---|
+//! | [`Naive`] | one growable vector per partition, one thread (the baseline) | pages |
+//! | [`OnDemand`] | every record appended to a shared per-partition page under its lock | pages |
+//! | [`Smb`] | thread-local software-managed buffers per partition, flushed to shared pages under the lock | pages |
+//! | [`Radix`] | per-thread histograms, prefix sums, exclusive write ranges in one buffer | buffer |
+//! | [`Hybrid`] | small chunks grouped locally, appended to shared pages once per partition per chunk | pages |
+//! | [`CmpProcessingUnits`] | threads in a unit split the partition range; each scans the unit's input | pages |
+//! | [`LocalPagesAndMerge`] | thread-local pages, then a merge that gives each thread a group of partitions | pages |
+//! | [`SortGroup`] | PSACS: sort (partition, record) pairs, then gather | buffer |
+//!
+//! Input is a list of batches in one layout; thread `t` of `T` takes batches
+//! `t, t + T, t + 2T, ...`. Every strategy is correct for any thread count,
+//! partition count and record size; they differ in contention, memory and
+//! passes over the data.
+
+mod cmp_units;
+mod hybrid;
+mod local_pages;
+mod naive;
+mod on_demand;
+mod radix;
+mod smb;
+mod sort_group;
+
+pub use cmp_units::{CmpProcessingUnits, UNIT_THREADS_DEFAULT};
+pub use hybrid::{Hybrid, HYBRID_CHUNK_RECORDS_DEFAULT};
+pub use local_pages::LocalPagesAndMerge;
+pub use naive::Naive;
+pub use on_demand::OnDemand;
+pub use radix::Radix;
+pub use smb::{Smb, SMB_BYTES_DEFAULT};
+pub use sort_group::SortGroup;
+
+use crate::format::{BatchView, Layout, RawRecord, Records};
+use crate::partition::function::Partitioner;
+use crate::partition::output::Partitioned;
+use crate::partition::page::PagePool;
+use crate::partition::PartitionError;
+
+/// Most threads a strategy runs.
+pub const THREADS_MAX: usize = 256;
+
+/// One partitioning job: input, function, threads and page pool.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionJob<'a> {
+    /// Layout of every input batch.
+    pub layout: Layout,
+    /// The input.
+    pub input: &'a [BatchView<'a>],
+    /// The partition function.
+    pub partitioner: &'a dyn Partitioner,
+    /// Worker threads, 1 to [`THREADS_MAX`].
+    pub threads: usize,
+    /// Where pages come from.
+    pub pool: &'a PagePool,
+}
+
+impl PartitionJob<'_> {
+    pub(crate) fn check(&self) -> Result<(), PartitionError> {
+        if self.threads == 0 || self.threads > THREADS_MAX {
+            return Err(PartitionError::ThreadCount { got: self.threads, max: THREADS_MAX });
+        }
+        if self.input.iter().any(|v| v.layout() != self.layout) {
+            return Err(PartitionError::MixedLayouts);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn partitions(&self) -> usize {
+        self.partitioner.partitions() as usize
+    }
+
+    /// The batches thread `t` handles.
+    pub(crate) fn batches_of(&self, t: usize) -> impl Iterator<Item = &BatchView<'_>> + '_ {
+        self.input.iter().skip(t).step_by(self.threads)
+    }
+}
+
+/// Visits every raw record of `view`.
+#[inline]
+pub(crate) fn for_each_raw<'a>(view: &BatchView<'a>, mut f: impl FnMut(RawRecord<'a>)) {
+    let mut it: Records<'a> = view.raw();
+    while let Some(r) = it.next_raw() {
+        f(r);
+    }
+}
+
+/// A way of grouping records by partition.
+pub trait PartitionStrategy: Send + Sync + std::fmt::Debug {
+    /// Short name for reports.
+    fn name(&self) -> &'static str;
+
+    /// Groups the job's input by partition.
+    fn run(&self, job: &PartitionJob<'_>) -> Result<Partitioned, PartitionError>;
+}
+
+/// Every strategy, by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StrategyKind {
+    /// [`Naive`].
+    Naive,
+    /// [`OnDemand`].
+    OnDemand,
+    /// [`Smb`].
+    Smb,
+    /// [`Radix`].
+    Radix,
+    /// [`Hybrid`].
+    Hybrid,
+    /// [`CmpProcessingUnits`].
+    CmpProcessingUnits,
+    /// [`LocalPagesAndMerge`].
+    LocalPagesAndMerge,
+    /// [`SortGroup`].
+    SortGroup,
+}
+
+impl StrategyKind {
+    /// All strategies.
+    pub const ALL: [StrategyKind; 8] = [
+        StrategyKind::Naive,
+        StrategyKind::OnDemand,
+        StrategyKind::Smb,
+        StrategyKind::Radix,
+        StrategyKind::Hybrid,
+        StrategyKind::CmpProcessingUnits,
+        StrategyKind::LocalPagesAndMerge,
+        StrategyKind::SortGroup,
+    ];
+
+    /// The strategy, with default settings.
+    pub fn build(self) -> Box<dyn PartitionStrategy> {
+        match self {
+            StrategyKind::Naive => Box::new(Naive),
+            StrategyKind::OnDemand => Box::new(OnDemand),
+            StrategyKind::Smb => Box::new(Smb::default()),
+            StrategyKind::Radix => Box::new(Radix),
+            StrategyKind::Hybrid => Box::new(Hybrid::default()),
+            StrategyKind::CmpProcessingUnits => Box::new(CmpProcessingUnits::default()),
+            StrategyKind::LocalPagesAndMerge => Box::new(LocalPagesAndMerge),
+            StrategyKind::SortGroup => Box::new(SortGroup),
+        }
+    }
+
+    /// Parses a strategy name as printed by [`PartitionStrategy::name`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.build().name() == s)
+    }
+}
