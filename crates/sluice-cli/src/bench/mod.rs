@@ -2,6 +2,7 @@
 
 mod format;
 mod measure;
+mod partition;
 mod report;
 
 use clap::Subcommand;
@@ -11,11 +12,14 @@ use clap::Subcommand;
 pub(crate) enum BenchCommand {
     /// Block encode and decode throughput per codec, beside a memory copy.
     Format(format::FormatArgs),
+    /// The thesis experiment: partition strategies x record sizes x partitions x threads.
+    Partition(partition::PartitionArgs),
 }
 
 /// Runs one benchmark.
 pub(crate) fn run(what: BenchCommand) -> Result<(), Box<dyn std::error::Error>> {
     match what {
         BenchCommand::Format(args) => format::run(&args),
+        BenchCommand::Partition(args) => partition::run(&args),
     }
 }

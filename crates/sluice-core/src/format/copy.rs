@@ -9,7 +9,8 @@
 //! payloads of at least [`STREAMING_COPY_MIN_BYTES`].
 //!
 //! On x86-64 this uses SSE2's `movntdq` (part of the x86-64 baseline, so no
-//! run-time detection is needed); elsewhere it is a plain copy.
+//! run-time detection is needed) for whole 64-byte lines only; the partial
+//! lines at either end use ordinary stores. Elsewhere it is a plain copy.
 
 /// Payloads shorter than this (bytes) are copied with ordinary stores: they
 /// fit in L2 and may well be read again while still cached.
@@ -41,22 +42,29 @@ mod x86 {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
 
     const LANE: usize = 16;
+    /// Streaming stores only ever write whole cache lines: a partial line
+    /// written with streaming stores costs a separate partial memory write,
+    /// so the head and tail of a copy that are not whole lines use ordinary
+    /// stores (and stay in cache for the next append, which completes them).
+    const LINE: usize = 64;
 
     pub(super) fn append_streaming(dst: &mut Vec<u8>, src: &[u8]) {
         dst.reserve(src.len());
         let start = dst.len();
         let base = dst.as_mut_ptr();
-        // Bytes until the destination is 16-byte aligned, copied normally.
-        let misalign = (base as usize + start) % LANE;
-        let head = if misalign == 0 { 0 } else { (LANE - misalign).min(src.len()) };
-        let lanes = (src.len() - head) / LANE;
-        let body = lanes * LANE;
+        // Bytes until the destination is cache-line aligned, copied normally.
+        let misalign = (base as usize + start) % LINE;
+        let head = if misalign == 0 { 0 } else { (LINE - misalign).min(src.len()) };
+        let lines = (src.len() - head) / LINE;
+        let body = lines * LINE;
+        let lanes = body / LANE;
         // SAFETY: `reserve` guaranteed capacity for `start + src.len()` bytes,
-        // so every write below (head, `lanes` aligned 16-byte lanes, tail) is
+        // so every write below (head, `lanes` 16-byte lanes making up whole
+        // aligned cache lines, tail) is
         // inside the allocation; `src` and `dst` cannot overlap (one is
         // borrowed shared, the other mutably). Loads are unaligned loads of
         // in-bounds 16-byte ranges of `src`. The destination of each streaming
-        // store is 16-byte aligned by construction of `head`. All
+        // store is 64-byte (so 16-byte) aligned by construction of `head`. All
         // `src.len()` bytes are initialised before `set_len`.
         unsafe {
             let d = base.add(start);
@@ -80,8 +88,8 @@ mod tests {
     #[test]
     fn appends_exactly_at_every_alignment() {
         let src: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
-        for pre in 0..17 {
-            for len in [0, 1, 15, 16, 17, 33, 999, 1000] {
+        for pre in 0..70 {
+            for len in [0, 1, 15, 16, 17, 33, 63, 64, 65, 127, 128, 999, 1000] {
                 let mut dst = vec![0xAAu8; pre];
                 append_streaming(&mut dst, &src[..len]);
                 streaming_fence();

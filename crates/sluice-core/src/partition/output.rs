@@ -57,6 +57,11 @@ impl PartitionedBuffer {
         &self.data
     }
 
+    /// The buffer, for returning it to a pool.
+    pub fn into_data(self) -> Vec<u8> {
+        self.data
+    }
+
     /// Byte offsets of the partitions (`partitions + 1` entries).
     pub fn offsets(&self) -> &[usize] {
         &self.offsets
@@ -78,6 +83,14 @@ impl Partitioned {
         match self {
             Partitioned::Pages(p) => p.layout,
             Partitioned::Buffer(b) => b.layout,
+        }
+    }
+
+    /// Returns the output's memory to `pool`.
+    pub fn recycle(self, pool: &crate::partition::PagePool) {
+        match self {
+            Partitioned::Pages(p) => pool.recycle_all(p.into_pages()),
+            Partitioned::Buffer(b) => pool.recycle_buffer(b.into_data()),
         }
     }
 

@@ -58,6 +58,14 @@ impl Page {
         self.count += records;
     }
 
+    /// Appends several whole records with streaming stores (see
+    /// [`crate::format::copy`]); the caller issues the fence before the page
+    /// is handed to another thread.
+    pub fn push_many_streaming(&mut self, raw: &[u8], records: u32) {
+        crate::format::copy::append_streaming(&mut self.data, raw);
+        self.count += records;
+    }
+
     /// Number of records.
     pub fn len(&self) -> usize {
         self.count as usize
@@ -89,17 +97,26 @@ impl Page {
     }
 }
 
-/// A pool of page buffers of one size.
+/// A pool of page buffers of one size, plus a few large contiguous buffers
+/// for strategies that write one partitioned buffer.
 #[derive(Debug)]
 pub struct PagePool {
     page_bytes: usize,
     free: Mutex<Vec<Vec<u8>>>,
+    buffers: Mutex<Vec<Vec<u8>>>,
 }
+
+/// Large buffers a pool keeps for reuse.
+pub const POOL_FREE_BUFFERS_MAX: usize = 8;
 
 impl PagePool {
     /// A pool of `page_bytes`-byte pages (at least 64 bytes).
     pub fn new(page_bytes: usize) -> Self {
-        PagePool { page_bytes: page_bytes.max(64), free: Mutex::new(Vec::new()) }
+        PagePool {
+            page_bytes: page_bytes.max(64),
+            free: Mutex::new(Vec::new()),
+            buffers: Mutex::new(Vec::new()),
+        }
     }
 
     /// The page size in bytes.
@@ -138,6 +155,32 @@ impl PagePool {
         }
     }
 
+    /// A buffer of exactly `len` initialised bytes (contents unspecified),
+    /// reusing a returned buffer when one is large enough.
+    pub fn buffer(&self, len: usize) -> Vec<u8> {
+        let reused = self.buffers.lock().ok().and_then(|mut b| {
+            let i = b.iter().position(|v| v.capacity() >= len)?;
+            Some(b.swap_remove(i))
+        });
+        let mut v = reused.unwrap_or_default();
+        // Stale bytes are initialised; only growth writes zeros.
+        if v.len() >= len {
+            v.truncate(len);
+        } else {
+            v.resize(len, 0);
+        }
+        v
+    }
+
+    /// Returns a large buffer for reuse.
+    pub fn recycle_buffer(&self, buf: Vec<u8>) {
+        if let Ok(mut b) = self.buffers.lock() {
+            if b.len() < POOL_FREE_BUFFERS_MAX {
+                b.push(buf);
+            }
+        }
+    }
+
     /// Number of free pages held.
     pub fn free_pages(&self) -> usize {
         self.free.lock().map(|f| f.len()).unwrap_or(0)
@@ -167,6 +210,39 @@ impl PageChain {
         fresh.try_push(raw, page_bytes.max(raw.len()));
         if let Some(old) = self.current.replace(fresh) {
             self.full.push(old);
+        }
+    }
+
+    /// Appends whole fixed-width records (`bytes.len()` a multiple of
+    /// `width`), filling pages up to the page size, with streaming stores.
+    ///
+    /// The caller must call [`crate::format::copy::streaming_fence`] before
+    /// the pages are read by another thread (once per thread at the end is
+    /// enough: writers sharing a page only append, they never read it).
+    pub(crate) fn push_fixed_run(&mut self, mut bytes: &[u8], width: usize, pool: &PagePool) {
+        let page_bytes = pool.page_bytes();
+        while !bytes.is_empty() {
+            let room = self.current.as_ref().map_or(0, |p| page_bytes.saturating_sub(p.bytes()));
+            let n = (room / width * width).min(bytes.len());
+            if n == 0 {
+                if width > page_bytes {
+                    let mut big = pool.oversized_page(width);
+                    big.push_many(&bytes[..width], 1);
+                    if let Some(old) = self.current.replace(big) {
+                        self.full.push(old);
+                    }
+                    bytes = &bytes[width..];
+                    continue;
+                }
+                if let Some(old) = self.current.replace(pool.page()) {
+                    self.full.push(old);
+                }
+                continue;
+            }
+            if let Some(page) = self.current.as_mut() {
+                page.push_many_streaming(&bytes[..n], (n / width) as u32);
+            }
+            bytes = &bytes[n..];
         }
     }
 

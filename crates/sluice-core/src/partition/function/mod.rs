@@ -11,6 +11,8 @@
 //! keeps the high bits' quality and needs no division; the mask partitioner
 //! uses the low bits as the thesis does.
 
+use crate::format::{BatchView, Layout};
+
 mod fold;
 mod mask;
 mod range;
@@ -37,6 +39,25 @@ pub trait Partitioner: Send + Sync + std::fmt::Debug {
 
     /// Short name for reports.
     fn name(&self) -> &'static str;
+
+    /// Appends the partition of every record of `view` to `out`.
+    ///
+    /// One dynamic call per batch: the loop is compiled for each
+    /// implementation, so `partition` is inlined into it, and fixed-width
+    /// records are walked with a constant stride.
+    fn partition_batch(&self, view: &BatchView<'_>, out: &mut Vec<u32>) {
+        out.reserve(view.len());
+        match view.layout() {
+            Layout::Fixed { key_width, value_width } => {
+                let kw = usize::from(key_width);
+                let width = kw + value_width as usize;
+                for rec in view.payload().chunks_exact(width) {
+                    out.push(self.partition(&rec[..kw]));
+                }
+            }
+            Layout::Variable => out.extend(view.iter().map(|r| self.partition(r.key))),
+        }
+    }
 }
 
 /// `h` reduced to `0..n` by multiply-shift (Lemire's fast range).
@@ -51,9 +72,32 @@ pub(crate) fn key_prefix_u64(key: &[u8]) -> u64 {
     if let Some(head) = key.first_chunk::<8>() {
         return u64::from_le_bytes(*head);
     }
-    let mut w = [0u8; 8];
-    w[..key.len()].copy_from_slice(key);
-    u64::from_le_bytes(w)
+    // Short keys without a variable-length memcpy: a 4-byte load where
+    // possible, then the remaining bytes one by one.
+    let (mut w, start) = match key.first_chunk::<4>() {
+        Some(head) => (u64::from(u32::from_le_bytes(*head)), 4),
+        None => (0, 0),
+    };
+    for (i, &b) in key.iter().enumerate().skip(start) {
+        w |= u64::from(b) << (8 * i);
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_prefix_pads_with_zeros() {
+        for len in 0..=10usize {
+            let key: Vec<u8> = (1..=len as u8).collect();
+            let mut w = [0u8; 8];
+            let n = len.min(8);
+            w[..n].copy_from_slice(&key[..n]);
+            assert_eq!(key_prefix_u64(&key), u64::from_le_bytes(w), "len {len}");
+        }
+    }
 }
 
 /// Checks a partition count.

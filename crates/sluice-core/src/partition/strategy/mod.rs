@@ -151,3 +151,29 @@ impl StrategyKind {
         Self::ALL.into_iter().find(|k| k.build().name() == s)
     }
 }
+
+/// Copies one fixed-width record; `W` is the width when known at compile
+/// time (0: use the slices' length).
+#[inline(always)]
+pub(crate) fn copy_record<const W: usize>(dst: &mut [u8], src: &[u8]) {
+    if W > 0 {
+        dst[..W].copy_from_slice(&src[..W]);
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
+/// Calls `$f::<W>($args)` with `W` the record width for the widths the
+/// benchmarks and TeraSort use, and `W = 0` otherwise.
+macro_rules! dispatch_width {
+    ($width:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
+        match $width {
+            4 => $f::<4>($($arg),*),
+            8 => $f::<8>($($arg),*),
+            16 => $f::<16>($($arg),*),
+            100 => $f::<100>($($arg),*),
+            _ => $f::<0>($($arg),*),
+        }
+    };
+}
+pub(crate) use dispatch_width;

@@ -1,0 +1,186 @@
+//! `sluice bench partition`: the thesis experiment on this machine.
+//!
+//! # What is measured
+//! For each record size (4-, 16- and 100-byte tuples with 4-byte uniform
+//! keys, as in the thesis) the input is generated once in 1 MiB batches.
+//! For each partition count the thesis's function `key & (P - 1)` is used.
+//! Then for each thread count and strategy: one warm-up run (fills the page
+//! pool, faults buffers in), then `--reps` timed runs; the median is shown.
+//! Output pages go back to the pool after every run, as an engine would do
+//! once a partition is handed on.
+//!
+//! Baselines from the same run: a memory copy of the same bytes (median of
+//! `--reps`, measured per record size) and the naive single-threaded
+//! partitioner (one growable vector per partition), per partition count.
+//! Every run's output is checked: the record count per partition must equal
+//! the naive baseline's.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+use sluice_core::datagen::tuples;
+use sluice_core::partition::{
+    MaskPartitioner, PagePool, PartitionJob, StrategyKind, PAGE_BYTES_DEFAULT,
+};
+use sluice_core::{BatchView, Layout, RecordBatch};
+
+use super::measure::{copy_all, gbps, median_of, time};
+use super::report::{write_json, Table};
+
+/// Options of `sluice bench partition`.
+#[derive(Debug, Args)]
+pub(crate) struct PartitionArgs {
+    /// Input size per record size, in MiB.
+    #[arg(long, default_value_t = 128)]
+    mib: usize,
+    /// Timed repetitions per point (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Record sizes in bytes (4-byte key plus payload), comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "4,16,100")]
+    sizes: Vec<usize>,
+    /// Partition counts, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "2,8,32,1024,4096")]
+    partitions: Vec<u32>,
+    /// Thread counts, comma separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    threads: Vec<usize>,
+    /// Strategies, comma separated (default: all).
+    #[arg(long, value_delimiter = ',')]
+    strategies: Vec<String>,
+    /// Page size in KiB.
+    #[arg(long, default_value_t = PAGE_BYTES_DEFAULT >> 10)]
+    page_kib: usize,
+    /// Reduced grid (16 and 100 B, 32 and 1024 partitions, 32 MiB), under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Also write the rows as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+const BATCH_BYTES: usize = 1 << 20;
+
+fn input(record_bytes: usize, total: usize) -> Result<(Layout, Vec<RecordBatch>), String> {
+    let layout = Layout::fixed(4, record_bytes.saturating_sub(4)).map_err(|e| e.to_string())?;
+    let per_batch = (BATCH_BYTES / record_bytes).max(1) as u64;
+    let mut out = Vec::new();
+    let mut row = 0u64;
+    let mut bytes = Vec::new();
+    while (row as usize) * record_bytes < total {
+        bytes.clear();
+        tuples::fill(9, 4, record_bytes - 4, row, per_batch, &mut bytes);
+        let mut b = RecordBatch::new(layout);
+        b.extend_fixed(&bytes).map_err(|e| e.to_string())?;
+        out.push(b);
+        row += per_batch;
+    }
+    Ok((layout, out))
+}
+
+/// Runs the benchmark and prints its table.
+pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (mib, sizes, partitions, reps) = if args.quick {
+        (32, vec![16, 100], vec![32, 1024], 1)
+    } else {
+        (args.mib, args.sizes.clone(), args.partitions.clone(), args.reps)
+    };
+    let kinds: Vec<StrategyKind> = if args.strategies.is_empty() {
+        StrategyKind::ALL.to_vec()
+    } else {
+        args.strategies
+            .iter()
+            .map(|s| StrategyKind::parse(s).ok_or_else(|| format!("unknown strategy {s:?}")))
+            .collect::<Result<_, _>>()?
+    };
+    let pool = PagePool::new(args.page_kib.max(1) << 10);
+    println!(
+        "sluice bench partition: {mib} MiB per record size, mask partitioner, {} KiB pages, median of {reps}",
+        args.page_kib
+    );
+    let table = Table::start(&[
+        ("bytes", 5),
+        ("P", 5),
+        ("thr", 3),
+        ("strategy", 11),
+        ("M rec/s", 8),
+        ("GB/s", 6),
+        ("x naive", 7),
+        ("x memcpy", 8),
+    ]);
+    let mut rows = Vec::new();
+    for &size in &sizes {
+        let (layout, batches) = input(size, mib << 20)?;
+        let views: Vec<BatchView<'_>> = batches.iter().map(RecordBatch::view).collect();
+        let records: usize = batches.iter().map(RecordBatch::len).sum();
+        let bytes: usize = batches.iter().map(RecordBatch::payload_len).sum();
+        let chunks: Vec<&[u8]> = batches.iter().map(RecordBatch::payload).collect();
+        let mut dst = vec![0u8; bytes];
+        copy_all(&chunks, &mut dst);
+        let memcpy = median_of(
+            (0..reps.max(1)).map(|_| gbps(bytes, time(|| copy_all(&chunks, &mut dst)))).collect(),
+        );
+        for &p in &partitions {
+            let f = MaskPartitioner::new(p)?;
+            let mut naive_counts: Option<Vec<usize>> = None;
+            let mut naive_gbps = 0.0;
+            for &threads in &args.threads {
+                for &kind in &kinds {
+                    if kind == StrategyKind::Naive && threads != 1 {
+                        continue;
+                    }
+                    let strategy = kind.build();
+                    let job = PartitionJob { layout, input: &views, partitioner: &f, threads, pool: &pool };
+                    let mut times: Vec<Duration> = Vec::new();
+                    for round in 0..=reps.max(1) {
+                        let t = std::time::Instant::now();
+                        let out = strategy.run(&job)?;
+                        let elapsed = t.elapsed();
+                        let counts: Vec<usize> = (0..out.partitions()).map(|i| out.count(i)).collect();
+                        match &naive_counts {
+                            Some(c) if *c != counts => {
+                                return Err(format!("{} disagrees with naive at P={p}", strategy.name()).into())
+                            }
+                            None if kind == StrategyKind::Naive => naive_counts = Some(counts),
+                            _ => {}
+                        }
+                        out.recycle(&pool);
+                        if round > 0 {
+                            times.push(elapsed);
+                        }
+                    }
+                    let g = median_of(times.iter().map(|t| gbps(bytes, *t)).collect());
+                    let mrec = g * 1e9 / size as f64 / 1e6;
+                    if kind == StrategyKind::Naive {
+                        naive_gbps = g;
+                    }
+                    let vs_naive = if naive_gbps > 0.0 { g / naive_gbps } else { f64::NAN };
+                    table.row(&[
+                        size.to_string(),
+                        p.to_string(),
+                        threads.to_string(),
+                        strategy.name().to_string(),
+                        format!("{mrec:.1}"),
+                        format!("{g:.2}"),
+                        format!("{vs_naive:.2}"),
+                        format!("{:.2}", g / memcpy),
+                    ]);
+                    rows.push(json!({
+                        "record_bytes": size, "partitions": p, "threads": threads,
+                        "strategy": strategy.name(), "records": records, "bytes": bytes,
+                        "mrecords_per_s": mrec, "gbps": g, "naive_gbps": naive_gbps,
+                        "memcpy_gbps": memcpy, "vs_naive": vs_naive, "vs_memcpy": g / memcpy,
+                    }));
+                }
+            }
+        }
+        println!("  (memcpy of the {size}-byte input: {memcpy:.2} GB/s)");
+    }
+    if let Some(path) = &args.json {
+        write_json(path, &json!({ "bench": "partition", "mib": mib, "reps": reps, "rows": rows }))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
