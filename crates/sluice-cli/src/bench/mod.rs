@@ -3,6 +3,7 @@
 mod format;
 mod measure;
 mod partition;
+mod plot;
 mod report;
 
 use clap::Subcommand;

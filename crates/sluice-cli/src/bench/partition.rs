@@ -26,7 +26,10 @@ use sluice_core::partition::{
 };
 use sluice_core::{BatchView, Layout, RecordBatch};
 
+use indicatif::{ProgressBar, ProgressStyle};
+
 use super::measure::{copy_all, gbps, median_of, time};
+use super::plot::{write_svg, Point};
 use super::report::{write_json, Table};
 
 /// Options of `sluice bench partition`.
@@ -59,6 +62,12 @@ pub(crate) struct PartitionArgs {
     /// Also write the rows as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also write the rows as CSV to this file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Also plot M records/s against partitions to this SVG file.
+    #[arg(long)]
+    svg: Option<PathBuf>,
 }
 
 const BATCH_BYTES: usize = 1 << 20;
@@ -111,6 +120,22 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
         ("x memcpy", 8),
     ]);
     let mut rows = Vec::new();
+    let mut points = Vec::new();
+    let mut csv = String::from(
+        "record_bytes,partitions,threads,strategy,mrecords_per_s,gbps,vs_naive,vs_memcpy\n",
+    );
+    let total_points = sizes.len()
+        * partitions.len()
+        * args
+            .threads
+            .iter()
+            .map(|&t| kinds.iter().filter(|&&k| k != StrategyKind::Naive || t == 1).count())
+            .sum::<usize>();
+    let progress = ProgressBar::new(total_points as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} points, {elapsed} elapsed, ~{eta} left")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     for &size in &sizes {
         let (layout, batches) = input(size, mib << 20)?;
         let views: Vec<BatchView<'_>> = batches.iter().map(RecordBatch::view).collect();
@@ -132,16 +157,27 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                         continue;
                     }
                     let strategy = kind.build();
-                    let job = PartitionJob { layout, input: &views, partitioner: &f, threads, pool: &pool };
+                    let job = PartitionJob {
+                        layout,
+                        input: &views,
+                        partitioner: &f,
+                        threads,
+                        pool: &pool,
+                    };
                     let mut times: Vec<Duration> = Vec::new();
                     for round in 0..=reps.max(1) {
                         let t = std::time::Instant::now();
                         let out = strategy.run(&job)?;
                         let elapsed = t.elapsed();
-                        let counts: Vec<usize> = (0..out.partitions()).map(|i| out.count(i)).collect();
+                        let counts: Vec<usize> =
+                            (0..out.partitions()).map(|i| out.count(i)).collect();
                         match &naive_counts {
                             Some(c) if *c != counts => {
-                                return Err(format!("{} disagrees with naive at P={p}", strategy.name()).into())
+                                return Err(format!(
+                                    "{} disagrees with naive at P={p}",
+                                    strategy.name()
+                                )
+                                .into())
                             }
                             None if kind == StrategyKind::Naive => naive_counts = Some(counts),
                             _ => {}
@@ -157,16 +193,31 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                         naive_gbps = g;
                     }
                     let vs_naive = if naive_gbps > 0.0 { g / naive_gbps } else { f64::NAN };
-                    table.row(&[
-                        size.to_string(),
-                        p.to_string(),
-                        threads.to_string(),
-                        strategy.name().to_string(),
-                        format!("{mrec:.1}"),
-                        format!("{g:.2}"),
-                        format!("{vs_naive:.2}"),
-                        format!("{:.2}", g / memcpy),
-                    ]);
+                    progress.inc(1);
+                    csv.push_str(&format!(
+                        "{size},{p},{threads},{},{mrec:.3},{g:.4},{vs_naive:.4},{:.4}\n",
+                        strategy.name(),
+                        g / memcpy
+                    ));
+                    points.push(Point {
+                        record_bytes: size,
+                        threads,
+                        strategy: strategy.name().to_string(),
+                        partitions: p,
+                        mrecords_per_s: mrec,
+                    });
+                    progress.suspend(|| {
+                        table.row(&[
+                            size.to_string(),
+                            p.to_string(),
+                            threads.to_string(),
+                            strategy.name().to_string(),
+                            format!("{mrec:.1}"),
+                            format!("{g:.2}"),
+                            format!("{vs_naive:.2}"),
+                            format!("{:.2}", g / memcpy),
+                        ])
+                    });
                     rows.push(json!({
                         "record_bytes": size, "partitions": p, "threads": threads,
                         "strategy": strategy.name(), "records": records, "bytes": bytes,
@@ -176,7 +227,16 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                 }
             }
         }
-        println!("  (memcpy of the {size}-byte input: {memcpy:.2} GB/s)");
+        progress.suspend(|| println!("  (memcpy of the {size}-byte input: {memcpy:.2} GB/s)"));
+    }
+    progress.finish_and_clear();
+    if let Some(path) = &args.csv {
+        std::fs::write(path, &csv)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.svg {
+        write_svg(path, &points)?;
+        println!("wrote {}", path.display());
     }
     if let Some(path) = &args.json {
         write_json(path, &json!({ "bench": "partition", "mib": mib, "reps": reps, "rows": rows }))?;

@@ -84,6 +84,17 @@ pub(crate) fn key_prefix_u64(key: &[u8]) -> u64 {
     w
 }
 
+/// Checks a partition count.
+pub(crate) fn check_partitions(n: u32) -> Result<u32, crate::partition::PartitionError> {
+    if n == 0 || n > PARTITIONS_MAX {
+        return Err(crate::partition::PartitionError::PartitionCount {
+            got: n,
+            max: PARTITIONS_MAX,
+        });
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,15 +109,4 @@ mod tests {
             assert_eq!(key_prefix_u64(&key), u64::from_le_bytes(w), "len {len}");
         }
     }
-}
-
-/// Checks a partition count.
-pub(crate) fn check_partitions(n: u32) -> Result<u32, crate::partition::PartitionError> {
-    if n == 0 || n > PARTITIONS_MAX {
-        return Err(crate::partition::PartitionError::PartitionCount {
-            got: n,
-            max: PARTITIONS_MAX,
-        });
-    }
-    Ok(n)
 }

@@ -11,12 +11,14 @@
 //! | [`CmpProcessingUnits`] | threads in a unit split the partition range; each scans the unit's input | pages |
 //! | [`LocalPagesAndMerge`] | thread-local pages, then a merge that gives each thread a group of partitions | pages |
 //! | [`SortGroup`] | PSACS: sort (partition, record) pairs, then gather | buffer |
+//! | [`Auto`] | picks one of the above from record size, partitions and threads | either |
 //!
 //! Input is a list of batches in one layout; thread `t` of `T` takes batches
 //! `t, t + T, t + 2T, ...`. Every strategy is correct for any thread count,
 //! partition count and record size; they differ in contention, memory and
 //! passes over the data.
 
+mod auto;
 mod cmp_units;
 mod hybrid;
 mod local_pages;
@@ -26,6 +28,10 @@ mod radix;
 mod smb;
 mod sort_group;
 
+pub use auto::{
+    Auto, AUTO_LARGE_SMB_PARTITIONS_MIN, AUTO_LOCAL_PAGES_PARTITIONS_MAX,
+    AUTO_SMALL_RECORD_BYTES_MAX,
+};
 pub use cmp_units::{CmpProcessingUnits, UNIT_THREADS_DEFAULT};
 pub use hybrid::{Hybrid, HYBRID_CHUNK_RECORDS_DEFAULT};
 pub use local_pages::LocalPagesAndMerge;
@@ -117,11 +123,13 @@ pub enum StrategyKind {
     LocalPagesAndMerge,
     /// [`SortGroup`].
     SortGroup,
+    /// [`Auto`]: picks one of the others per job.
+    Auto,
 }
 
 impl StrategyKind {
-    /// All strategies.
-    pub const ALL: [StrategyKind; 8] = [
+    /// All strategies, `Auto` last.
+    pub const ALL: [StrategyKind; 9] = [
         StrategyKind::Naive,
         StrategyKind::OnDemand,
         StrategyKind::Smb,
@@ -130,6 +138,7 @@ impl StrategyKind {
         StrategyKind::CmpProcessingUnits,
         StrategyKind::LocalPagesAndMerge,
         StrategyKind::SortGroup,
+        StrategyKind::Auto,
     ];
 
     /// The strategy, with default settings.
@@ -143,6 +152,7 @@ impl StrategyKind {
             StrategyKind::CmpProcessingUnits => Box::new(CmpProcessingUnits::default()),
             StrategyKind::LocalPagesAndMerge => Box::new(LocalPagesAndMerge),
             StrategyKind::SortGroup => Box::new(SortGroup),
+            StrategyKind::Auto => Box::new(Auto),
         }
     }
 
