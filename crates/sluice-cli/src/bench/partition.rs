@@ -4,8 +4,10 @@
 //! For each record size (4-, 16- and 100-byte tuples with 4-byte uniform
 //! keys, as in the thesis) the input is generated once in 1 MiB batches.
 //! For each partition count the thesis's function `key & (P - 1)` is used.
-//! Then for each thread count and strategy: one warm-up run (fills the page
-//! pool, faults buffers in), then `--reps` timed runs; the median is shown.
+//! Then for each thread count: one warm-up round (fills the page pool, faults
+//! buffers in) and `--reps` timed rounds, each round running every strategy
+//! once in turn, so that the machine's slow spells hit all strategies of a
+//! point alike; the median per strategy is shown.
 //! Output pages go back to the pool after every run, as an engine would do
 //! once a partition is handed on.
 //!
@@ -13,7 +15,8 @@
 //! `--reps`, measured per record size) and the naive single-threaded
 //! partitioner (one growable vector per partition), per partition count.
 //! Every run's output is checked: the record count per partition must equal
-//! the naive baseline's.
+//! that of the first strategy run at that partition count (the naive one by
+//! default).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,7 +25,7 @@ use clap::Args;
 use serde_json::json;
 use sluice_core::datagen::tuples;
 use sluice_core::partition::{
-    MaskPartitioner, PagePool, PartitionJob, StrategyKind, PAGE_BYTES_DEFAULT,
+    strategy::Auto, MaskPartitioner, PagePool, PartitionJob, StrategyKind, PAGE_BYTES_DEFAULT,
 };
 use sluice_core::{BatchView, Layout, RecordBatch};
 
@@ -149,44 +152,48 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
         );
         for &p in &partitions {
             let f = MaskPartitioner::new(p)?;
-            let mut naive_counts: Option<Vec<usize>> = None;
+            let mut reference_counts: Option<Vec<usize>> = None;
             let mut naive_gbps = 0.0;
             for &threads in &args.threads {
-                for &kind in &kinds {
-                    if kind == StrategyKind::Naive && threads != 1 {
-                        continue;
-                    }
-                    let strategy = kind.build();
-                    let job = PartitionJob {
-                        layout,
-                        input: &views,
-                        partitioner: &f,
-                        threads,
-                        pool: &pool,
-                    };
-                    let mut times: Vec<Duration> = Vec::new();
-                    for round in 0..=reps.max(1) {
+                // The naive baseline runs single-threaded only.
+                let active: Vec<StrategyKind> = kinds
+                    .iter()
+                    .copied()
+                    .filter(|&k| k != StrategyKind::Naive || threads == 1)
+                    .collect();
+                let job =
+                    PartitionJob { layout, input: &views, partitioner: &f, threads, pool: &pool };
+                // Rounds interleave the strategies, so a slow spell of the
+                // machine slows every strategy of the point alike.
+                let mut times: Vec<Vec<Duration>> = vec![Vec::new(); active.len()];
+                for round in 0..=reps.max(1) {
+                    for (i, &kind) in active.iter().enumerate() {
+                        let strategy = kind.build();
                         let t = std::time::Instant::now();
                         let out = strategy.run(&job)?;
                         let elapsed = t.elapsed();
                         let counts: Vec<usize> =
                             (0..out.partitions()).map(|i| out.count(i)).collect();
-                        match &naive_counts {
+                        match &reference_counts {
                             Some(c) if *c != counts => {
                                 return Err(format!(
-                                    "{} disagrees with naive at P={p}",
+                                    "{} disagrees with the reference at P={p}",
                                     strategy.name()
                                 )
                                 .into())
                             }
-                            None if kind == StrategyKind::Naive => naive_counts = Some(counts),
+                            None => reference_counts = Some(counts),
                             _ => {}
                         }
                         out.recycle(&pool);
                         if round > 0 {
-                            times.push(elapsed);
+                            times[i].push(elapsed);
                         }
                     }
+                }
+                let auto_choice = Auto::choose(&job).name();
+                for (&kind, times) in active.iter().zip(&times) {
+                    let strategy = kind.build();
                     let g = median_of(times.iter().map(|t| gbps(bytes, *t)).collect());
                     let mrec = g * 1e9 / size as f64 / 1e6;
                     if kind == StrategyKind::Naive {
@@ -223,6 +230,7 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                         "strategy": strategy.name(), "records": records, "bytes": bytes,
                         "mrecords_per_s": mrec, "gbps": g, "naive_gbps": naive_gbps,
                         "memcpy_gbps": memcpy, "vs_naive": vs_naive, "vs_memcpy": g / memcpy,
+                        "auto_choice": auto_choice,
                     }));
                 }
             }
