@@ -25,8 +25,8 @@ fn bench_partition_writes_json_csv_and_svg() {
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("valid json");
     let rows = report["rows"].as_array().expect("rows");
-    // 2 sizes x 2 partition counts x (9 strategies at 1 thread + 8 at 2, naive once).
-    assert_eq!(rows.len(), 2 * 2 * (9 + 8));
+    // 2 sizes x 2 partition counts x (10 strategies at 1 thread + 9 at 2, naive once).
+    assert_eq!(rows.len(), 2 * 2 * (10 + 9));
     for row in rows {
         let f = |k: &str| row[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {row}"));
         assert!(f("gbps") > 0.0 && f("naive_gbps") > 0.0 && f("memcpy_gbps") > 0.0, "{row}");

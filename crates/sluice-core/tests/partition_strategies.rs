@@ -212,3 +212,21 @@ proptest! {
         prop_assert!(actual(&out) == reference(&input, &f));
     }
 }
+
+#[test]
+fn lock_free_reservations_under_contention() {
+    // Tiny pages and few partitions: threads race for the same page and
+    // install new pages constantly.
+    let layout = Layout::fixed(8, 8).expect("16 B");
+    let input = batches(layout, 40_000, 77);
+    let f = FoldHash::new(2).expect("fold");
+    let expected = reference(&input, &f);
+    for page_bytes in [64usize, 256, 1000] {
+        let pool = PagePool::new(page_bytes);
+        for _ in 0..5 {
+            let out = run(StrategyKind::SmbLockFree, &input, layout, &f, 4, &pool);
+            assert!(actual(&out) == expected, "page {page_bytes}");
+            out.recycle(&pool);
+        }
+    }
+}

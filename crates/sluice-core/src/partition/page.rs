@@ -41,6 +41,12 @@ impl Page {
         Page { data, count: 0 }
     }
 
+    /// A page over a buffer that already holds `count` whole records in the
+    /// layout it will be viewed in.
+    pub(crate) fn from_records(data: Vec<u8>, count: u32) -> Self {
+        Page { data, count }
+    }
+
     /// Appends one record's raw bytes if they fit within `page_bytes`.
     #[inline]
     pub fn try_push(&mut self, raw: &[u8], page_bytes: usize) -> bool {

@@ -6,6 +6,7 @@
 //! | [`Naive`] | one growable vector per partition, one thread (the baseline) | pages |
 //! | [`OnDemand`] | every record appended to a shared per-partition page under its lock | pages |
 //! | [`Smb`] | thread-local software-managed buffers per partition, flushed to shared pages under the lock | pages |
+//! | [`SmbLockFree`] | the same buffers, flushed by reserving page space with one atomic add (lock only to install a page) | pages |
 //! | [`Radix`] | per-thread histograms, prefix sums, exclusive write ranges in one buffer | buffer |
 //! | [`Hybrid`] | small chunks grouped locally, appended to shared pages once per partition per chunk | pages |
 //! | [`CmpProcessingUnits`] | threads in a unit split the partition range; each scans the unit's input | pages |
@@ -26,6 +27,7 @@ mod naive;
 mod on_demand;
 mod radix;
 mod smb;
+mod smb_lockfree;
 mod sort_group;
 
 pub use auto::{
@@ -39,6 +41,7 @@ pub use naive::Naive;
 pub use on_demand::OnDemand;
 pub use radix::Radix;
 pub use smb::{Smb, SMB_BYTES_DEFAULT};
+pub use smb_lockfree::SmbLockFree;
 pub use sort_group::SortGroup;
 
 use crate::format::{BatchView, Layout, RawRecord, Records};
@@ -113,6 +116,8 @@ pub enum StrategyKind {
     OnDemand,
     /// [`Smb`].
     Smb,
+    /// [`SmbLockFree`].
+    SmbLockFree,
     /// [`Radix`].
     Radix,
     /// [`Hybrid`].
@@ -129,10 +134,11 @@ pub enum StrategyKind {
 
 impl StrategyKind {
     /// All strategies, `Auto` last.
-    pub const ALL: [StrategyKind; 9] = [
+    pub const ALL: [StrategyKind; 10] = [
         StrategyKind::Naive,
         StrategyKind::OnDemand,
         StrategyKind::Smb,
+        StrategyKind::SmbLockFree,
         StrategyKind::Radix,
         StrategyKind::Hybrid,
         StrategyKind::CmpProcessingUnits,
@@ -147,6 +153,7 @@ impl StrategyKind {
             StrategyKind::Naive => Box::new(Naive),
             StrategyKind::OnDemand => Box::new(OnDemand),
             StrategyKind::Smb => Box::new(Smb::default()),
+            StrategyKind::SmbLockFree => Box::new(SmbLockFree::default()),
             StrategyKind::Radix => Box::new(Radix),
             StrategyKind::Hybrid => Box::new(Hybrid::default()),
             StrategyKind::CmpProcessingUnits => Box::new(CmpProcessingUnits::default()),
