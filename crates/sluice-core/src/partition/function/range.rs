@@ -98,7 +98,12 @@ impl RangePartitioner {
     /// The partition by plain binary search over all split points (the
     /// reference the table lookup is tested against).
     pub fn partition_by_search(&self, key: &[u8]) -> u32 {
-        let (mut lo, mut hi) = (0usize, self.ends.len());
+        self.upper_bound(key, 0, self.ends.len())
+    }
+
+    /// Number of split points in `lo..hi` that are `<= key`, plus `lo`.
+    #[inline]
+    fn upper_bound(&self, key: &[u8], mut lo: usize, mut hi: usize) -> u32 {
         while lo < hi {
             let mid = (lo + hi) / 2;
             if self.split(mid) <= key {
@@ -119,16 +124,7 @@ impl Partitioner for RangePartitioner {
     #[inline]
     fn partition(&self, key: &[u8]) -> u32 {
         let v = prefix16(key);
-        let (mut lo, mut hi) = (self.first[v] as usize, self.first[v + 1] as usize);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.split(mid) <= key {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo as u32
+        self.upper_bound(key, self.first[v] as usize, self.first[v + 1] as usize)
     }
 
     fn name(&self) -> &'static str {

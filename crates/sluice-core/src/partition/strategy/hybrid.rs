@@ -13,11 +13,8 @@
 //! Locks are taken at most once per partition per chunk instead of once per
 //! record (OnDemand); no global histogram or pre-allocation (Radix).
 
-use std::sync::Mutex;
-
-use super::{for_each_raw, PartitionJob, PartitionStrategy};
-use crate::partition::output::{Partitioned, PartitionedPages};
-use crate::partition::page::PageChain;
+use super::{for_each_raw, into_paged, shared_chains, PartitionJob, PartitionStrategy};
+use crate::partition::output::Partitioned;
 use crate::partition::PartitionError;
 
 /// Default records per chunk.
@@ -44,8 +41,7 @@ impl PartitionStrategy for Hybrid {
     fn run(&self, job: &PartitionJob<'_>) -> Result<Partitioned, PartitionError> {
         job.check()?;
         let chunk = self.chunk_records.max(1);
-        let shared: Vec<Mutex<PageChain>> =
-            (0..job.partitions()).map(|_| Mutex::new(PageChain::default())).collect();
+        let shared = shared_chains(job.partitions());
         std::thread::scope(|s| {
             for t in 0..job.threads {
                 let shared = &shared;
@@ -74,10 +70,6 @@ impl PartitionStrategy for Hybrid {
                 });
             }
         });
-        let pages = shared
-            .into_iter()
-            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).into_pages())
-            .collect();
-        Ok(Partitioned::Pages(PartitionedPages { layout: job.layout, pages }))
+        Ok(into_paged(job.layout, shared))
     }
 }

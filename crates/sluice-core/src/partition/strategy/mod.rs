@@ -169,6 +169,25 @@ impl StrategyKind {
     }
 }
 
+/// One locked page chain per partition, for strategies that share pages.
+pub(crate) fn shared_chains(
+    parts: usize,
+) -> Vec<std::sync::Mutex<crate::partition::page::PageChain>> {
+    (0..parts).map(|_| std::sync::Mutex::new(Default::default())).collect()
+}
+
+/// The pages of shared chains, once every writer has joined.
+pub(crate) fn into_paged(
+    layout: Layout,
+    shared: Vec<std::sync::Mutex<crate::partition::page::PageChain>>,
+) -> Partitioned {
+    let pages = shared
+        .into_iter()
+        .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).into_pages())
+        .collect();
+    Partitioned::Pages(crate::partition::output::PartitionedPages { layout, pages })
+}
+
 /// Copies one fixed-width record; `W` is the width when known at compile
 /// time (0: use the slices' length).
 #[inline(always)]

@@ -20,9 +20,12 @@
 
 use std::sync::Mutex;
 
-use super::{copy_record, dispatch_width, for_each_raw, PartitionJob, PartitionStrategy};
+use super::{
+    copy_record, dispatch_width, for_each_raw, into_paged, shared_chains, PartitionJob,
+    PartitionStrategy,
+};
 use crate::format::BatchView;
-use crate::partition::output::{Partitioned, PartitionedPages};
+use crate::partition::output::Partitioned;
 use crate::partition::page::PageChain;
 use crate::partition::PartitionError;
 
@@ -146,8 +149,7 @@ impl PartitionStrategy for Smb {
 
     fn run(&self, job: &PartitionJob<'_>) -> Result<Partitioned, PartitionError> {
         job.check()?;
-        let shared: Vec<Mutex<PageChain>> =
-            (0..job.partitions()).map(|_| Mutex::new(PageChain::default())).collect();
+        let shared = shared_chains(job.partitions());
         let smb_bytes = self.smb_bytes.max(16);
         std::thread::scope(|s| {
             for t in 0..job.threads {
@@ -160,10 +162,6 @@ impl PartitionStrategy for Smb {
                 });
             }
         });
-        let pages = shared
-            .into_iter()
-            .map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()).into_pages())
-            .collect();
-        Ok(Partitioned::Pages(PartitionedPages { layout: job.layout, pages }))
+        Ok(into_paged(job.layout, shared))
     }
 }
