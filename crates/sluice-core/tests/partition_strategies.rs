@@ -171,6 +171,24 @@ fn a_record_larger_than_a_page_comes_through() {
 }
 
 #[test]
+fn fixed_records_wider_than_a_page_come_through() {
+    // 8,004-byte records into 4 KiB pages: every record gets a page of its
+    // own, on every strategy's fixed-width path.
+    let pool = PagePool::new(4096);
+    let layout = Layout::fixed(4, 8000).expect("wide");
+    let input = batches(layout, 40, 5);
+    let f = Xxh3Hash::new(3).expect("xxh3");
+    let expected = reference(&input, &f);
+    for kind in StrategyKind::ALL {
+        for threads in 1..=2 {
+            let out = run(kind, &input, layout, &f, threads, &pool);
+            assert!(actual(&out) == expected, "{kind:?} with {threads} threads");
+            out.recycle(&pool);
+        }
+    }
+}
+
+#[test]
 fn bad_jobs_are_refused() {
     let pool = PagePool::new(4096);
     let f = Xxh3Hash::new(8).expect("xxh3");

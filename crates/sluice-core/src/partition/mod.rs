@@ -25,6 +25,7 @@
 //! against a trivial reference for 1-4 threads and 1 to 65,536 partitions.
 
 pub mod error;
+mod fixed_writer;
 pub mod function;
 pub mod output;
 pub mod page;

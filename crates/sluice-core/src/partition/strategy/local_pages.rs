@@ -12,14 +12,27 @@
 //! thread 0: p0 [##][#.]  p1 [#.]        merge p0: [##] [##] [#.]+[#.] -> [##][##][##]
 //! thread 1: p0 [##][#.]  p1 [##][..]    merge p1: ...
 //! ```
-//! Fast for few partitions (the thesis's winner below 32); memory grows with
-//! threads x partitions x page size, since each thread starts a page for each
-//! partition it sees.
+//! Only partial pages of at most 1/[`MERGE_COPY_DIVISOR`] of a page are
+//! copied; larger ones are moved as they are, so the merge copies at most
+//! that share of a page per thread and partition instead of half the data
+//! when partitions are smaller than a page.
+//!
+//! Fixed-width records take a direct-store path (partition ids computed a
+//! chunk at a time, each record stored straight to its page tail; see
+//! `fixed_writer`), which makes this the fastest single-thread strategy for
+//! small records here. Memory grows with threads x partitions x page size,
+//! since each thread starts a page for each partition it sees.
 
-use super::{for_each_raw, PartitionJob, PartitionStrategy};
+use super::{dispatch_width, fixed_chunks, for_each_raw, PartitionJob, PartitionStrategy};
+use crate::format::BatchView;
+use crate::partition::fixed_writer::FixedPageWriter;
 use crate::partition::output::{Partitioned, PartitionedPages};
 use crate::partition::page::{Page, PageChain};
 use crate::partition::PartitionError;
+
+/// A partial page is copied into another in the merge only when it holds at
+/// most `1 / MERGE_COPY_DIVISOR` of a page.
+pub const MERGE_COPY_DIVISOR: usize = 8;
 
 /// Thread-local pages merged per partition group.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,6 +51,9 @@ impl PartitionStrategy for LocalPagesAndMerge {
             let handles: Vec<_> = (0..job.threads)
                 .map(|t| {
                     s.spawn(move || {
+                        if let Some(width) = job.layout.fixed_record_bytes() {
+                            return dispatch_width!(width, local_fixed(job, t, width));
+                        }
                         let mut chains: Vec<PageChain> =
                             (0..parts).map(|_| PageChain::default()).collect();
                         for view in job.batches_of(t) {
@@ -80,6 +96,39 @@ impl PartitionStrategy for LocalPagesAndMerge {
     }
 }
 
+/// Phase 1 for fixed-width records: direct stores into page tails.
+fn local_fixed<const W: usize>(job: &PartitionJob<'_>, t: usize, width: usize) -> Vec<PageChain> {
+    let mut writer = FixedPageWriter::new(job.pool, job.partitions(), width);
+    let mut pids = Vec::new();
+    for view in job.batches_of(t) {
+        for chunk in fixed_chunks(view, width) {
+            pids.clear();
+            job.partitioner.partition_batch(&chunk, &mut pids);
+            write_chunk::<W>(&mut writer, &chunk, width, &pids);
+        }
+    }
+    writer
+        .into_pages()
+        .into_iter()
+        .map(|mut pages| {
+            let current = pages.pop();
+            PageChain { full: pages, current }
+        })
+        .collect()
+}
+
+#[inline(always)]
+fn write_chunk<const W: usize>(
+    writer: &mut FixedPageWriter<'_>,
+    chunk: &BatchView<'_>,
+    width: usize,
+    pids: &[u32],
+) {
+    for (rec, &p) in chunk.payload().chunks_exact(width).zip(pids) {
+        writer.push::<W>(p as usize, rec);
+    }
+}
+
 /// Moves full pages and merges the partial last pages of one partition.
 fn merge(out: &mut Vec<Page>, chains: Vec<PageChain>, page_bytes: usize, job: &PartitionJob<'_>) {
     let mut partial: Vec<Page> = Vec::new();
@@ -92,7 +141,10 @@ fn merge(out: &mut Vec<Page>, chains: Vec<PageChain>, page_bytes: usize, job: &P
     let mut target: Option<Page> = None;
     for page in partial {
         match target.as_mut() {
-            Some(t) if t.bytes() + page.bytes() <= page_bytes => {
+            Some(t)
+                if page.bytes() <= page_bytes / MERGE_COPY_DIVISOR
+                    && t.bytes() + page.bytes() <= page_bytes =>
+            {
                 t.push_many(page.payload(), page.len() as u32);
                 job.pool.recycle(page);
             }

@@ -36,7 +36,7 @@ pub use auto::{
 };
 pub use cmp_units::{CmpProcessingUnits, UNIT_THREADS_DEFAULT};
 pub use hybrid::{Hybrid, HYBRID_CHUNK_RECORDS_DEFAULT};
-pub use local_pages::LocalPagesAndMerge;
+pub use local_pages::{LocalPagesAndMerge, MERGE_COPY_DIVISOR};
 pub use naive::Naive;
 pub use on_demand::OnDemand;
 pub use radix::Radix;
@@ -96,6 +96,22 @@ pub(crate) fn for_each_raw<'a>(view: &BatchView<'a>, mut f: impl FnMut(RawRecord
     while let Some(r) = it.next_raw() {
         f(r);
     }
+}
+
+/// Records per chunk when a strategy computes partition ids a chunk at a
+/// time (64 KiB of ids: stays in L2 between computing and using them).
+pub(crate) const PID_CHUNK_RECORDS: usize = 16 << 10;
+
+/// A fixed-width batch cut into views of at most [`PID_CHUNK_RECORDS`]
+/// records each.
+pub(crate) fn fixed_chunks<'a>(
+    view: &BatchView<'a>,
+    width: usize,
+) -> impl Iterator<Item = BatchView<'a>> + 'a {
+    let layout = view.layout();
+    view.payload()
+        .chunks(PID_CHUNK_RECORDS * width.max(1))
+        .map(move |c| BatchView::new_unchecked(layout, (c.len() / width.max(1)) as u32, c))
 }
 
 /// A way of grouping records by partition.
