@@ -16,22 +16,25 @@ use std::sync::Mutex;
 
 use crate::format::{BatchView, Layout};
 
-/// Default page size in bytes (32 KiB).
+/// Default page size in bytes (16 KiB).
 ///
 /// The thesis used 5 MiB pages; at 1024 partitions that is 5 GiB of pages
 /// touched up front per thread, which this machine pays for in page faults.
-/// Large pages also hurt for a second reason: the allocator serves them by
-/// `mmap`, so every page starts at the same offset within a 4 KiB frame, and
-/// with uniform keys all partitions' write positions advance in step and
-/// land in the same cache sets. At 16-byte records and 1024 partitions,
-/// direct page writes ran at 86 M records/s with 256 KiB pages and 150-220
-/// M/s with 4 or 32 KiB pages (`sluice bench partition --page-kib`). Pages
-/// are not the I/O unit (spills and the engine concatenate them), so small
-/// pages cost only a 36-byte block header each.
-pub const PAGE_BYTES_DEFAULT: usize = 32 << 10;
+/// Large pages are also slow to fill: with uniform keys all partitions' page
+/// tails advance in step, and when pages are large and aligned alike the
+/// tails fall into few cache sets. Measured with `sluice bench partition
+/// --sizes 16 --partitions 1024 --threads 1 --strategies local_pages
+/// --page-kib K` (direct page writes, M records/s, two runs each):
+/// 4 KiB 173/123, 8 KiB 181/142, 16 KiB 170/197, 32 KiB 68-115,
+/// 256 KiB 86. Pages are not the I/O unit (spills and the engine write many
+/// pages at once), so small pages cost only a 36-byte block header each
+/// (0.2 % at 16 KiB).
+pub const PAGE_BYTES_DEFAULT: usize = 16 << 10;
 
-/// Free pages a pool keeps for reuse; pages returned beyond this are freed.
-pub const POOL_FREE_PAGES_MAX: usize = 4096;
+/// Bytes of free pages a pool keeps for reuse; pages returned beyond this
+/// are freed (256 MiB: a 64 MiB job into 1024 partitions on two threads
+/// recycles all its pages).
+pub const POOL_FREE_BYTES_MAX: usize = 256 << 20;
 
 /// Records of one partition, in the payload layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,7 +163,7 @@ impl PagePool {
             return;
         }
         if let Ok(mut f) = self.free.lock() {
-            if f.len() < POOL_FREE_PAGES_MAX {
+            if (f.len() + 1) * self.page_bytes <= POOL_FREE_BYTES_MAX {
                 f.push(buf);
             }
         }

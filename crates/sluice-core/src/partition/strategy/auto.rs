@@ -2,48 +2,53 @@
 //!
 //! # Rule
 //! Derived from `sluice bench partition --mib 64 --reps 3` on the reference
-//! machine (2 vCPU Zen 5 guest, 2026-11-22). Best strategies per point, in
-//! M records/s (runner-up after the slash):
+//! machine (2 vCPU Zen 5 guest, 2026-11-22, 16 KiB pages), after the
+//! fixed-width direct-store path of `LocalPagesAndMerge` landed. Best three
+//! strategies per point, M records/s:
 //!
 //! | record, threads | P = 2 | P = 8 | P = 32 | P = 1024 | P = 4096 |
 //! |---|---|---|---|---|---|
-//! | 4 B, 1 | smb 193 / lp 128 | smb 204 / cmp 106 | smb 172 / lp 96 | smb 184 / naive 66 | smb 131 / naive 70 |
-//! | 4 B, 2 | smb 268 / lp 210 | smb 317 / lp 169 | smb 354 / lp 178 | smb 303 / lp 86 | smb 207 / radix 82 |
-//! | 16 B, 1 | lp 117 / cmp 115 | lp 125 / cmp 124 | smb 100 / cmp 57 | smb 83 / naive 38 | smb 54 / naive 45 |
-//! | 16 B, 2 | lp 177 / smb 175 | smb 176 / lp 158 | smb 193 / lp 105 | smb 156 / lp 59 | smb 109 / radix 66 |
-//! | 100 B, 1 | cmp 90 / lp 89 | od 54 / cmp 46 | cmp 35 / hybrid 25 | cmp 21 / smb 21 | cmp 19 / naive 13 |
-//! | 100 B, 2 | lp 91 / cmp 61 | lp 94 / cmp 62 | cmp 52 / lp 42 | smb 37 / hybrid 28 | cmp 22 / smb 20 |
+//! | 4 B, 1 | lp 255 / lf 213 / smb 168 | lf 269 / lp 264 / smb 213 | lf 271 / smb 207 / lp 192 | lf 232 / lp 195 / smb 178 | lp 160 / lf 139 / smb 118 |
+//! | 4 B, 2 | lp 497 / lf 408 / smb 325 | lp 499 / lf 438 / smb 302 | lp 560 / lf 385 / smb 317 | lf 340 / lp 285 / smb 284 | lf 230 / smb 217 / radix 180 |
+//! | 16 B, 1 | lp 186 / lf 175 / radix 156 | lp 265 / radix 153 / lf 131 | lp 201 / radix 155 / lf 142 | lp 164 / lf 102 / radix 95 | radix 71 / lp 71 / lf 55 |
+//! | 16 B, 2 | lp 423 / radix 349 / lf 257 | lp 519 / radix 290 / lf 274 | lf 221 / radix 218 / lp 210 | lp 211 / radix 166 / lf 153 | lp 117 / smb 94 / radix 86 |
+//! | 100 B, 1 | cmp 58 / od 48 / lp 44 | cmp 40 / lp 38 / od 37 | lf 22 / cmp 21 / lp 21 | lp 17 / smb 17 / lf 16 | lp 16 / cmp 12 / smb 12 |
+//! | 100 B, 2 | lp 60 / cmp 54 / hybrid 43 | lp 58 / cmp 56 / lf 42 | lf 40 / lp 38 / cmp 37 | lf 34 / lp 32 / smb 30 | lp 29 / cmp 23 / smb 21 |
 //!
-//! (lp: local_pages, cmp: cmp_units, od: on_demand.) Hence:
+//! (lp: local_pages, lf: smb_lockfree, cmp: cmp_units, od: on_demand.)
+//! The run before it (32 KiB pages) had lp ahead at 4 B / P = 32 / 1 thread
+//! (224 vs 199) and cmp at 100 B / P = 2 (54 vs 50): points closer than about
+//! 15 % swap between runs on this VM. Hence:
 //!
-//! - records of at most [`AUTO_SMALL_RECORD_BYTES_MAX`] bytes: SMB, except
-//!   one thread with at most [`AUTO_LOCAL_PAGES_PARTITIONS_MAX`] partitions
-//!   and records over 8 bytes, where thread-local pages win;
-//! - larger records: thread-local pages up to
-//!   [`AUTO_LOCAL_PAGES_PARTITIONS_MAX`] partitions; SMB from
-//!   [`AUTO_LARGE_SMB_PARTITIONS_MIN`] partitions on two or more threads;
-//!   processing units otherwise.
+//! - thread-local pages (direct stores into page tails, no sharing) by
+//!   default;
+//! - records of at most [`AUTO_SMALL_RECORD_BYTES_MAX`] bytes into at least
+//!   [`AUTO_LOCKFREE_PARTITIONS_MIN`] partitions: SMB with lock-free
+//!   reservations, where a 4-byte record makes the per-record page-tail
+//!   update dominate and the buffered path writes whole lines instead;
+//! - more than [`AUTO_LOCAL_PAGES_PARTITIONS_MAX`] partitions: SMB with
+//!   lock-free reservations too, because thread-local pages cost threads x
+//!   partitions x page size of memory (65,536 partitions x 16 KiB = 1 GiB per
+//!   thread), while shared pages cost partitions x page size.
 //!
-//! Small records gain most from software-managed buffers: one record is a
-//! fraction of a cache line, so buffering turns P scattered page tails into
-//! a few hot lines. Large records are already cache-line sized; copying them
-//! twice (into a buffer, then to a page) costs more than it saves, and
-//! writing straight to thread-local pages (few partitions) or to the pages
-//! of an exclusive partition range (more) wins. This matches the thesis
-//! (thread-local pages below 32 partitions, SMB above) for 16-byte tuples
-//! and departs from it for 4-byte ones, where SMB wins everywhere here.
-//! Differences under about 10 % are within this machine's run-to-run noise.
+//! The thesis found thread-local pages best below 32 partitions and SMB
+//! above; here direct stores into small pages win up to 4096 partitions for
+//! records of 16 bytes and more, because this CPU merges consecutive stores
+//! to a line by itself and its caches hold one line per partition tail (see
+//! `fixed_writer` and the page size note in `page`).
 
-use super::{CmpProcessingUnits, LocalPagesAndMerge, PartitionJob, PartitionStrategy, Smb};
+use super::{LocalPagesAndMerge, PartitionJob, PartitionStrategy, SmbLockFree};
 use crate::partition::output::Partitioned;
 use crate::partition::PartitionError;
 
-/// Records up to this many bytes take the SMB path.
-pub const AUTO_SMALL_RECORD_BYTES_MAX: usize = 32;
-/// Up to this many partitions, thread-local pages (see the rule).
-pub const AUTO_LOCAL_PAGES_PARTITIONS_MAX: usize = 8;
-/// Large records with more partitions than this, on 2+ threads, take SMB.
-pub const AUTO_LARGE_SMB_PARTITIONS_MIN: usize = 512;
+/// Records up to this many bytes go to SMB from
+/// [`AUTO_LOCKFREE_PARTITIONS_MIN`] partitions on.
+pub const AUTO_SMALL_RECORD_BYTES_MAX: usize = 8;
+/// Partition count from which small records go to SMB.
+pub const AUTO_LOCKFREE_PARTITIONS_MIN: usize = 1024;
+/// Most partitions for thread-local pages (memory: threads x partitions x
+/// page size).
+pub const AUTO_LOCAL_PAGES_PARTITIONS_MAX: usize = 4096;
 
 /// Chooses a strategy per job.
 #[derive(Debug, Clone, Copy, Default)]
@@ -61,19 +66,12 @@ impl Auto {
                 .fold((0usize, 0usize), |(b, r), v| (b + v.payload().len(), r + v.len()));
             bytes.checked_div(records).unwrap_or(0)
         });
-        let few = parts <= AUTO_LOCAL_PAGES_PARTITIONS_MAX;
-        if record_bytes <= AUTO_SMALL_RECORD_BYTES_MAX {
-            if few && job.threads == 1 && record_bytes > 8 {
-                Box::new(LocalPagesAndMerge)
-            } else {
-                Box::new(Smb::default())
-            }
-        } else if few {
-            Box::new(LocalPagesAndMerge)
-        } else if parts >= AUTO_LARGE_SMB_PARTITIONS_MIN && job.threads >= 2 {
-            Box::new(Smb::default())
+        let small_many =
+            record_bytes <= AUTO_SMALL_RECORD_BYTES_MAX && parts >= AUTO_LOCKFREE_PARTITIONS_MIN;
+        if small_many || parts > AUTO_LOCAL_PAGES_PARTITIONS_MAX {
+            Box::new(SmbLockFree::default())
         } else {
-            Box::new(CmpProcessingUnits::default())
+            Box::new(LocalPagesAndMerge)
         }
     }
 }
@@ -107,13 +105,14 @@ mod tests {
     fn follows_the_measured_rule() {
         let t100 = Layout::fixed(4, 96).expect("100 B");
         let t4 = Layout::fixed(4, 0).expect("4 B");
-        assert_eq!(pick(t4, 2, 1), "smb");
-        assert_eq!(pick(Layout::TUPLE16, 2, 1), "local_pages");
-        assert_eq!(pick(Layout::TUPLE16, 8, 2), "smb");
-        assert_eq!(pick(Layout::TUPLE16, 1024, 1), "smb");
-        assert_eq!(pick(t100, 8, 2), "local_pages");
-        assert_eq!(pick(t100, 32, 2), "cmp_units");
-        assert_eq!(pick(t100, 1024, 2), "smb");
-        assert_eq!(pick(t100, 1024, 1), "cmp_units");
+        assert_eq!(pick(t4, 2, 1), "local_pages");
+        assert_eq!(pick(t4, 1024, 1), "smb_lockfree");
+        assert_eq!(pick(t4, 4096, 2), "smb_lockfree");
+        assert_eq!(pick(Layout::TUPLE16, 2, 2), "local_pages");
+        assert_eq!(pick(Layout::TUPLE16, 1024, 1), "local_pages");
+        assert_eq!(pick(Layout::TUPLE16, 4096, 2), "local_pages");
+        assert_eq!(pick(Layout::TUPLE16, 65_536, 1), "smb_lockfree");
+        assert_eq!(pick(t100, 32, 2), "local_pages");
+        assert_eq!(pick(t100, 8192, 2), "smb_lockfree");
     }
 }

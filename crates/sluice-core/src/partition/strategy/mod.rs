@@ -31,7 +31,7 @@ mod smb_lockfree;
 mod sort_group;
 
 pub use auto::{
-    Auto, AUTO_LARGE_SMB_PARTITIONS_MIN, AUTO_LOCAL_PAGES_PARTITIONS_MAX,
+    Auto, AUTO_LOCAL_PAGES_PARTITIONS_MAX, AUTO_LOCKFREE_PARTITIONS_MIN,
     AUTO_SMALL_RECORD_BYTES_MAX,
 };
 pub use cmp_units::{CmpProcessingUnits, UNIT_THREADS_DEFAULT};
