@@ -26,6 +26,10 @@
 //!   [`AUTO_LOCKFREE_PARTITIONS_MIN`] partitions: SMB with lock-free
 //!   reservations, where a 4-byte record makes the per-record page-tail
 //!   update dominate and the buffered path writes whole lines instead;
+//! - records of at least [`AUTO_LARGE_RECORD_BYTES_MIN`] bytes on one
+//!   thread into at most [`AUTO_CMP_UNITS_PARTITIONS_MAX`] partitions:
+//!   processing units (cmp 58 vs lp 44 and 40 vs 38 above; 56 vs 38 and 45
+//!   vs 39 in the run in `docs/benchmarks.md`);
 //! - more than [`AUTO_LOCAL_PAGES_PARTITIONS_MAX`] partitions: SMB with
 //!   lock-free reservations too, because thread-local pages cost threads x
 //!   partitions x page size of memory (65,536 partitions x 16 KiB = 1 GiB per
@@ -37,7 +41,7 @@
 //! to a line by itself and its caches hold one line per partition tail (see
 //! `fixed_writer` and the page size note in `page`).
 
-use super::{LocalPagesAndMerge, PartitionJob, PartitionStrategy, SmbLockFree};
+use super::{CmpProcessingUnits, LocalPagesAndMerge, PartitionJob, PartitionStrategy, SmbLockFree};
 use crate::partition::output::Partitioned;
 use crate::partition::PartitionError;
 
@@ -46,6 +50,11 @@ use crate::partition::PartitionError;
 pub const AUTO_SMALL_RECORD_BYTES_MAX: usize = 8;
 /// Partition count from which small records go to SMB.
 pub const AUTO_LOCKFREE_PARTITIONS_MIN: usize = 1024;
+/// Records of at least this many bytes on one thread go to processing
+/// units up to [`AUTO_CMP_UNITS_PARTITIONS_MAX`] partitions.
+pub const AUTO_LARGE_RECORD_BYTES_MIN: usize = 64;
+/// See [`AUTO_LARGE_RECORD_BYTES_MIN`].
+pub const AUTO_CMP_UNITS_PARTITIONS_MAX: usize = 8;
 /// Most partitions for thread-local pages (memory: threads x partitions x
 /// page size).
 pub const AUTO_LOCAL_PAGES_PARTITIONS_MAX: usize = 4096;
@@ -68,8 +77,13 @@ impl Auto {
         });
         let small_many =
             record_bytes <= AUTO_SMALL_RECORD_BYTES_MAX && parts >= AUTO_LOCKFREE_PARTITIONS_MIN;
+        let large_few = record_bytes >= AUTO_LARGE_RECORD_BYTES_MIN
+            && parts <= AUTO_CMP_UNITS_PARTITIONS_MAX
+            && job.threads == 1;
         if small_many || parts > AUTO_LOCAL_PAGES_PARTITIONS_MAX {
             Box::new(SmbLockFree::default())
+        } else if large_few {
+            Box::new(CmpProcessingUnits::default())
         } else {
             Box::new(LocalPagesAndMerge)
         }
@@ -113,6 +127,8 @@ mod tests {
         assert_eq!(pick(Layout::TUPLE16, 4096, 2), "local_pages");
         assert_eq!(pick(Layout::TUPLE16, 65_536, 1), "smb_lockfree");
         assert_eq!(pick(t100, 32, 2), "local_pages");
+        assert_eq!(pick(t100, 8, 1), "cmp_units");
+        assert_eq!(pick(t100, 8, 2), "local_pages");
         assert_eq!(pick(t100, 8192, 2), "smb_lockfree");
     }
 }
