@@ -39,7 +39,10 @@
 
 pub mod datagen;
 pub mod format;
+pub mod memory;
 pub mod partition;
+pub mod reorg;
+pub mod spill;
 
 pub use format::{
     BatchView, BlockDecoder, BlockEncoder, BlockHeader, BlockReader, Codec, FormatError, Layout,

@@ -1,0 +1,175 @@
+//! Reduce-side final aggregation: partial records in, exact results out,
+//! within a memory budget.
+//!
+//! # Algorithm
+//! Partial states merge into one table. When the memory pool refuses a new
+//! group, the table is written to a spill file as a run sorted by key and
+//! freed. At the end, if nothing was spilled the table is emitted directly;
+//! otherwise the table becomes one more run and all runs are merged with
+//! the loser tree, equal keys combined as they meet, and each key's final
+//! value emitted once, in key order.
+
+use super::groups::Groups;
+use super::{final_layout, partial_layout, AggregateStats};
+use crate::format::{BatchView, Layout};
+use crate::memory::MemoryPool;
+use crate::reorg::emit::Emitter;
+use crate::reorg::runs::{SpillConfig, SpilledRuns};
+use crate::reorg::table::PROBE_BATCH;
+use crate::reorg::ReorgError;
+
+use super::func::{AggFn, AggSpec};
+
+/// Final aggregation of partial records.
+#[derive(Debug)]
+pub struct FinalAggregate {
+    groups: Groups,
+    /// Layout of the raw records the partials came from.
+    layout: Layout,
+    runs: SpilledRuns,
+    stats: AggregateStats,
+}
+
+impl FinalAggregate {
+    /// A final aggregate for partials of records in `layout`, keeping state
+    /// within what `pool` grants and spilling sorted runs under `spill`.
+    pub fn new(spec: AggSpec, layout: Layout, pool: &MemoryPool, spill: SpillConfig) -> Self {
+        let key_width = match layout {
+            Layout::Fixed { key_width, .. } => Some(usize::from(key_width)),
+            Layout::Variable => None,
+        };
+        FinalAggregate {
+            groups: Groups::new(spec, key_width, usize::MAX, pool),
+            layout,
+            runs: SpilledRuns::new(spill),
+            stats: AggregateStats::default(),
+        }
+    }
+
+    /// Layout of the partial records it takes.
+    pub fn input_layout(&self) -> Layout {
+        partial_layout(self.groups.spec, self.layout)
+    }
+
+    /// Layout of the results.
+    pub fn output_layout(&self) -> Layout {
+        final_layout(self.groups.spec, self.layout)
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> AggregateStats {
+        let io = self.runs.stats();
+        AggregateStats {
+            state_bytes: self.groups.allocated(),
+            spill_bytes: io.bytes_written,
+            spill_writes: io.writes,
+            ..self.stats
+        }
+    }
+
+    /// Merges one batch of partial records.
+    pub fn push(&mut self, view: &BatchView<'_>) -> Result<(), ReorgError> {
+        let want = self.input_layout();
+        if view.layout() != want {
+            return Err(ReorgError::Layout { want, got: view.layout() });
+        }
+        let spec = self.groups.spec;
+        let state_bytes = spec.partial_bytes();
+        let mut keys: [&[u8]; PROBE_BATCH] = [&[]; PROBE_BATCH];
+        let mut vals: [&[u8]; PROBE_BATCH] = [&[]; PROBE_BATCH];
+        let mut hashes = [0u64; PROBE_BATCH];
+        let mut records = view.iter().enumerate();
+        loop {
+            let mut n = 0;
+            for (i, r) in records.by_ref().take(PROBE_BATCH) {
+                if spec.func != AggFn::Collect && r.value.len() != state_bytes {
+                    return Err(ReorgError::StateWidth {
+                        record: i,
+                        want: state_bytes,
+                        got: r.value.len(),
+                    });
+                }
+                keys[n] = r.key;
+                vals[n] = r.value;
+                hashes[n] = Groups::hash(r.key);
+                self.groups.table.prefetch(hashes[n]);
+                n += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            for j in 0..n {
+                self.one(keys[j], vals[j], hashes[j])?;
+            }
+            self.stats.input_records += n as u64;
+        }
+        self.stats.input_bytes += view.payload().len() as u64;
+        Ok(())
+    }
+
+    fn one(&mut self, key: &[u8], state: &[u8], hash: u64) -> Result<(), ReorgError> {
+        let existing = self.groups.find(key, hash);
+        let fits = match existing {
+            Some(_) => self.groups.admit_value(state.len()),
+            None => self.groups.admit(key.len(), state.len()),
+        };
+        if !fits {
+            self.spill()?;
+            if !self.groups.admit(key.len(), state.len()) {
+                // Not even one group fits: the budget is below the minimum.
+                return Err(ReorgError::Memory(self.groups.refusal()));
+            }
+            let (e, _) = self.groups.upsert(key, hash);
+            return self.groups.merge_partial(e, state, true);
+        }
+        match existing {
+            Some(e) => self.groups.merge_partial(e, state, false),
+            None => {
+                let (e, _) = self.groups.upsert(key, hash);
+                self.groups.merge_partial(e, state, true)
+            }
+        }
+    }
+
+    /// Writes the table as a sorted run and frees it.
+    fn spill(&mut self) -> Result<(), ReorgError> {
+        let mut run = Emitter::new(self.input_layout());
+        self.groups.emit_partials_sorted(&mut run)?;
+        self.groups.reset();
+        self.runs.write_run(run.into_batches())?;
+        self.stats.state_spills += 1;
+        Ok(())
+    }
+
+    /// Emits every key's final value.
+    pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        let before = out.records();
+        if self.runs.runs() == 0 {
+            self.groups.emit_finals(out)?;
+            self.groups.reset();
+        } else {
+            if self.groups.len() > 0 {
+                self.spill()?;
+            }
+            self.runs.seal()?;
+            let groups = &self.groups;
+            let mut acc = Vec::new();
+            let mut value = Vec::new();
+            self.runs.merge_groups(|key, states| {
+                acc.clear();
+                for (i, s) in states.enumerate() {
+                    if i == 0 {
+                        acc.extend_from_slice(s);
+                    } else {
+                        groups.merge_partial_bytes(&mut acc, s);
+                    }
+                }
+                groups.finalize_partial(&acc, &mut value);
+                out.emit(key, &value)?;
+                Ok(())
+            })?;
+        }
+        self.stats.emitted_records += out.records() - before;
+        Ok(())
+    }
+}

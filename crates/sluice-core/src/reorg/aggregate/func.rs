@@ -1,0 +1,246 @@
+//! Aggregate functions over typed values, and their partial states.
+//!
+//! A state is one or two 64-bit words per group:
+//!
+//! | function | state (partial record value, little-endian) | final value |
+//! |---|---|---|
+//! | sum | i64 (integers, wrapping) or f64 | i64 or f64, 8 bytes |
+//! | count | u64 | u64, 8 bytes |
+//! | min, max | i64 or f64 | i64 or f64, 8 bytes |
+//! | avg | sum (i64 or f64) + count u64, 16 bytes | f64, 8 bytes |
+//! | collect | (in memory: head and tail of a value chain) | `[len:u32le value]*` |
+//!
+//! i32 and f32 inputs widen to i64 and f64 (Spark's `sum` of ints is a
+//! long as well). States merge associatively, so partial results from any
+//! number of map-side operators and spills combine to the exact answer;
+//! integer sums wrap on overflow, the same on every path.
+
+/// Type of an aggregated value (the whole record value, little-endian).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ValueType {
+    /// 4-byte signed integer.
+    I32,
+    /// 8-byte signed integer.
+    I64,
+    /// 4-byte float.
+    F32,
+    /// 8-byte float.
+    F64,
+}
+
+impl ValueType {
+    /// Bytes of one value.
+    pub fn width(self) -> usize {
+        match self {
+            ValueType::I32 | ValueType::F32 => 4,
+            ValueType::I64 | ValueType::F64 => 8,
+        }
+    }
+
+    /// Name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            ValueType::I32 => "i32",
+            ValueType::I64 => "i64",
+            ValueType::F32 => "f32",
+            ValueType::F64 => "f64",
+        }
+    }
+
+    fn is_float(self) -> bool {
+        matches!(self, ValueType::F32 | ValueType::F64)
+    }
+
+    /// The value widened to a state word (i64 or f64 bits); `v` has
+    /// exactly [`ValueType::width`] bytes.
+    #[inline]
+    pub(crate) fn widen(self, v: &[u8]) -> u64 {
+        match self {
+            ValueType::I32 => i64::from(i32::from_le_bytes(le4(v))) as u64,
+            ValueType::I64 => u64::from_le_bytes(le8(v)),
+            ValueType::F32 => f64::from(f32::from_le_bytes(le4(v))).to_bits(),
+            ValueType::F64 => u64::from_le_bytes(le8(v)),
+        }
+    }
+}
+
+#[inline]
+fn le4(v: &[u8]) -> [u8; 4] {
+    v.first_chunk::<4>().copied().unwrap_or_default()
+}
+
+#[inline]
+fn le8(v: &[u8]) -> [u8; 8] {
+    v.first_chunk::<8>().copied().unwrap_or_default()
+}
+
+/// An aggregate function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AggFn {
+    /// Sum of values.
+    Sum,
+    /// Number of records.
+    Count,
+    /// Smallest value.
+    Min,
+    /// Largest value.
+    Max,
+    /// Mean of values.
+    Avg,
+    /// Every value of the key (groupByKey).
+    Collect,
+}
+
+/// A function applied to values of a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AggSpec {
+    /// The function.
+    pub func: AggFn,
+    /// The input value type (ignored by count and collect).
+    pub value: ValueType,
+}
+
+impl AggSpec {
+    /// `func` over `value`.
+    pub fn new(func: AggFn, value: ValueType) -> Self {
+        AggSpec { func, value }
+    }
+
+    /// Words of state per group.
+    pub(crate) fn state_words(self) -> usize {
+        match self.func {
+            AggFn::Avg | AggFn::Collect => 2,
+            _ => 1,
+        }
+    }
+
+    /// Bytes of a partial state record's value (numeric functions).
+    pub fn partial_bytes(self) -> usize {
+        self.state_words() * 8
+    }
+
+    /// Folds one raw value into a fresh (`first`) or existing state.
+    #[inline]
+    pub(crate) fn update(self, st: &mut [u64], v: &[u8], first: bool) {
+        let x = self.value.widen(v);
+        let float = self.value.is_float();
+        match self.func {
+            AggFn::Count => st[0] = if first { 1 } else { st[0] + 1 },
+            AggFn::Sum => st[0] = if first { x } else { add(st[0], x, float) },
+            AggFn::Min => st[0] = if first { x } else { pick(st[0], x, float, true) },
+            AggFn::Max => st[0] = if first { x } else { pick(st[0], x, float, false) },
+            AggFn::Avg => {
+                if first {
+                    st[0] = x;
+                    st[1] = 1;
+                } else {
+                    st[0] = add(st[0], x, float);
+                    st[1] += 1;
+                }
+            }
+            AggFn::Collect => {}
+        }
+    }
+
+    /// Merges the partial state `other` into `st` (numeric functions).
+    #[inline]
+    pub(crate) fn merge(self, st: &mut [u64], other: &[u64]) {
+        let float = self.value.is_float();
+        match self.func {
+            AggFn::Count => st[0] = st[0].wrapping_add(other[0]),
+            AggFn::Sum => st[0] = add(st[0], other[0], float),
+            AggFn::Min => st[0] = pick(st[0], other[0], float, true),
+            AggFn::Max => st[0] = pick(st[0], other[0], float, false),
+            AggFn::Avg => {
+                st[0] = add(st[0], other[0], float);
+                st[1] = st[1].wrapping_add(other[1]);
+            }
+            AggFn::Collect => {}
+        }
+    }
+
+    /// The final value of a numeric state.
+    pub(crate) fn finalize(self, st: &[u64]) -> [u8; 8] {
+        match self.func {
+            AggFn::Avg => {
+                let n = st[1].max(1) as f64;
+                let sum =
+                    if self.value.is_float() { f64::from_bits(st[0]) } else { st[0] as i64 as f64 };
+                (sum / n).to_le_bytes()
+            }
+            _ => st[0].to_le_bytes(),
+        }
+    }
+}
+
+#[inline]
+fn add(a: u64, b: u64, float: bool) -> u64 {
+    if float {
+        (f64::from_bits(a) + f64::from_bits(b)).to_bits()
+    } else {
+        a.wrapping_add(b)
+    }
+}
+
+#[inline]
+fn pick(a: u64, b: u64, float: bool, min: bool) -> u64 {
+    let less = if float {
+        f64::from_bits(b).total_cmp(&f64::from_bits(a)).is_lt()
+    } else {
+        (b as i64) < (a as i64)
+    };
+    if less == min {
+        b
+    } else {
+        a
+    }
+}
+
+/// Reads a partial state record's value into words.
+pub(crate) fn read_state(bytes: &[u8], out: &mut [u64]) {
+    for (w, c) in out.iter_mut().zip(bytes.chunks_exact(8)) {
+        *w = u64::from_le_bytes(le8(c));
+    }
+}
+
+/// Writes state words as a partial record value.
+pub(crate) fn write_state(st: &[u64], out: &mut [u8; 16]) -> usize {
+    for (c, w) in out.chunks_exact_mut(8).zip(st) {
+        c.copy_from_slice(&w.to_le_bytes());
+    }
+    st.len() * 8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_states_merge_to_the_whole() {
+        let vals: Vec<i32> = vec![5, -3, 12, 7, -20, 4];
+        for func in [AggFn::Sum, AggFn::Count, AggFn::Min, AggFn::Max, AggFn::Avg] {
+            let spec = AggSpec::new(func, ValueType::I32);
+            let fold = |vs: &[i32]| {
+                let mut st = [0u64; 2];
+                for (i, v) in vs.iter().enumerate() {
+                    spec.update(&mut st, &v.to_le_bytes(), i == 0);
+                }
+                st
+            };
+            let whole = fold(&vals);
+            let mut left = fold(&vals[..2]);
+            spec.merge(&mut left, &fold(&vals[2..]));
+            assert_eq!(spec.finalize(&whole), spec.finalize(&left), "{func:?}");
+        }
+        let avg = AggSpec::new(AggFn::Avg, ValueType::F64);
+        let mut st = [0u64; 2];
+        avg.update(&mut st, &1.5f64.to_le_bytes(), true);
+        avg.update(&mut st, &2.5f64.to_le_bytes(), false);
+        assert_eq!(f64::from_le_bytes(avg.finalize(&st)), 2.0);
+        let min = AggSpec::new(AggFn::Min, ValueType::F32);
+        let mut st = [0u64; 1];
+        min.update(&mut st, &3.0f32.to_le_bytes(), true);
+        min.update(&mut st, &(-1.25f32).to_le_bytes(), false);
+        assert_eq!(f64::from_le_bytes(min.finalize(&st)), -1.25);
+    }
+}

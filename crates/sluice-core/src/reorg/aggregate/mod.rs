@@ -1,0 +1,113 @@
+//! Aggregation: group by key bytes, fold values (sum, count, min, max, avg
+//! over i32/i64/f32/f64, or collect every value), partially on the map side
+//! and exactly on the reduce side.
+//!
+//! ```text
+//!  map side:    records ──► PartialAggregate (threshold, spill state | spill input) ──► partials
+//!  reduce side: partials ──► FinalAggregate (memory pool; sorted runs on disk) ──► results
+//! ```
+//! - [`func`]: the functions and their mergeable states.
+//! - `groups`: the hash table (see `reorg::table`) plus states, under a byte
+//!   limit and a memory reservation.
+//! - [`PartialAggregate`], [`FinalAggregate`]: the two modes.
+//!
+//! Values are the record's whole value, little-endian, exactly the type's
+//! width (a different width is a typed error naming the record). Partial
+//! records are `(key, state)`; results are `(key, value)` with an 8-byte
+//! little-endian value (i64, u64 or f64) or, for collect, a list
+//! `[len:u32le bytes]*`.
+
+mod final_agg;
+pub mod func;
+mod groups;
+mod partial;
+
+pub use final_agg::FinalAggregate;
+pub use func::{AggFn, AggSpec, ValueType};
+pub use partial::PartialAggregate;
+
+use crate::format::Layout;
+use crate::reorg::ReorgError;
+
+/// What a partial operator does when its state is full (SmartShuffle 4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SpillStrategy {
+    /// Emit the whole state and start empty.
+    State,
+    /// Keep the state; pass records with new keys through unaggregated.
+    Input,
+}
+
+/// Counters of an aggregate operator.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AggregateStats {
+    /// Records taken in.
+    pub input_records: u64,
+    /// Payload bytes taken in.
+    pub input_bytes: u64,
+    /// Records emitted (partials or results).
+    pub emitted_records: u64,
+    /// Times the whole state was spilled (emitted, or written as a run).
+    pub state_spills: u64,
+    /// Records passed through unaggregated (spill input).
+    pub passed_through: u64,
+    /// Bytes of state allocated now.
+    pub state_bytes: usize,
+    /// Bytes written to spill files.
+    pub spill_bytes: u64,
+    /// Write calls to spill files.
+    pub spill_writes: u64,
+}
+
+impl AggregateStats {
+    /// Spills of any kind (state spills plus pass-throughs).
+    pub fn spill_count(&self) -> u64 {
+        self.state_spills + self.passed_through
+    }
+}
+
+/// SmartShuffle's aggregation rate: the data reduction achieved over the
+/// ideal one, `(map output - reduce input) / (map output - ideal reduce
+/// input)`, where the ideal reduce input is one record per distinct key.
+/// 1.0 when nothing could be reduced.
+pub fn aggregation_rate(map_output_bytes: u64, reduce_input_bytes: u64, ideal_bytes: u64) -> f64 {
+    let ideal = map_output_bytes.saturating_sub(ideal_bytes);
+    if ideal == 0 {
+        return 1.0;
+    }
+    map_output_bytes.saturating_sub(reduce_input_bytes) as f64 / ideal as f64
+}
+
+/// Layout of partial records for records in `layout`.
+pub fn partial_layout(spec: AggSpec, layout: Layout) -> Layout {
+    match (layout, spec.func) {
+        (Layout::Fixed { key_width, .. }, f) if f != AggFn::Collect => {
+            Layout::Fixed { key_width, value_width: spec.partial_bytes() as u32 }
+        }
+        _ => Layout::Variable,
+    }
+}
+
+/// Layout of final results for records in `layout`.
+pub fn final_layout(spec: AggSpec, layout: Layout) -> Layout {
+    match (layout, spec.func) {
+        (Layout::Fixed { key_width, .. }, f) if f != AggFn::Collect => {
+            Layout::Fixed { key_width, value_width: 8 }
+        }
+        _ => Layout::Variable,
+    }
+}
+
+/// Checks a raw value's width against the spec.
+#[inline]
+pub(crate) fn check_value(spec: AggSpec, value: &[u8], record: usize) -> Result<(), ReorgError> {
+    if matches!(spec.func, AggFn::Count | AggFn::Collect) || value.len() == spec.value.width() {
+        return Ok(());
+    }
+    Err(ReorgError::ValueWidth {
+        record,
+        value_type: spec.value.name(),
+        want: spec.value.width(),
+        got: value.len(),
+    })
+}

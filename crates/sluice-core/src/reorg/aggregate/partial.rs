@@ -1,0 +1,181 @@
+//! Map-side partial aggregation with a state threshold and SmartShuffle's
+//! two spilling strategies.
+//!
+//! # Algorithm
+//! Records are taken [`PROBE_BATCH`] at a time: hash every key, prefetch
+//! every home slot, then probe in order. A key already in the table folds
+//! its value into the group's state. A new key needs room; when the
+//! threshold or the memory pool refuses it:
+//!
+//! - [`SpillStrategy::State`]: emit every group as a partial record, free
+//!   the table, start an empty one (then insert the key);
+//! - [`SpillStrategy::Input`]: keep the table; the record goes out as a
+//!   one-record partial, and only keys already in the table aggregate from
+//!   now on.
+//!
+//! At the end of input the table is emitted. The output is partial records
+//! (key, state) that the final aggregate merges exactly, whatever was
+//! spilled on the way.
+
+use super::func::{write_state, AggFn, AggSpec};
+use super::groups::Groups;
+use super::{check_value, partial_layout, AggregateStats, SpillStrategy};
+use crate::format::{BatchView, Layout};
+use crate::memory::MemoryPool;
+use crate::reorg::emit::Emitter;
+use crate::reorg::table::PROBE_BATCH;
+use crate::reorg::ReorgError;
+
+/// Partial (pre-)aggregation.
+#[derive(Debug)]
+pub struct PartialAggregate {
+    groups: Groups,
+    layout: Layout,
+    strategy: SpillStrategy,
+    stats: AggregateStats,
+}
+
+impl PartialAggregate {
+    /// An operator over records in `layout`, with at most `threshold` bytes
+    /// of state, reserving them from `pool`.
+    pub fn new(
+        spec: AggSpec,
+        layout: Layout,
+        threshold: usize,
+        strategy: SpillStrategy,
+        pool: &MemoryPool,
+    ) -> Self {
+        let key_width = match layout {
+            Layout::Fixed { key_width, .. } => Some(usize::from(key_width)),
+            Layout::Variable => None,
+        };
+        PartialAggregate {
+            groups: Groups::new(spec, key_width, threshold, pool),
+            layout,
+            strategy,
+            stats: AggregateStats::default(),
+        }
+    }
+
+    /// Layout of the partial records this operator emits.
+    pub fn output_layout(&self) -> Layout {
+        partial_layout(self.groups.spec, self.layout)
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> AggregateStats {
+        AggregateStats { state_bytes: self.groups.allocated(), ..self.stats }
+    }
+
+    /// Aggregates one batch; spilled partials go to `out`.
+    pub fn push(&mut self, view: &BatchView<'_>, out: &mut Emitter) -> Result<(), ReorgError> {
+        if view.layout() != self.layout {
+            return Err(ReorgError::Layout { want: self.layout, got: view.layout() });
+        }
+        let spec = self.groups.spec;
+        let mut keys: [&[u8]; PROBE_BATCH] = [&[]; PROBE_BATCH];
+        let mut vals: [&[u8]; PROBE_BATCH] = [&[]; PROBE_BATCH];
+        let mut hashes = [0u64; PROBE_BATCH];
+        let mut records = view.iter().enumerate();
+        loop {
+            let mut n = 0;
+            for (i, r) in records.by_ref().take(PROBE_BATCH) {
+                check_value(spec, r.value, i)?;
+                keys[n] = r.key;
+                vals[n] = r.value;
+                hashes[n] = Groups::hash(r.key);
+                self.groups.table.prefetch(hashes[n]);
+                n += 1;
+            }
+            if n == 0 {
+                break;
+            }
+            for j in 0..n {
+                self.one(keys[j], vals[j], hashes[j], out)?;
+            }
+            self.stats.input_records += n as u64;
+        }
+        self.stats.input_bytes += view.payload().len() as u64;
+        Ok(())
+    }
+
+    #[inline]
+    fn one(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        hash: u64,
+        out: &mut Emitter,
+    ) -> Result<(), ReorgError> {
+        if let Some(e) = self.groups.find(key, hash) {
+            if spec_is_collect(&self.groups) && !self.groups.admit_value(value.len()) {
+                return self.pass_through(key, value, out);
+            }
+            self.groups.update(e, value, false);
+            return Ok(());
+        }
+        if !self.groups.admit(key.len(), value.len()) {
+            match self.strategy {
+                SpillStrategy::Input => return self.pass_through(key, value, out),
+                SpillStrategy::State => {
+                    self.spill_state(out)?;
+                    if !self.groups.admit(key.len(), value.len()) {
+                        return self.pass_through(key, value, out);
+                    }
+                }
+            }
+        }
+        let (e, _) = self.groups.upsert(key, hash);
+        self.groups.update(e, value, true);
+        Ok(())
+    }
+
+    fn spill_state(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        let before = out.records();
+        self.groups.emit_partials(out)?;
+        self.stats.emitted_records += out.records() - before;
+        self.groups.reset();
+        self.stats.state_spills += 1;
+        Ok(())
+    }
+
+    /// Emits one record as a partial of its own.
+    fn pass_through(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        out: &mut Emitter,
+    ) -> Result<(), ReorgError> {
+        let spec = self.groups.spec;
+        if spec.func == AggFn::Collect {
+            let mut list = Vec::with_capacity(4 + value.len());
+            list.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            list.extend_from_slice(value);
+            out.emit(key, &list)?;
+        } else {
+            let mut st = [0u64; 2];
+            let w = spec.state_words();
+            spec.update(&mut st[..w], value, true);
+            let mut buf = [0u8; 16];
+            let n = write_state(&st[..w], &mut buf);
+            out.emit(key, &buf[..n])?;
+        }
+        self.stats.passed_through += 1;
+        self.stats.emitted_records += 1;
+        Ok(())
+    }
+
+    /// End of input: emits the table.
+    pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        let before = out.records();
+        self.groups.emit_partials(out)?;
+        self.stats.emitted_records += out.records() - before;
+        self.groups.reset();
+        Ok(())
+    }
+}
+
+#[inline]
+fn spec_is_collect(g: &Groups) -> bool {
+    g.spec.func == AggFn::Collect
+}

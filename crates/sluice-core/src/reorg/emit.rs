@@ -1,0 +1,139 @@
+//! Where operators put their output: batches of at most
+//! [`EMIT_BATCH_BYTES`], split into runs when the operator emits sorted runs.
+
+use crate::format::limits::VARIABLE_RECORD_PREFIX_BYTES;
+use crate::format::{BatchView, FormatError, Layout, RawRecord, RecordBatch};
+
+/// Payload bytes per output batch (1 MiB).
+pub const EMIT_BATCH_BYTES: usize = 1 << 20;
+
+/// Collects an operator's output records.
+#[derive(Debug)]
+pub struct Emitter {
+    layout: Layout,
+    current: RecordBatch,
+    done: Vec<RecordBatch>,
+    /// Index into `done` where each run starts (sorted operators).
+    run_starts: Vec<usize>,
+    records: u64,
+    bytes: u64,
+}
+
+impl Emitter {
+    /// An emitter of records in `layout`.
+    pub fn new(layout: Layout) -> Self {
+        Emitter {
+            layout,
+            current: RecordBatch::new(layout),
+            done: Vec::new(),
+            run_starts: Vec::new(),
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// The output layout.
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// Appends one record.
+    #[inline]
+    pub fn emit(&mut self, key: &[u8], value: &[u8]) -> Result<(), FormatError> {
+        let bytes = self.layout.record_bytes(key.len(), value.len());
+        if self.current.payload_len() + bytes > EMIT_BATCH_BYTES && !self.current.is_empty() {
+            self.seal();
+        }
+        self.current.push(key, value)?;
+        self.records += 1;
+        self.bytes += bytes as u64;
+        Ok(())
+    }
+
+    /// Appends one raw record of a payload in the emitter's layout.
+    #[inline]
+    pub fn emit_raw(&mut self, raw: RawRecord<'_>) -> Result<(), FormatError> {
+        match self.layout {
+            Layout::Fixed { .. } => {
+                if self.current.payload_len() + raw.bytes.len() > EMIT_BATCH_BYTES
+                    && !self.current.is_empty()
+                {
+                    self.seal();
+                }
+                self.current.extend_fixed(raw.bytes)?;
+                self.records += 1;
+                self.bytes += raw.bytes.len() as u64;
+                Ok(())
+            }
+            Layout::Variable => {
+                let value =
+                    raw.bytes.get(VARIABLE_RECORD_PREFIX_BYTES + raw.key.len()..).unwrap_or(&[]);
+                self.emit(raw.key, value)
+            }
+        }
+    }
+
+    /// Appends the records of a view in the same layout.
+    pub fn emit_view(&mut self, view: &BatchView<'_>) -> Result<(), FormatError> {
+        for r in view.iter() {
+            self.emit(r.key, r.value)?;
+        }
+        Ok(())
+    }
+
+    fn seal(&mut self) {
+        let full = std::mem::replace(&mut self.current, RecordBatch::new(self.layout));
+        self.done.push(full);
+    }
+
+    /// Marks the start of a new sorted run: records emitted from here on
+    /// belong to it.
+    pub fn start_run(&mut self) {
+        if !self.current.is_empty() {
+            self.seal();
+        }
+        self.run_starts.push(self.done.len());
+    }
+
+    /// Records emitted so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Payload bytes emitted so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Every output batch, in order.
+    pub fn into_batches(mut self) -> Vec<RecordBatch> {
+        if !self.current.is_empty() {
+            self.seal();
+        }
+        self.done
+    }
+
+    /// The output grouped into the sorted runs marked by
+    /// [`Emitter::start_run`] (records emitted before the first mark form a
+    /// run of their own).
+    pub fn into_runs(mut self) -> Vec<Vec<RecordBatch>> {
+        if !self.current.is_empty() {
+            self.seal();
+        }
+        let mut starts = std::mem::take(&mut self.run_starts);
+        if starts.first() != Some(&0) {
+            starts.insert(0, 0);
+        }
+        let mut runs = Vec::with_capacity(starts.len());
+        let mut batches = self.done.into_iter();
+        for (i, &s) in starts.iter().enumerate() {
+            let end = starts.get(i + 1).copied().unwrap_or(usize::MAX);
+            let n = end.saturating_sub(s);
+            let run: Vec<RecordBatch> = batches.by_ref().take(n).collect();
+            if !run.is_empty() {
+                runs.push(run);
+            }
+        }
+        runs
+    }
+}

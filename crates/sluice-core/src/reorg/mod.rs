@@ -1,0 +1,32 @@
+//! Reorganization operators: what SmartShuffle and DShuffle run inside the
+//! shuffle besides partitioning (aggregate, sort, filter, distinct), each
+//! with a bounded-memory partial mode for the map side and an exact final
+//! mode for the reduce side.
+//!
+//! ```text
+//!  map side (partial, bounded)          reduce side (final, exact)
+//!  PartialAggregate ── partials ──────► FinalAggregate
+//!  SortRuns         ── sorted runs ───► SortMerge (loser tree)
+//!  PartialDistinct  ── candidates ────► FinalDistinct
+//!  Filter (stateless, either side)
+//! ```
+//! Every operator takes [`BatchView`](crate::format::BatchView)s and writes
+//! to an [`Emitter`]. State is accounted in a [`MemoryPool`](crate::memory::MemoryPool);
+//! partial operators spill downstream (emit) at their threshold, final ones
+//! spill sorted runs to disk ([`crate::spill`]) when the pool refuses and
+//! merge them at the end.
+
+pub mod aggregate;
+pub mod cursor;
+pub mod distinct;
+mod emit;
+mod error;
+pub mod filter;
+pub mod merge;
+mod runs;
+pub mod sort;
+pub mod table;
+
+pub use emit::{Emitter, EMIT_BATCH_BYTES};
+pub use error::ReorgError;
+pub use runs::SpillConfig;

@@ -1,0 +1,216 @@
+//! Sort by byte-comparable key: sorted runs on the map side, a streaming
+//! k-way merge on the reduce side.
+//!
+//! ```text
+//!  records ──► SortRuns: buffer up to the threshold, sort (kernel), emit a run ──► runs
+//!  runs    ──► SortMerge: runs in memory within the pool, beyond it on disk;
+//!              loser-tree merge of all of them ──► records in key order
+//! ```
+//! The map side sorts within memory it reserved (records plus two 16-byte
+//! entries per record); the reduce side never sorts again, it merges.
+
+pub mod kernel;
+
+use crate::format::{BatchView, Layout, RawRecord, RecordBatch};
+use crate::memory::{MemoryPool, Reservation};
+use crate::reorg::cursor::{record_at, AnyRun, MemRun};
+use crate::reorg::emit::Emitter;
+use crate::reorg::merge::LoserTree;
+use crate::reorg::runs::{SpillConfig, SpilledRuns};
+use crate::reorg::ReorgError;
+use kernel::{sort_records, SortEntry, SORT_BUFFER_BYTES_MAX};
+
+/// Bytes of sort state per record besides the record: two entries.
+const ENTRY_BYTES_PER_RECORD: usize = 2 * std::mem::size_of::<SortEntry>();
+
+/// Counters of the sort operators.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SortStats {
+    /// Records taken in.
+    pub input_records: u64,
+    /// Records emitted.
+    pub emitted_records: u64,
+    /// Sorted runs emitted (map side) or merged (reduce side).
+    pub runs: u64,
+    /// Runs written to disk (reduce side).
+    pub spilled_runs: u64,
+    /// Bytes written to spill files.
+    pub spill_bytes: u64,
+}
+
+/// Map side: cuts input into sorted runs of at most `threshold` bytes of
+/// state.
+#[derive(Debug)]
+pub struct SortRuns {
+    layout: Layout,
+    threshold: usize,
+    buf: Vec<u8>,
+    count: usize,
+    entries: Vec<SortEntry>,
+    scratch: Vec<SortEntry>,
+    reservation: Reservation,
+    stats: SortStats,
+}
+
+impl SortRuns {
+    /// A run generator for records in `layout`.
+    pub fn new(layout: Layout, threshold: usize, pool: &MemoryPool) -> Self {
+        SortRuns {
+            layout,
+            threshold: threshold.min(SORT_BUFFER_BYTES_MAX),
+            buf: Vec::new(),
+            count: 0,
+            entries: Vec::new(),
+            scratch: Vec::new(),
+            reservation: pool.reservation(),
+            stats: SortStats::default(),
+        }
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> SortStats {
+        self.stats
+    }
+
+    /// State bytes needed to hold `bytes` more payload in `records` more
+    /// records.
+    fn need(&self, bytes: usize, records: usize) -> usize {
+        self.buf.len() + bytes + (self.count + records) * ENTRY_BYTES_PER_RECORD
+    }
+
+    /// Reserves room for `bytes` in `records`; `false` if over the threshold
+    /// or refused.
+    fn admit(&mut self, bytes: usize, records: usize) -> bool {
+        let need = self.need(bytes, records);
+        need <= self.threshold
+            && (need <= self.reservation.bytes() || self.reservation.try_resize(need).is_ok())
+    }
+
+    /// Buffers one batch, emitting sorted runs to `out` as the buffer fills.
+    pub fn push(&mut self, view: &BatchView<'_>, out: &mut Emitter) -> Result<(), ReorgError> {
+        if view.layout() != self.layout {
+            return Err(ReorgError::Layout { want: self.layout, got: view.layout() });
+        }
+        let mut raw = view.raw();
+        while let Some(r) = raw.next_raw() {
+            if !self.admit(r.bytes.len(), 1) {
+                self.flush(out)?;
+                if !self.admit(r.bytes.len(), 1) {
+                    let requested = self.need(r.bytes.len(), 1);
+                    return Err(ReorgError::Memory(crate::memory::MemoryError {
+                        requested,
+                        used: self.reservation.bytes(),
+                        budget: self.threshold,
+                    }));
+                }
+            }
+            self.buf.extend_from_slice(r.bytes);
+            self.count += 1;
+        }
+        self.stats.input_records += view.len() as u64;
+        Ok(())
+    }
+
+    /// Sorts the buffer and emits it as one run.
+    fn flush(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        if self.count == 0 {
+            return Ok(());
+        }
+        sort_records(self.layout, &self.buf, self.count, &mut self.entries, &mut self.scratch);
+        out.start_run();
+        for e in &self.entries {
+            let (off, len) = (e.off as usize, e.len as usize);
+            match self.layout {
+                Layout::Fixed { key_width, .. } => {
+                    let bytes = &self.buf[off..off + len];
+                    out.emit_raw(RawRecord { key: &bytes[..usize::from(key_width)], bytes })?;
+                }
+                Layout::Variable => {
+                    if let Some((r, _)) = record_at(self.layout, &self.buf, off) {
+                        out.emit(r.key, r.value)?;
+                    }
+                }
+            }
+        }
+        self.stats.emitted_records += self.count as u64;
+        self.stats.runs += 1;
+        self.buf.clear();
+        self.count = 0;
+        Ok(())
+    }
+
+    /// End of input: emits the last run and frees the buffers.
+    pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        self.flush(out)?;
+        self.buf = Vec::new();
+        self.entries = Vec::new();
+        self.scratch = Vec::new();
+        self.reservation.free();
+        Ok(())
+    }
+}
+
+/// Reduce side: collects sorted runs and merges them.
+#[derive(Debug)]
+pub struct SortMerge {
+    layout: Layout,
+    mem: Vec<Vec<RecordBatch>>,
+    reservation: Reservation,
+    spilled: SpilledRuns,
+    stats: SortStats,
+}
+
+impl SortMerge {
+    /// A merger of runs of records in `layout`.
+    pub fn new(layout: Layout, pool: &MemoryPool, spill: SpillConfig) -> Self {
+        SortMerge {
+            layout,
+            mem: Vec::new(),
+            reservation: pool.reservation(),
+            spilled: SpilledRuns::new(spill),
+            stats: SortStats::default(),
+        }
+    }
+
+    /// What it has done so far.
+    pub fn stats(&self) -> SortStats {
+        SortStats { spill_bytes: self.spilled.stats().bytes_written, ..self.stats }
+    }
+
+    /// Adds one sorted run: kept in memory if the pool grants its bytes,
+    /// written to disk otherwise.
+    pub fn add_run(&mut self, run: Vec<RecordBatch>) -> Result<(), ReorgError> {
+        if let Some(b) = run.iter().find(|b| b.layout() != self.layout) {
+            return Err(ReorgError::Layout { want: self.layout, got: b.layout() });
+        }
+        let bytes: usize = run.iter().map(|b| b.payload_len()).sum();
+        self.stats.input_records += run.iter().map(|b| b.len() as u64).sum::<u64>();
+        self.stats.runs += 1;
+        if self.reservation.try_grow(bytes).is_ok() {
+            self.mem.push(run);
+        } else {
+            self.spilled.write_run(run)?;
+            self.stats.spilled_runs += 1;
+        }
+        Ok(())
+    }
+
+    /// Merges every run into `out` in key order.
+    pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        self.spilled.seal()?;
+        let mut cursors: Vec<AnyRun<'_>> = std::mem::take(&mut self.mem)
+            .into_iter()
+            .map(|r| AnyRun::Mem(MemRun::new(r)))
+            .collect();
+        cursors.extend(self.spilled.cursors()?);
+        let mut tree = LoserTree::new(cursors);
+        let before = out.records();
+        while let Some(r) = tree.peek() {
+            out.emit(r.key, r.value)?;
+            tree.advance()?;
+        }
+        self.stats.emitted_records += out.records() - before;
+        self.reservation.free();
+        Ok(())
+    }
+}

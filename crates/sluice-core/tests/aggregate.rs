@@ -1,0 +1,248 @@
+//! Partial then final aggregation against a BTreeMap reference, with
+//! budgets small enough that both sides spill.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use sluice_core::format::{Layout, RecordBatch};
+use sluice_core::memory::MemoryPool;
+use sluice_core::reorg::aggregate::{
+    AggFn, AggSpec, FinalAggregate, PartialAggregate, SpillStrategy, ValueType,
+};
+use sluice_core::reorg::{Emitter, ReorgError, SpillConfig};
+
+/// Records with 8-byte keys from `0..domain` and i32 values.
+fn input(seed: u64, records: usize, domain: u64) -> Vec<(u64, i32)> {
+    let mut x = seed | 1;
+    (0..records)
+        .map(|_| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((x >> 33) % domain, ((x >> 8) as i32) % 1000)
+        })
+        .collect()
+}
+
+fn batches(records: &[(u64, i32)], per_batch: usize, value: ValueType) -> Vec<RecordBatch> {
+    records
+        .chunks(per_batch.max(1))
+        .map(|c| {
+            let mut b = RecordBatch::new(Layout::fixed(8, value.width()).expect("layout"));
+            for (k, v) in c {
+                b.push(&k.to_be_bytes(), &encode(*v, value)).expect("push");
+            }
+            b
+        })
+        .collect()
+}
+
+/// A value as the record stores it.
+fn encode(v: i32, value: ValueType) -> Vec<u8> {
+    match value {
+        ValueType::I32 => v.to_le_bytes().to_vec(),
+        ValueType::I64 => i64::from(v).to_le_bytes().to_vec(),
+        ValueType::F32 => (v as f32).to_le_bytes().to_vec(),
+        ValueType::F64 => f64::from(v).to_le_bytes().to_vec(),
+    }
+}
+
+/// The exact answer, as the final operator encodes it.
+fn reference(records: &[(u64, i32)], spec: AggSpec) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut groups: BTreeMap<u64, Vec<i32>> = BTreeMap::new();
+    for (k, v) in records {
+        groups.entry(*k).or_default().push(*v);
+    }
+    let float = matches!(spec.value, ValueType::F32 | ValueType::F64);
+    groups
+        .into_iter()
+        .map(|(k, vs)| {
+            let sum: i64 = vs.iter().map(|&v| i64::from(v)).sum();
+            let out: Vec<u8> = match (spec.func, float) {
+                (AggFn::Count, _) => (vs.len() as u64).to_le_bytes().to_vec(),
+                (AggFn::Sum, false) => sum.to_le_bytes().to_vec(),
+                (AggFn::Sum, true) => (sum as f64).to_le_bytes().to_vec(),
+                (AggFn::Min, false) => {
+                    i64::from(*vs.iter().min().expect("min")).to_le_bytes().to_vec()
+                }
+                (AggFn::Min, true) => {
+                    f64::from(*vs.iter().min().expect("min")).to_le_bytes().to_vec()
+                }
+                (AggFn::Max, false) => {
+                    i64::from(*vs.iter().max().expect("max")).to_le_bytes().to_vec()
+                }
+                (AggFn::Max, true) => {
+                    f64::from(*vs.iter().max().expect("max")).to_le_bytes().to_vec()
+                }
+                (AggFn::Avg, _) => (sum as f64 / vs.len() as f64).to_le_bytes().to_vec(),
+                (AggFn::Collect, _) => {
+                    let mut vals: Vec<Vec<u8>> =
+                        vs.iter().map(|&v| encode(v, spec.value)).collect();
+                    vals.sort();
+                    vals.concat()
+                }
+            };
+            (k.to_be_bytes().to_vec(), out)
+        })
+        .collect()
+}
+
+/// Collect lists come back in any order: sort the values for comparison.
+fn normalize_collect(list: &[u8]) -> Vec<u8> {
+    let mut vals = Vec::new();
+    let mut rest = list;
+    while let Some((len, tail)) = rest.split_first_chunk::<4>() {
+        let n = u32::from_le_bytes(*len) as usize;
+        vals.push(tail[..n].to_vec());
+        rest = &tail[n..];
+    }
+    vals.sort();
+    vals.concat()
+}
+
+struct Outcome {
+    result: BTreeMap<Vec<u8>, Vec<u8>>,
+    partial_spills: u64,
+    final_spills: u64,
+    partial_bytes: u64,
+}
+
+fn run(
+    records: &[(u64, i32)],
+    spec: AggSpec,
+    strategy: SpillStrategy,
+    threshold: usize,
+    budget: usize,
+) -> Result<Outcome, ReorgError> {
+    let layout = Layout::fixed(8, spec.value.width()).expect("layout");
+    let pool = MemoryPool::new(budget);
+    let dir = tempdir();
+    let spill = SpillConfig { dir: dir.clone(), codec: sluice_core::Codec::Lz4 };
+    // Two map tasks, each with its own partial operator.
+    let mut partial_out = Vec::new();
+    let mut partial_spills = 0;
+    let mut partial_bytes = 0;
+    for half in records.chunks(records.len().div_ceil(2).max(1)) {
+        let mut p = PartialAggregate::new(spec, layout, threshold, strategy, &pool);
+        let mut out = Emitter::new(p.output_layout());
+        for b in batches(half, 97, spec.value) {
+            p.push(&b.view(), &mut out)?;
+        }
+        p.finish(&mut out)?;
+        partial_spills += p.stats().spill_count();
+        partial_bytes += out.bytes();
+        partial_out.extend(out.into_batches());
+    }
+    let mut f = FinalAggregate::new(spec, layout, &pool, spill);
+    for b in &partial_out {
+        f.push(&b.view())?;
+    }
+    let mut out = Emitter::new(f.output_layout());
+    f.finish(&mut out)?;
+    let final_spills = f.stats().state_spills;
+    drop(f);
+    assert_eq!(pool.used(), 0, "every reservation is returned");
+    assert!(std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0) == 0, "spill files removed");
+    let mut result = BTreeMap::new();
+    for b in out.into_batches() {
+        for r in b.iter() {
+            let v = if spec.func == AggFn::Collect {
+                normalize_collect(r.value)
+            } else {
+                r.value.to_vec()
+            };
+            assert!(result.insert(r.key.to_vec(), v).is_none(), "one result per key");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Outcome { result, partial_spills, final_spills, partial_bytes })
+}
+
+fn tempdir() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "sluice-agg-test-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+const FUNCS: [AggFn; 6] =
+    [AggFn::Sum, AggFn::Count, AggFn::Min, AggFn::Max, AggFn::Avg, AggFn::Collect];
+const TYPES: [ValueType; 4] = [ValueType::I32, ValueType::I64, ValueType::F32, ValueType::F64];
+
+#[test]
+fn every_function_and_type_spills_and_stays_exact() {
+    let records = input(7, 20_000, 3000);
+    for func in FUNCS {
+        for value in TYPES {
+            for strategy in [SpillStrategy::State, SpillStrategy::Input] {
+                let spec = AggSpec::new(func, value);
+                let got = run(&records, spec, strategy, 24 << 10, 96 << 10).expect("aggregate");
+                assert!(got.partial_spills > 0, "{spec:?} {strategy:?}: partial never spilled");
+                assert!(got.final_spills > 0, "{spec:?} {strategy:?}: final never spilled");
+                assert_eq!(got.result, reference(&records, spec), "{spec:?} {strategy:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn without_pressure_nothing_spills_and_partials_are_fully_aggregated() {
+    let records = input(3, 10_000, 100);
+    let spec = AggSpec::new(AggFn::Sum, ValueType::I64);
+    let got = run(&records, spec, SpillStrategy::State, 1 << 30, 1 << 30).expect("aggregate");
+    assert_eq!(got.partial_spills, 0);
+    assert_eq!(got.final_spills, 0);
+    // Two map tasks, at most 100 keys each: at most 200 partials of 16 bytes.
+    assert!(got.partial_bytes <= 200 * 16, "{} partial bytes", got.partial_bytes);
+    assert_eq!(got.result, reference(&records, spec));
+}
+
+#[test]
+fn a_value_of_the_wrong_width_is_a_typed_error() {
+    let pool = MemoryPool::unbounded();
+    let layout = Layout::fixed(8, 4).expect("layout");
+    let spec = AggSpec::new(AggFn::Sum, ValueType::I64);
+    let mut p = PartialAggregate::new(spec, layout, 1 << 20, SpillStrategy::State, &pool);
+    let mut b = RecordBatch::new(layout);
+    b.push(&1u64.to_be_bytes(), &5i32.to_le_bytes()).expect("push");
+    let mut out = Emitter::new(p.output_layout());
+    match p.push(&b.view(), &mut out) {
+        Err(ReorgError::ValueWidth { record: 0, want: 8, got: 4, .. }) => {}
+        other => panic!("expected a value width error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_budget_below_one_group_is_refused_with_a_typed_error() {
+    let records = input(5, 1000, 500);
+    let spec = AggSpec::new(AggFn::Sum, ValueType::I32);
+    match run(&records, spec, SpillStrategy::State, 1 << 20, 100) {
+        Err(ReorgError::Memory(e)) => assert_eq!(e.budget, 100),
+        other => panic!("expected a memory error, got {:?}", other.map(|o| o.result.len())),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_jobs_match_the_reference(
+        seed in any::<u64>(),
+        records in 0usize..6000,
+        domain in 1u64..4000,
+        func in prop::sample::select(FUNCS.to_vec()),
+        value in prop::sample::select(TYPES.to_vec()),
+        input_strategy in any::<bool>(),
+        threshold in (9usize << 10)..(64 << 10),
+        budget in (40usize << 10)..(256 << 10),
+    ) {
+        let recs = input(seed, records, domain);
+        let spec = AggSpec::new(func, value);
+        let strategy = if input_strategy { SpillStrategy::Input } else { SpillStrategy::State };
+        let got = run(&recs, spec, strategy, threshold, budget).expect("aggregate");
+        prop_assert_eq!(got.result, reference(&recs, spec));
+    }
+}

@@ -1,0 +1,130 @@
+//! Sorted runs on the map side and their merge on the reduce side, against
+//! a plain sort, with budgets that force several runs and spilled runs.
+
+use proptest::prelude::*;
+use sluice_core::format::{Layout, RecordBatch};
+use sluice_core::memory::MemoryPool;
+use sluice_core::reorg::sort::{SortMerge, SortRuns};
+use sluice_core::reorg::{Emitter, SpillConfig};
+
+/// Records as (key, value) pairs.
+type Recs = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn records(seed: u64, n: usize, layout: Layout, key_domain: u64) -> Recs {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x >> 11
+    };
+    (0..n)
+        .map(|i| match layout {
+            Layout::Fixed { key_width, value_width } => {
+                let mut k = (next() % key_domain).to_be_bytes().to_vec();
+                k.resize(usize::from(key_width), (next() % 3) as u8);
+                let mut v = (i as u64).to_le_bytes().to_vec();
+                v.resize(value_width as usize, 0);
+                (k, v)
+            }
+            Layout::Variable => {
+                let len = (next() % 14) as usize;
+                let k: Vec<u8> = (0..len).map(|_| (next() % 4) as u8).collect();
+                (k, (i as u32).to_le_bytes().to_vec())
+            }
+        })
+        .collect()
+}
+
+fn run(
+    recs: &[(Vec<u8>, Vec<u8>)],
+    layout: Layout,
+    threshold: usize,
+    budget: usize,
+) -> (Recs, u64, u64) {
+    let pool = MemoryPool::new(budget);
+    let spill = SpillConfig { dir: std::env::temp_dir(), codec: sluice_core::Codec::None };
+    let mut merge = SortMerge::new(layout, &pool, spill);
+    let mut runs_emitted = 0;
+    // Three map tasks.
+    for part in recs.chunks(recs.len().div_ceil(3).max(1)) {
+        let map_pool = MemoryPool::unbounded();
+        let mut s = SortRuns::new(layout, threshold, &map_pool);
+        let mut out = Emitter::new(layout);
+        for chunk in part.chunks(53) {
+            let mut b = RecordBatch::new(layout);
+            for (k, v) in chunk {
+                b.push(k, v).expect("push");
+            }
+            s.push(&b.view(), &mut out).expect("sort push");
+        }
+        s.finish(&mut out).expect("sort finish");
+        runs_emitted += s.stats().runs;
+        for run in out.into_runs() {
+            for b in &run {
+                let keys: Vec<&[u8]> = b.iter().map(|r| r.key).collect();
+                assert!(keys.windows(2).all(|w| w[0] <= w[1]), "a run is sorted");
+            }
+            merge.add_run(run).expect("add run");
+        }
+    }
+    let mut out = Emitter::new(layout);
+    merge.finish(&mut out).expect("merge");
+    let spilled = merge.stats().spilled_runs;
+    let got = out
+        .into_batches()
+        .iter()
+        .flat_map(|b| b.iter().map(|r| (r.key.to_vec(), r.value.to_vec())).collect::<Vec<_>>())
+        .collect();
+    (got, runs_emitted, spilled)
+}
+
+fn check(recs: &[(Vec<u8>, Vec<u8>)], got: &[(Vec<u8>, Vec<u8>)]) {
+    assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "output is in key order");
+    let mut a = recs.to_vec();
+    let mut b = got.to_vec();
+    a.sort();
+    b.sort();
+    assert!(a == b, "every record comes out exactly once");
+}
+
+#[test]
+fn many_runs_some_on_disk() {
+    for layout in [
+        Layout::fixed(8, 4).expect("l"),
+        Layout::fixed(10, 90).expect("l"),
+        Layout::fixed(32, 4).expect("l"),
+        Layout::Variable,
+    ] {
+        let recs = records(11, 20_000, layout, 5000);
+        let (got, runs, spilled) = run(&recs, layout, 64 << 10, 128 << 10);
+        assert!(runs > 3, "{layout}: {runs} runs");
+        assert!(spilled > 0, "{layout}: no run spilled");
+        check(&recs, &got);
+    }
+}
+
+#[test]
+fn empty_input_gives_empty_output() {
+    let layout = Layout::fixed(8, 4).expect("l");
+    let (got, runs, _) = run(&[], layout, 1 << 20, 1 << 20);
+    assert!(got.is_empty());
+    assert_eq!(runs, 0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_sorts_match_a_plain_sort(
+        seed in any::<u64>(),
+        n in 0usize..5000,
+        domain in 1u64..10_000,
+        which in 0usize..4,
+        threshold in (4usize << 10)..(128 << 10),
+        budget in 0usize..(512 << 10),
+    ) {
+        let layout = [Layout::fixed(8, 4).expect("l"), Layout::fixed(4, 0).expect("l"), Layout::fixed(16, 8).expect("l"), Layout::Variable][which];
+        let recs = records(seed, n, layout, domain);
+        let (got, _, _) = run(&recs, layout, threshold, budget);
+        check(&recs, &got);
+    }
+}
