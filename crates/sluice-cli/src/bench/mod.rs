@@ -2,9 +2,11 @@
 
 mod format;
 mod measure;
+mod operators;
 mod partition;
 mod plot;
 mod report;
+mod sweep_plot;
 
 use clap::Subcommand;
 
@@ -15,6 +17,8 @@ pub(crate) enum BenchCommand {
     Format(format::FormatArgs),
     /// The thesis experiment: partition strategies x record sizes x partitions x threads.
     Partition(partition::PartitionArgs),
+    /// SmartShuffle's operator experiment: partition, + aggregate, + sort, + distinct; threshold sweep.
+    Operators(operators::OperatorsArgs),
 }
 
 /// Runs one benchmark.
@@ -22,5 +26,6 @@ pub(crate) fn run(what: BenchCommand) -> Result<(), Box<dyn std::error::Error>> 
     match what {
         BenchCommand::Format(args) => format::run(&args),
         BenchCommand::Partition(args) => partition::run(&args),
+        BenchCommand::Operators(args) => operators::run(&args),
     }
 }

@@ -13,6 +13,8 @@ pub struct Emitter {
     layout: Layout,
     current: RecordBatch,
     done: Vec<RecordBatch>,
+    /// Emptied batches handed back for reuse.
+    spare: Vec<RecordBatch>,
     /// Index into `done` where each run starts (sorted operators).
     run_starts: Vec<usize>,
     records: u64,
@@ -26,6 +28,7 @@ impl Emitter {
             layout,
             current: RecordBatch::new(layout),
             done: Vec::new(),
+            spare: Vec::new(),
             run_starts: Vec::new(),
             records: 0,
             bytes: 0,
@@ -82,8 +85,28 @@ impl Emitter {
     }
 
     fn seal(&mut self) {
-        let full = std::mem::replace(&mut self.current, RecordBatch::new(self.layout));
+        let fresh = self.spare.pop().unwrap_or_else(|| RecordBatch::new(self.layout));
+        let full = std::mem::replace(&mut self.current, fresh);
         self.done.push(full);
+    }
+
+    /// Takes the finished batches out (the partly filled one stays), for a
+    /// consumer that ships output while the operator runs. Counters keep
+    /// counting everything ever emitted; run marks are dropped.
+    pub fn take_batches(&mut self) -> Vec<RecordBatch> {
+        self.run_starts.clear();
+        std::mem::take(&mut self.done)
+    }
+
+    /// Hands consumed batches back for reuse (their memory is already
+    /// faulted in).
+    pub fn recycle(&mut self, batches: impl IntoIterator<Item = RecordBatch>) {
+        for mut b in batches {
+            if b.layout() == self.layout {
+                b.clear();
+                self.spare.push(b);
+            }
+        }
     }
 
     /// Marks the start of a new sorted run: records emitted from here on

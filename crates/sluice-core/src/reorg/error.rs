@@ -10,6 +10,9 @@ pub enum ReorgError {
     /// A record could not be written to an output batch (too large).
     #[error("cannot emit a record: {0}")]
     Format(#[from] FormatError),
+    /// Partitioning a batch failed (a bad job).
+    #[error(transparent)]
+    Partition(#[from] crate::partition::PartitionError),
     /// Spilling to, or reading back from, disk failed.
     #[error(transparent)]
     Spill(#[from] SpillError),

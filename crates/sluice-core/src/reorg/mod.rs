@@ -23,6 +23,7 @@ mod emit;
 mod error;
 pub mod filter;
 pub mod merge;
+pub mod pipeline;
 mod runs;
 pub mod sort;
 pub mod table;

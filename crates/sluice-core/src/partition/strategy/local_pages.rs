@@ -46,28 +46,16 @@ impl PartitionStrategy for LocalPagesAndMerge {
     fn run(&self, job: &PartitionJob<'_>) -> Result<Partitioned, PartitionError> {
         job.check()?;
         let parts = job.partitions();
-        // Phase 1: local pages.
-        let locals: Vec<Vec<PageChain>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..job.threads)
-                .map(|t| {
-                    s.spawn(move || {
-                        if let Some(width) = job.layout.fixed_record_bytes() {
-                            return dispatch_width!(width, local_fixed(job, t, width));
-                        }
-                        let mut chains: Vec<PageChain> =
-                            (0..parts).map(|_| PageChain::default()).collect();
-                        for view in job.batches_of(t) {
-                            for_each_raw(view, |r| {
-                                let p = job.partitioner.partition(r.key) as usize;
-                                chains[p].push(r.bytes, job.pool);
-                            });
-                        }
-                        chains
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-        });
+        // Phase 1: local pages (on the caller's thread when there is one).
+        let locals: Vec<Vec<PageChain>> = if job.threads == 1 {
+            vec![local(job, 0)]
+        } else {
+            std::thread::scope(|s| {
+                let handles: Vec<_> =
+                    (0..job.threads).map(|t| s.spawn(move || local(job, t))).collect();
+                handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+            })
+        };
         // Transpose [thread][partition] into [partition][thread].
         let mut per_part: Vec<Vec<PageChain>> = (0..parts).map(|_| Vec::new()).collect();
         for chains in locals {
@@ -78,6 +66,12 @@ impl PartitionStrategy for LocalPagesAndMerge {
         // Phase 2: merge, partitions dealt out to threads.
         let mut pages: Vec<Vec<Page>> = (0..parts).map(|_| Vec::new()).collect();
         let page_bytes = job.pool.page_bytes();
+        if job.threads == 1 {
+            for (out, chains) in pages.iter_mut().zip(per_part) {
+                merge(out, chains, page_bytes, job);
+            }
+            return Ok(Partitioned::Pages(PartitionedPages { layout: job.layout, pages }));
+        }
         std::thread::scope(|s| {
             let mut work: Vec<Vec<(&mut Vec<Page>, Vec<PageChain>)>> =
                 (0..job.threads).map(|_| Vec::new()).collect();
@@ -94,6 +88,21 @@ impl PartitionStrategy for LocalPagesAndMerge {
         });
         Ok(Partitioned::Pages(PartitionedPages { layout: job.layout, pages }))
     }
+}
+
+/// Phase 1 for thread `t`: its chains, one per partition.
+fn local(job: &PartitionJob<'_>, t: usize) -> Vec<PageChain> {
+    if let Some(width) = job.layout.fixed_record_bytes() {
+        return dispatch_width!(width, local_fixed(job, t, width));
+    }
+    let mut chains: Vec<PageChain> = (0..job.partitions()).map(|_| PageChain::default()).collect();
+    for view in job.batches_of(t) {
+        for_each_raw(view, |r| {
+            let p = job.partitioner.partition(r.key) as usize;
+            chains[p].push(r.bytes, job.pool);
+        });
+    }
+    chains
 }
 
 /// Phase 1 for fixed-width records: direct stores into page tails.

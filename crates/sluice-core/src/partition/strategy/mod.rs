@@ -216,13 +216,16 @@ pub(crate) fn copy_record<const W: usize>(dst: &mut [u8], src: &[u8]) {
 }
 
 /// Calls `$f::<W>($args)` with `W` the record width for the widths the
-/// benchmarks and TeraSort use, and `W = 0` otherwise.
+/// benchmarks and TeraSort use (4, 8, 12 and 36: 8- and 32-byte keys with a
+/// 4-byte value, 16, 100), and `W = 0` otherwise.
 macro_rules! dispatch_width {
     ($width:expr, $f:ident ( $($arg:expr),* $(,)? )) => {
         match $width {
             4 => $f::<4>($($arg),*),
             8 => $f::<8>($($arg),*),
+            12 => $f::<12>($($arg),*),
             16 => $f::<16>($($arg),*),
+            36 => $f::<36>($($arg),*),
             100 => $f::<100>($($arg),*),
             _ => $f::<0>($($arg),*),
         }

@@ -1,0 +1,189 @@
+//! One map-side worker's data path: partition a batch, then run the
+//! shuffle's operator on each destination's records.
+//!
+//! ```text
+//!  batch ──► partition (LocalPagesAndMerge, 1 thread) ──► pages of p ──► op[p] ──► out[p]
+//! ```
+//! Each destination has its own operator instance and output, so state
+//! stays small per destination (a table per destination fits the caches
+//! where one big table would not) and output is already grouped for
+//! sending. The operator's threshold is split evenly across destinations.
+
+use crate::format::{BatchView, Layout, RecordBatch};
+use crate::memory::MemoryPool;
+use crate::partition::strategy::LocalPagesAndMerge;
+use crate::partition::{PagePool, PartitionJob, PartitionStrategy, Partitioned, Partitioner};
+use crate::reorg::aggregate::{AggSpec, PartialAggregate, SpillStrategy};
+use crate::reorg::distinct::{DistinctBy, PartialDistinct};
+use crate::reorg::emit::Emitter;
+use crate::reorg::filter::{Filter, Predicate};
+use crate::reorg::sort::SortRuns;
+use crate::reorg::ReorgError;
+
+/// Which operator runs after partitioning.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StageSpec {
+    /// Partition only.
+    None,
+    /// Partial aggregation.
+    Aggregate(AggSpec, SpillStrategy),
+    /// Sorted runs.
+    Sort,
+    /// Partial distinct.
+    Distinct(DistinctBy, SpillStrategy),
+    /// Filter.
+    Filter(Predicate),
+}
+
+/// One destination's operator.
+#[derive(Debug)]
+enum Stage {
+    None,
+    Aggregate(PartialAggregate),
+    Sort(SortRuns),
+    Distinct(PartialDistinct),
+    Filter(Filter),
+}
+
+/// Totals of a pipeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipelineStats {
+    /// Records taken in.
+    pub input_records: u64,
+    /// Payload bytes taken in.
+    pub input_bytes: u64,
+    /// Records emitted across destinations.
+    pub output_records: u64,
+    /// Payload bytes emitted across destinations.
+    pub output_bytes: u64,
+    /// Spills (state spills and pass-throughs) across destinations.
+    pub spills: u64,
+}
+
+/// A map-side worker: partitioner, per-destination operators and outputs.
+#[derive(Debug)]
+pub struct MapPipeline<'a> {
+    layout: Layout,
+    partitioner: &'a dyn Partitioner,
+    pages: &'a PagePool,
+    stages: Vec<Stage>,
+    outs: Vec<Emitter>,
+    stats: PipelineStats,
+}
+
+impl<'a> MapPipeline<'a> {
+    /// A pipeline over records in `layout`; `threshold` bytes of operator
+    /// state in all, split across the partitioner's destinations.
+    pub fn new(
+        layout: Layout,
+        partitioner: &'a dyn Partitioner,
+        pages: &'a PagePool,
+        spec: &StageSpec,
+        threshold: usize,
+        memory: &MemoryPool,
+    ) -> Self {
+        let parts = partitioner.partitions() as usize;
+        let each = threshold / parts.max(1);
+        let mut outs = Vec::with_capacity(parts);
+        let stages = (0..parts)
+            .map(|_| {
+                let (stage, out_layout) = match spec {
+                    StageSpec::None => (Stage::None, layout),
+                    StageSpec::Aggregate(agg, strategy) => {
+                        let op = PartialAggregate::new(*agg, layout, each, *strategy, memory);
+                        let l = op.output_layout();
+                        (Stage::Aggregate(op), l)
+                    }
+                    StageSpec::Sort => (Stage::Sort(SortRuns::new(layout, each, memory)), layout),
+                    StageSpec::Distinct(by, strategy) => {
+                        let op = PartialDistinct::new(*by, layout, each, *strategy, memory);
+                        let l = op.output_layout();
+                        (Stage::Distinct(op), l)
+                    }
+                    StageSpec::Filter(p) => (Stage::Filter(Filter::new(p.clone())), layout),
+                };
+                outs.push(Emitter::new(out_layout));
+                stage
+            })
+            .collect();
+        MapPipeline { layout, partitioner, pages, stages, outs, stats: PipelineStats::default() }
+    }
+
+    /// Partitions one batch and runs each destination's operator on it.
+    pub fn push(&mut self, view: &BatchView<'_>) -> Result<(), ReorgError> {
+        let job = PartitionJob {
+            layout: self.layout,
+            input: std::slice::from_ref(view),
+            partitioner: self.partitioner,
+            threads: 1,
+            pool: self.pages,
+        };
+        let parted = LocalPagesAndMerge.run(&job)?;
+        self.stats.input_records += view.len() as u64;
+        self.stats.input_bytes += view.payload().len() as u64;
+        for (p, (stage, out)) in self.stages.iter_mut().zip(&mut self.outs).enumerate() {
+            for v in parted.views(p) {
+                match stage {
+                    Stage::None => {
+                        self.stats.output_records += v.len() as u64;
+                        self.stats.output_bytes += v.payload().len() as u64;
+                    }
+                    Stage::Aggregate(op) => op.push(&v, out)?,
+                    Stage::Sort(op) => op.push(&v, out)?,
+                    Stage::Distinct(op) => op.push(&v, out)?,
+                    Stage::Filter(op) => op.push(&v, out)?,
+                }
+            }
+        }
+        if let Partitioned::Pages(_) = &parted {
+            parted.recycle(self.pages);
+        }
+        Ok(())
+    }
+
+    /// Output batches of destination `p` finished so far (for a sender).
+    pub fn take_output(&mut self, p: usize) -> Vec<RecordBatch> {
+        self.outs.get_mut(p).map(Emitter::take_batches).unwrap_or_default()
+    }
+
+    /// Returns shipped batches of destination `p` for reuse.
+    pub fn recycle_output(&mut self, p: usize, batches: Vec<RecordBatch>) {
+        if let Some(o) = self.outs.get_mut(p) {
+            o.recycle(batches);
+        }
+    }
+
+    /// Number of destinations.
+    pub fn destinations(&self) -> usize {
+        self.stages.len()
+    }
+
+    /// End of input: flushes every operator; returns the totals.
+    pub fn finish(&mut self) -> Result<PipelineStats, ReorgError> {
+        let mut spills = 0;
+        for (stage, out) in self.stages.iter_mut().zip(&mut self.outs) {
+            match stage {
+                Stage::None | Stage::Filter(_) => {}
+                Stage::Aggregate(op) => {
+                    op.finish(out)?;
+                    spills += op.stats().spill_count();
+                }
+                Stage::Sort(op) => {
+                    op.finish(out)?;
+                    spills += op.stats().runs.saturating_sub(1);
+                }
+                Stage::Distinct(op) => {
+                    op.finish();
+                    spills += op.stats().spill_count();
+                }
+            }
+        }
+        let mut stats = self.stats;
+        for out in &self.outs {
+            stats.output_records += out.records();
+            stats.output_bytes += out.bytes();
+        }
+        stats.spills = spills;
+        Ok(stats)
+    }
+}
