@@ -76,6 +76,29 @@ impl Emitter {
         }
     }
 
+    /// Appends whole fixed-width records laid out back to back, in batches
+    /// of at most [`EMIT_BATCH_BYTES`].
+    pub fn emit_fixed_records(&mut self, mut records: &[u8]) -> Result<(), FormatError> {
+        let width = self.layout.fixed_record_bytes().unwrap_or(0).max(1);
+        while !records.is_empty() {
+            let mut room = EMIT_BATCH_BYTES.saturating_sub(self.current.payload_len()) / width * width;
+            if room == 0 {
+                if !self.current.is_empty() {
+                    self.seal();
+                    continue;
+                }
+                // A record wider than a batch gets a batch of its own.
+                room = width;
+            }
+            let (head, tail) = records.split_at(room.min(records.len()));
+            self.current.extend_fixed(head)?;
+            self.records += (head.len() / width) as u64;
+            self.bytes += head.len() as u64;
+            records = tail;
+        }
+        Ok(())
+    }
+
     /// Appends the records of a view in the same layout.
     pub fn emit_view(&mut self, view: &BatchView<'_>) -> Result<(), FormatError> {
         for r in view.iter() {

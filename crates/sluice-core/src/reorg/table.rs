@@ -130,6 +130,17 @@ impl KeyTable {
         let _ = at;
     }
 
+    /// Whether entry `e` holds `key` (8-byte keys compare as one word).
+    #[inline(always)]
+    fn key_is(&self, e: usize, key: &[u8]) -> bool {
+        if self.fixed == Some(8) {
+            if let (Some(a), Some(b)) = (self.keys.get(e * 8..e * 8 + 8), key.first_chunk::<8>()) {
+                return a == b.as_slice();
+            }
+        }
+        self.key(e) == key
+    }
+
     /// Entry of `key`, if present.
     #[inline]
     pub fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
@@ -146,7 +157,7 @@ impl KeyTable {
             }
             if s >> 32 == tag {
                 let e = (s as u32 - 1) as usize;
-                if self.key(e) == key {
+                if self.key_is(e, key) {
                     return Some(e);
                 }
             }
@@ -176,7 +187,7 @@ impl KeyTable {
             }
             if s >> 32 == tag {
                 let e = (s as u32 - 1) as usize;
-                if self.key(e) == key {
+                if self.key_is(e, key) {
                     return (e, false);
                 }
             }

@@ -34,6 +34,8 @@ pub(crate) struct Groups {
     threshold: usize,
     reservation: Reservation,
     refused: Option<MemoryError>,
+    /// Bumped whenever entry numbers are invalidated (clear, reset).
+    generation: u64,
     scratch: Vec<u8>,
 }
 
@@ -54,6 +56,7 @@ impl Groups {
             threshold,
             reservation: pool.reservation(),
             refused: None,
+            generation: 0,
             scratch: Vec::new(),
         }
     }
@@ -124,6 +127,26 @@ impl Groups {
             self.links.reserve_exact(self.links.capacity().max(512));
         }
         true
+    }
+
+    /// Changes whenever entry numbers from earlier lookups become invalid.
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Hints the CPU to fetch entry `e`'s state.
+    #[inline]
+    pub(crate) fn prefetch_state(&self, e: usize) {
+        let at = self.states.as_ptr().wrapping_add(e * self.words);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults and has no architectural effect,
+        // whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = at;
     }
 
     /// Entry of `key` if present.
@@ -260,9 +283,21 @@ impl Groups {
         Ok(())
     }
 
-    /// Forgets every group and returns the memory (SmartShuffle's "destroy
-    /// and reconstruct the hashmap").
+    /// Forgets every group but keeps the allocations (and their
+    /// reservation) for the next round: SmartShuffle destroys and rebuilds
+    /// its hashmap on every spill, which here costs a rehash per doubling and
+    /// fresh page faults.
+    pub(crate) fn clear(&mut self) {
+        self.generation += 1;
+        self.table.clear();
+        self.states.clear();
+        self.links.clear();
+        self.vals.clear();
+    }
+
+    /// Forgets every group and returns the memory.
     pub(crate) fn reset(&mut self) {
+        self.generation += 1;
         self.table.reset();
         self.states = Vec::new();
         self.links = Vec::new();

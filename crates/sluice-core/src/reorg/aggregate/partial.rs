@@ -7,8 +7,8 @@
 //! its value into the group's state. A new key needs room; when the
 //! threshold or the memory pool refuses it:
 //!
-//! - [`SpillStrategy::State`]: emit every group as a partial record, free
-//!   the table, start an empty one (then insert the key);
+//! - [`SpillStrategy::State`]: emit every group as a partial record, empty
+//!   the table (keeping its memory for the next round), then insert the key;
 //! - [`SpillStrategy::Input`]: keep the table; the record goes out as a
 //!   one-record partial, and only keys already in the table aggregate from
 //!   now on.
@@ -72,18 +72,42 @@ impl PartialAggregate {
         if view.layout() != self.layout {
             return Err(ReorgError::Layout { want: self.layout, got: view.layout() });
         }
+        match self.layout {
+            Layout::Fixed { key_width, value_width } => {
+                let kw = usize::from(key_width);
+                let width = kw + value_width as usize;
+                let records = view.payload().chunks_exact(width).map(|r| r.split_at(kw));
+                self.push_records(records, out)?;
+            }
+            Layout::Variable => self.push_records(view.iter().map(|r| (r.key, r.value)), out)?,
+        }
+        self.stats.input_bytes += view.payload().len() as u64;
+        Ok(())
+    }
+
+    /// The batched probe loop: hash and prefetch home slots for
+    /// [`PROBE_BATCH`] records, look them all up and prefetch the states of
+    /// the hits, then apply the records in order. Entry numbers found in the
+    /// lookup stage stay valid unless the table is emptied by a spill in the
+    /// apply stage, which the table's generation counter detects.
+    fn push_records<'r>(
+        &mut self,
+        mut records: impl Iterator<Item = (&'r [u8], &'r [u8])>,
+        out: &mut Emitter,
+    ) -> Result<(), ReorgError> {
         let spec = self.groups.spec;
         let mut keys: [&[u8]; PROBE_BATCH] = [&[]; PROBE_BATCH];
         let mut vals: [&[u8]; PROBE_BATCH] = [&[]; PROBE_BATCH];
         let mut hashes = [0u64; PROBE_BATCH];
-        let mut records = view.iter().enumerate();
+        let mut found = [None; PROBE_BATCH];
+        let mut index = 0usize;
         loop {
             let mut n = 0;
-            for (i, r) in records.by_ref().take(PROBE_BATCH) {
-                check_value(spec, r.value, i)?;
-                keys[n] = r.key;
-                vals[n] = r.value;
-                hashes[n] = Groups::hash(r.key);
+            for (key, value) in records.by_ref().take(PROBE_BATCH) {
+                check_value(spec, value, index + n)?;
+                keys[n] = key;
+                vals[n] = value;
+                hashes[n] = Groups::hash(key);
                 self.groups.table.prefetch(hashes[n]);
                 n += 1;
             }
@@ -91,28 +115,50 @@ impl PartialAggregate {
                 break;
             }
             for j in 0..n {
-                self.one(keys[j], vals[j], hashes[j], out)?;
+                found[j] = self.groups.find(keys[j], hashes[j]);
+                if let Some(e) = found[j] {
+                    self.groups.prefetch_state(e);
+                }
             }
-            self.stats.input_records += n as u64;
+            let generation = self.groups.generation();
+            for j in 0..n {
+                let e = if self.groups.generation() == generation {
+                    found[j]
+                } else {
+                    self.groups.find(keys[j], hashes[j])
+                };
+                match e {
+                    Some(e) => self.hit(e, keys[j], vals[j], out)?,
+                    None => self.miss(keys[j], vals[j], hashes[j], out)?,
+                }
+            }
+            index += n;
         }
-        self.stats.input_bytes += view.payload().len() as u64;
+        self.stats.input_records += index as u64;
         Ok(())
     }
 
+    /// A record whose key is in the table.
     #[inline]
-    fn one(
+    fn hit(&mut self, e: usize, key: &[u8], value: &[u8], out: &mut Emitter) -> Result<(), ReorgError> {
+        if spec_is_collect(&self.groups) && !self.groups.admit_value(value.len()) {
+            return self.pass_through(key, value, out);
+        }
+        self.groups.update(e, value, false);
+        Ok(())
+    }
+
+    /// A record whose key is not in the table: insert, or spill.
+    fn miss(
         &mut self,
         key: &[u8],
         value: &[u8],
         hash: u64,
         out: &mut Emitter,
     ) -> Result<(), ReorgError> {
+        // An earlier record of the same probe batch may have inserted it.
         if let Some(e) = self.groups.find(key, hash) {
-            if spec_is_collect(&self.groups) && !self.groups.admit_value(value.len()) {
-                return self.pass_through(key, value, out);
-            }
-            self.groups.update(e, value, false);
-            return Ok(());
+            return self.hit(e, key, value, out);
         }
         if !self.groups.admit(key.len(), value.len()) {
             match self.strategy {
@@ -125,8 +171,10 @@ impl PartialAggregate {
                 }
             }
         }
-        let (e, _) = self.groups.upsert(key, hash);
-        self.groups.update(e, value, true);
+        // The key may have been inserted by an earlier record of the same
+        // probe batch: `new` says whether this record starts the group.
+        let (e, new) = self.groups.upsert(key, hash);
+        self.groups.update(e, value, new);
         Ok(())
     }
 
@@ -134,7 +182,7 @@ impl PartialAggregate {
         let before = out.records();
         self.groups.emit_partials(out)?;
         self.stats.emitted_records += out.records() - before;
-        self.groups.reset();
+        self.groups.clear();
         self.stats.state_spills += 1;
         Ok(())
     }

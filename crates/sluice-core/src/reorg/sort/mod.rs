@@ -6,12 +6,13 @@
 //!  runs    ──► SortMerge: runs in memory within the pool, beyond it on disk;
 //!              loser-tree merge of all of them ──► records in key order
 //! ```
-//! The map side sorts within memory it reserved (records plus two 16-byte
-//! entries per record); the reduce side never sorts again, it merges.
+//! The map side sorts within memory it reserved (each record twice, in the
+//! buffer and in the gathered run, plus two 16-byte sort entries); the
+//! reduce side never sorts again, it merges.
 
 pub mod kernel;
 
-use crate::format::{BatchView, Layout, RawRecord, RecordBatch};
+use crate::format::{BatchView, Layout, RecordBatch};
 use crate::memory::{MemoryPool, Reservation};
 use crate::reorg::cursor::{record_at, AnyRun, MemRun};
 use crate::reorg::emit::Emitter;
@@ -20,7 +21,8 @@ use crate::reorg::runs::{SpillConfig, SpilledRuns};
 use crate::reorg::ReorgError;
 use kernel::{sort_records, SortEntry, SORT_BUFFER_BYTES_MAX};
 
-/// Bytes of sort state per record besides the record: two entries.
+/// Bytes of sort state per record besides its two copies (the buffer and
+/// the gathered run): two sort entries.
 const ENTRY_BYTES_PER_RECORD: usize = 2 * std::mem::size_of::<SortEntry>();
 
 /// Counters of the sort operators.
@@ -48,6 +50,7 @@ pub struct SortRuns {
     count: usize,
     entries: Vec<SortEntry>,
     scratch: Vec<SortEntry>,
+    gathered: Vec<u8>,
     reservation: Reservation,
     stats: SortStats,
 }
@@ -62,6 +65,7 @@ impl SortRuns {
             count: 0,
             entries: Vec::new(),
             scratch: Vec::new(),
+            gathered: Vec::new(),
             reservation: pool.reservation(),
             stats: SortStats::default(),
         }
@@ -75,7 +79,7 @@ impl SortRuns {
     /// State bytes needed to hold `bytes` more payload in `records` more
     /// records.
     fn need(&self, bytes: usize, records: usize) -> usize {
-        self.buf.len() + bytes + (self.count + records) * ENTRY_BYTES_PER_RECORD
+        2 * (self.buf.len() + bytes) + (self.count + records) * ENTRY_BYTES_PER_RECORD
     }
 
     /// Reserves room for `bytes` in `records`; `false` if over the threshold
@@ -91,23 +95,53 @@ impl SortRuns {
         if view.layout() != self.layout {
             return Err(ReorgError::Layout { want: self.layout, got: view.layout() });
         }
-        let mut raw = view.raw();
-        while let Some(r) = raw.next_raw() {
-            if !self.admit(r.bytes.len(), 1) {
-                self.flush(out)?;
-                if !self.admit(r.bytes.len(), 1) {
-                    let requested = self.need(r.bytes.len(), 1);
-                    return Err(ReorgError::Memory(crate::memory::MemoryError {
-                        requested,
-                        used: self.reservation.bytes(),
-                        budget: self.threshold,
-                    }));
-                }
+        if let Some(width) = self.layout.fixed_record_bytes() {
+            self.push_fixed(view.payload(), width, out)?;
+        } else {
+            let mut raw = view.raw();
+            while let Some(r) = raw.next_raw() {
+                self.make_room(r.bytes.len(), 1, out)?;
+                self.buf.extend_from_slice(r.bytes);
+                self.count += 1;
             }
-            self.buf.extend_from_slice(r.bytes);
-            self.count += 1;
         }
         self.stats.input_records += view.len() as u64;
+        Ok(())
+    }
+
+    /// Admits `bytes` in `records`, sorting and emitting the buffer first if
+    /// they do not fit; an error if they do not fit an empty buffer either.
+    fn make_room(&mut self, bytes: usize, records: usize, out: &mut Emitter) -> Result<(), ReorgError> {
+        if self.admit(bytes, records) {
+            return Ok(());
+        }
+        self.flush(out)?;
+        if self.admit(bytes, records) {
+            return Ok(());
+        }
+        Err(ReorgError::Memory(crate::memory::MemoryError {
+            requested: self.need(bytes, records),
+            used: self.reservation.bytes(),
+            budget: self.threshold,
+        }))
+    }
+
+    /// Appends fixed-width records in as few copies as the threshold allows.
+    fn push_fixed(&mut self, mut rest: &[u8], width: usize, out: &mut Emitter) -> Result<(), ReorgError> {
+        let per_record = 2 * width + ENTRY_BYTES_PER_RECORD;
+        while !rest.is_empty() {
+            let room = self.threshold.saturating_sub(self.need(0, 0)) / per_record;
+            let mut take = room.min(rest.len() / width);
+            if take == 0 || !self.admit(take * width, take) {
+                // Full, or the pool refused the chunk: one record at a time.
+                self.make_room(width, 1, out)?;
+                take = 1;
+            }
+            let (head, tail) = rest.split_at(take * width);
+            self.buf.extend_from_slice(head);
+            self.count += take;
+            rest = tail;
+        }
         Ok(())
     }
 
@@ -118,15 +152,19 @@ impl SortRuns {
         }
         sort_records(self.layout, &self.buf, self.count, &mut self.entries, &mut self.scratch);
         out.start_run();
-        for e in &self.entries {
-            let (off, len) = (e.off as usize, e.len as usize);
-            match self.layout {
-                Layout::Fixed { key_width, .. } => {
-                    let bytes = &self.buf[off..off + len];
-                    out.emit_raw(RawRecord { key: &bytes[..usize::from(key_width)], bytes })?;
+        match self.layout {
+            Layout::Fixed { .. } => {
+                // Gather whole records, then hand them over in bulk.
+                self.gathered.clear();
+                for e in &self.entries {
+                    let (off, len) = (e.off as usize, e.len as usize);
+                    self.gathered.extend_from_slice(&self.buf[off..off + len]);
                 }
-                Layout::Variable => {
-                    if let Some((r, _)) = record_at(self.layout, &self.buf, off) {
+                out.emit_fixed_records(&self.gathered)?;
+            }
+            Layout::Variable => {
+                for e in &self.entries {
+                    if let Some((r, _)) = record_at(self.layout, &self.buf, e.off as usize) {
                         out.emit(r.key, r.value)?;
                     }
                 }
@@ -145,6 +183,7 @@ impl SortRuns {
         self.buf = Vec::new();
         self.entries = Vec::new();
         self.scratch = Vec::new();
+        self.gathered = Vec::new();
         self.reservation.free();
         Ok(())
     }
