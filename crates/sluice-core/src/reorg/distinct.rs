@@ -4,8 +4,8 @@
 //! # Partial
 //! A record whose item (its key, or its whole encoded bytes) is not in the
 //! set is emitted and remembered; a repeat is dropped. When the set reaches
-//! its threshold: [`SpillStrategy::State`] forgets the set and starts over
-//! (later repeats of forgotten items go out again, the reduce side removes
+//! its threshold: [`SpillStrategy::State`] empties the set (keeping its
+//! memory) and starts over (later repeats of forgotten items go out again, the reduce side removes
 //! them); [`SpillStrategy::Input`] keeps the set and lets unseen items pass
 //! without remembering them.
 //!
@@ -23,7 +23,7 @@ use crate::reorg::aggregate::SpillStrategy;
 use crate::reorg::cursor::record_at;
 use crate::reorg::emit::Emitter;
 use crate::reorg::runs::{SpillConfig, SpilledRuns};
-use crate::reorg::table::{hash_key, KeyTable};
+use crate::reorg::table::{hash_key, KeyTable, PROBE_BATCH};
 use crate::reorg::ReorgError;
 
 /// What makes two records the same.
@@ -117,6 +117,11 @@ impl ItemSet {
         self.reservation.free();
     }
 
+    /// Forgets every item, keeping the memory for the next round.
+    fn clear(&mut self) {
+        self.table.clear();
+    }
+
     /// Emits item `e` as a record.
     fn emit(&self, e: usize, out: &mut Emitter) -> Result<(), ReorgError> {
         let item = self.table.key(e);
@@ -149,6 +154,8 @@ pub struct PartialDistinct {
     set: ItemSet,
     strategy: SpillStrategy,
     stats: DistinctStats,
+    /// Hashes of the batch being filtered (reused).
+    hashes: Vec<u64>,
 }
 
 impl PartialDistinct {
@@ -164,6 +171,7 @@ impl PartialDistinct {
             set: ItemSet::new(by, layout, threshold, pool),
             strategy,
             stats: DistinctStats::default(),
+            hashes: Vec::new(),
         }
     }
 
@@ -184,17 +192,33 @@ impl PartialDistinct {
             return Err(ReorgError::Layout { want: self.set.layout, got: view.layout() });
         }
         let key_only = self.set.by == DistinctBy::Key;
+        // Hash everything first, then prefetch PROBE_BATCH items ahead of
+        // the lookups (as in the partial aggregate).
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
         let mut raw = view.raw();
         while let Some(r) = raw.next_raw() {
+            hashes.push(hash_key(self.set.item(&r)));
+        }
+        for &h in hashes.iter().take(PROBE_BATCH) {
+            self.set.table.prefetch(h);
+        }
+        let mut raw = view.raw();
+        let mut i = 0;
+        while let Some(r) = raw.next_raw() {
+            if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
+                self.set.table.prefetch(ahead);
+            }
             let item = self.set.item(&r);
-            let h = hash_key(item);
+            let h = hashes[i];
+            i += 1;
             if self.set.table.find(item, h).is_some() {
                 continue;
             }
             if !self.set.admit(item.len()) {
                 match self.strategy {
                     SpillStrategy::State => {
-                        self.set.reset();
+                        self.set.clear();
                         self.stats.state_spills += 1;
                     }
                     SpillStrategy::Input => self.stats.passed_through += 1,
@@ -209,6 +233,7 @@ impl PartialDistinct {
             emit_item(key_only, &r, out)?;
             self.stats.emitted_records += 1;
         }
+        self.hashes = hashes;
         self.stats.input_records += view.len() as u64;
         Ok(())
     }

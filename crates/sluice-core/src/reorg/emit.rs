@@ -81,7 +81,8 @@ impl Emitter {
     pub fn emit_fixed_records(&mut self, mut records: &[u8]) -> Result<(), FormatError> {
         let width = self.layout.fixed_record_bytes().unwrap_or(0).max(1);
         while !records.is_empty() {
-            let mut room = EMIT_BATCH_BYTES.saturating_sub(self.current.payload_len()) / width * width;
+            let mut room =
+                EMIT_BATCH_BYTES.saturating_sub(self.current.payload_len()) / width * width;
             if room == 0 {
                 if !self.current.is_empty() {
                     self.seal();

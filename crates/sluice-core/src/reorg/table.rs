@@ -9,7 +9,9 @@
 //! ```
 //! Linear probing over 8-byte slots: a probe compares the slot's 32-bit hash
 //! tag first and touches the key arena only on a tag match, so a miss costs
-//! one cache line. The load factor stays at most 1/2. Entries are dense, so
+//! one cache line. Tables of 8-byte keys keep the key in the slot as well
+//! (16-byte slots), so a hit also costs one line, not a second miss into the
+//! arena: aggregation into large tables is bound by memory latency. The load factor stays at most 1/2. Entries are dense, so
 //! per-entry state lives in plain arrays indexed by entry number, and
 //! iterating the table is a scan of the arena.
 //!
@@ -51,7 +53,11 @@ pub fn hash_key(key: &[u8]) -> u64 {
 /// Key bytes to dense entry numbers.
 #[derive(Debug)]
 pub struct KeyTable {
+    /// `stride` words per slot: the meta word, then the key for 8-byte keys.
     slots: Vec<u64>,
+    stride: usize,
+    /// Slots (a power of two, or 0 before the first insert).
+    cap: usize,
     fixed: Option<usize>,
     keys: Vec<u8>,
     ends: Vec<u32>,
@@ -61,7 +67,16 @@ pub struct KeyTable {
 impl KeyTable {
     /// A table of keys of `fixed` bytes each, or of any length (`None`).
     pub fn new(fixed: Option<usize>) -> Self {
-        KeyTable { slots: Vec::new(), fixed, keys: Vec::new(), ends: Vec::new(), len: 0 }
+        let stride = if fixed == Some(8) { 2 } else { 1 };
+        KeyTable {
+            slots: Vec::new(),
+            stride,
+            cap: 0,
+            fixed,
+            keys: Vec::new(),
+            ends: Vec::new(),
+            len: 0,
+        }
     }
 
     /// Number of keys.
@@ -100,8 +115,8 @@ impl KeyTable {
         }
         let mut extra = 0;
         if self.slots.is_empty() {
-            extra += SLOTS_MIN * 8;
-        } else if (self.len + 1) * 2 > self.slots.len() {
+            extra += SLOTS_MIN * self.stride * 8;
+        } else if (self.len + 1) * 2 > self.capacity() {
             extra += self.slots.len() * 8 * 2;
         }
         if self.keys.len() + key_len > self.keys.capacity() {
@@ -113,13 +128,26 @@ impl KeyTable {
         Some(extra)
     }
 
+    /// Number of slots.
+    #[inline(always)]
+    fn capacity(&self) -> usize {
+        self.cap
+    }
+
+    /// The key word of an 8-byte key.
+    #[inline(always)]
+    fn word(key: &[u8]) -> u64 {
+        key.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b))
+    }
+
     /// Hints the CPU to fetch the home slot of `hash`.
     #[inline]
     pub fn prefetch(&self, hash: u64) {
         if self.slots.is_empty() {
             return;
         }
-        let at = self.slots.as_ptr().wrapping_add(hash as usize & (self.slots.len() - 1));
+        let i = hash as usize & (self.capacity() - 1);
+        let at = self.slots.as_ptr().wrapping_add(i * self.stride);
         #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch never faults and has no architectural effect,
         // whatever the address.
@@ -142,14 +170,27 @@ impl KeyTable {
     }
 
     /// Entry of `key`, if present.
-    #[inline]
+    #[inline(always)]
     pub fn find(&self, key: &[u8], hash: u64) -> Option<usize> {
         if self.slots.is_empty() {
             return None;
         }
-        let mask = self.slots.len() - 1;
+        let mask = self.capacity() - 1;
         let tag = hash >> 32;
         let mut i = hash as usize & mask;
+        if self.stride == 2 {
+            let w = Self::word(key);
+            loop {
+                let s = self.slots[2 * i];
+                if s == 0 {
+                    return None;
+                }
+                if s >> 32 == tag && self.slots[2 * i + 1] == w {
+                    return Some((s as u32 - 1) as usize);
+                }
+                i = (i + 1) & mask;
+            }
+        }
         loop {
             let s = self.slots[i];
             if s == 0 {
@@ -170,25 +211,34 @@ impl KeyTable {
     /// needed otherwise.
     #[inline]
     pub fn find_or_insert(&mut self, key: &[u8], hash: u64) -> (usize, bool) {
-        if (self.len + 1) * 2 > self.slots.len() {
+        if (self.len + 1) * 2 > self.capacity() {
             self.grow();
         }
-        let mask = self.slots.len() - 1;
+        let mask = self.capacity() - 1;
         let tag = hash >> 32;
+        let stride = self.stride;
+        let w = Self::word(key);
         let mut i = hash as usize & mask;
         loop {
-            let s = self.slots[i];
+            let s = self.slots[i * stride];
             if s == 0 {
                 let e = self.len;
                 self.push_key(key);
-                self.slots[i] = (tag << 32) | (e as u64 + 1);
+                self.slots[i * stride] = (tag << 32) | (e as u64 + 1);
+                if stride == 2 {
+                    self.slots[i * 2 + 1] = w;
+                }
                 self.len += 1;
                 return (e, true);
             }
             if s >> 32 == tag {
-                let e = (s as u32 - 1) as usize;
-                if self.key_is(e, key) {
-                    return (e, false);
+                let same = if stride == 2 {
+                    self.slots[i * 2 + 1] == w
+                } else {
+                    self.key_is((s as u32 - 1) as usize, key)
+                };
+                if same {
+                    return ((s as u32 - 1) as usize, false);
                 }
             }
             i = (i + 1) & mask;
@@ -211,17 +261,19 @@ impl KeyTable {
     }
 
     fn grow(&mut self) {
-        let n = (self.slots.len() * 2).max(SLOTS_MIN);
-        let old = std::mem::replace(&mut self.slots, vec![0; n]);
+        let stride = self.stride;
+        let n = (self.capacity() * 2).max(SLOTS_MIN);
+        let old = std::mem::replace(&mut self.slots, vec![0; n * stride]);
+        self.cap = n;
         let mask = n - 1;
-        for s in old.into_iter().filter(|&s| s != 0) {
-            let e = (s as u32 - 1) as usize;
+        for slot in old.chunks_exact(stride).filter(|s| s[0] != 0) {
+            let e = (slot[0] as u32 - 1) as usize;
             let h = hash_key(self.key(e));
             let mut i = h as usize & mask;
-            while self.slots[i] != 0 {
+            while self.slots[i * stride] != 0 {
                 i = (i + 1) & mask;
             }
-            self.slots[i] = s;
+            self.slots[i * stride..i * stride + stride].copy_from_slice(slot);
         }
     }
 

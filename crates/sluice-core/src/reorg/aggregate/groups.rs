@@ -11,6 +11,7 @@
 //! reserved from the memory pool; a `false` from `admit` means "spill first".
 
 use super::func::{read_state, write_state, AggFn, AggSpec};
+use crate::format::Layout;
 use crate::memory::{MemoryError, MemoryPool, Reservation};
 use crate::reorg::emit::Emitter;
 use crate::reorg::table::{hash_key, KeyTable};
@@ -34,8 +35,6 @@ pub(crate) struct Groups {
     threshold: usize,
     reservation: Reservation,
     refused: Option<MemoryError>,
-    /// Bumped whenever entry numbers are invalidated (clear, reset).
-    generation: u64,
     scratch: Vec<u8>,
 }
 
@@ -56,7 +55,6 @@ impl Groups {
             threshold,
             reservation: pool.reservation(),
             refused: None,
-            generation: 0,
             scratch: Vec::new(),
         }
     }
@@ -127,26 +125,6 @@ impl Groups {
             self.links.reserve_exact(self.links.capacity().max(512));
         }
         true
-    }
-
-    /// Changes whenever entry numbers from earlier lookups become invalid.
-    #[inline]
-    pub(crate) fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// Hints the CPU to fetch entry `e`'s state.
-    #[inline]
-    pub(crate) fn prefetch_state(&self, e: usize) {
-        let at = self.states.as_ptr().wrapping_add(e * self.words);
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and has no architectural effect,
-        // whatever the address.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = at;
     }
 
     /// Entry of `key` if present.
@@ -257,6 +235,26 @@ impl Groups {
 
     /// Emits every group as a partial-state record, in entry order.
     pub(crate) fn emit_partials(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        if let (Layout::Fixed { key_width, .. }, false) =
+            (out.layout(), self.spec.func == AggFn::Collect)
+        {
+            // Fixed keys and numeric states: lay the records out back to
+            // back and hand them over in bulk.
+            let kw = usize::from(key_width);
+            let w = self.words;
+            let mut buf = std::mem::take(&mut self.scratch);
+            buf.clear();
+            buf.reserve(self.table.len() * (kw + w * 8));
+            for e in 0..self.table.len() {
+                buf.extend_from_slice(self.table.key(e));
+                for word in &self.states[e * w..e * w + w] {
+                    buf.extend_from_slice(&word.to_le_bytes());
+                }
+            }
+            let done = out.emit_fixed_records(&buf);
+            self.scratch = buf;
+            return Ok(done?);
+        }
         for e in 0..self.table.len() {
             self.encode_partial(e);
             out.emit(self.table.key(e), &self.scratch)?;
@@ -288,7 +286,6 @@ impl Groups {
     /// its hashmap on every spill, which here costs a rehash per doubling and
     /// fresh page faults.
     pub(crate) fn clear(&mut self) {
-        self.generation += 1;
         self.table.clear();
         self.states.clear();
         self.links.clear();
@@ -297,7 +294,6 @@ impl Groups {
 
     /// Forgets every group and returns the memory.
     pub(crate) fn reset(&mut self) {
-        self.generation += 1;
         self.table.reset();
         self.states = Vec::new();
         self.links = Vec::new();

@@ -33,6 +33,8 @@ pub struct PartialAggregate {
     layout: Layout,
     strategy: SpillStrategy,
     stats: AggregateStats,
+    /// Hashes of the batch being applied (reused).
+    hashes: Vec<u64>,
 }
 
 impl PartialAggregate {
@@ -54,6 +56,7 @@ impl PartialAggregate {
             layout,
             strategy,
             stats: AggregateStats::default(),
+            hashes: Vec::new(),
         }
     }
 
@@ -85,62 +88,55 @@ impl PartialAggregate {
         Ok(())
     }
 
-    /// The batched probe loop: hash and prefetch home slots for
-    /// [`PROBE_BATCH`] records, look them all up and prefetch the states of
-    /// the hits, then apply the records in order. Entry numbers found in the
-    /// lookup stage stay valid unless the table is emptied by a spill in the
-    /// apply stage, which the table's generation counter detects.
-    fn push_records<'r>(
-        &mut self,
-        mut records: impl Iterator<Item = (&'r [u8], &'r [u8])>,
-        out: &mut Emitter,
-    ) -> Result<(), ReorgError> {
+    /// The probe loop, software-pipelined: all keys of the batch are hashed
+    /// first, and while record `i` is applied the home slot of record
+    /// `i + PROBE_BATCH` is prefetched, so each slot's cache miss has
+    /// [`PROBE_BATCH`] records' worth of work to hide behind.
+    fn push_records<'r, I>(&mut self, records: I, out: &mut Emitter) -> Result<(), ReorgError>
+    where
+        I: Iterator<Item = (&'r [u8], &'r [u8])> + Clone,
+    {
         let spec = self.groups.spec;
-        let mut keys: [&[u8]; PROBE_BATCH] = [&[]; PROBE_BATCH];
-        let mut vals: [&[u8]; PROBE_BATCH] = [&[]; PROBE_BATCH];
-        let mut hashes = [0u64; PROBE_BATCH];
-        let mut found = [None; PROBE_BATCH];
-        let mut index = 0usize;
-        loop {
-            let mut n = 0;
-            for (key, value) in records.by_ref().take(PROBE_BATCH) {
-                check_value(spec, value, index + n)?;
-                keys[n] = key;
-                vals[n] = value;
-                hashes[n] = Groups::hash(key);
-                self.groups.table.prefetch(hashes[n]);
-                n += 1;
-            }
-            if n == 0 {
+        let mut hashes = std::mem::take(&mut self.hashes);
+        hashes.clear();
+        let mut checked = Ok(());
+        for (i, (key, value)) in records.clone().enumerate() {
+            if let Err(e) = check_value(spec, value, i) {
+                checked = Err(e);
                 break;
             }
-            for j in 0..n {
-                found[j] = self.groups.find(keys[j], hashes[j]);
-                if let Some(e) = found[j] {
-                    self.groups.prefetch_state(e);
-                }
-            }
-            let generation = self.groups.generation();
-            for j in 0..n {
-                let e = if self.groups.generation() == generation {
-                    found[j]
-                } else {
-                    self.groups.find(keys[j], hashes[j])
-                };
-                match e {
-                    Some(e) => self.hit(e, keys[j], vals[j], out)?,
-                    None => self.miss(keys[j], vals[j], hashes[j], out)?,
-                }
-            }
-            index += n;
+            hashes.push(Groups::hash(key));
         }
-        self.stats.input_records += index as u64;
-        Ok(())
+        let result = checked.and_then(|()| {
+            for &h in hashes.iter().take(PROBE_BATCH) {
+                self.groups.table.prefetch(h);
+            }
+            for (i, (key, value)) in records.enumerate() {
+                if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
+                    self.groups.table.prefetch(ahead);
+                }
+                let hash = hashes[i];
+                match self.groups.find(key, hash) {
+                    Some(e) => self.hit(e, key, value, out)?,
+                    None => self.miss(key, value, hash, out)?,
+                }
+            }
+            self.stats.input_records += hashes.len() as u64;
+            Ok(())
+        });
+        self.hashes = hashes;
+        result
     }
 
     /// A record whose key is in the table.
     #[inline]
-    fn hit(&mut self, e: usize, key: &[u8], value: &[u8], out: &mut Emitter) -> Result<(), ReorgError> {
+    fn hit(
+        &mut self,
+        e: usize,
+        key: &[u8],
+        value: &[u8],
+        out: &mut Emitter,
+    ) -> Result<(), ReorgError> {
         if spec_is_collect(&self.groups) && !self.groups.admit_value(value.len()) {
             return self.pass_through(key, value, out);
         }
@@ -156,10 +152,6 @@ impl PartialAggregate {
         hash: u64,
         out: &mut Emitter,
     ) -> Result<(), ReorgError> {
-        // An earlier record of the same probe batch may have inserted it.
-        if let Some(e) = self.groups.find(key, hash) {
-            return self.hit(e, key, value, out);
-        }
         if !self.groups.admit(key.len(), value.len()) {
             match self.strategy {
                 SpillStrategy::Input => return self.pass_through(key, value, out),
@@ -171,8 +163,8 @@ impl PartialAggregate {
                 }
             }
         }
-        // The key may have been inserted by an earlier record of the same
-        // probe batch: `new` says whether this record starts the group.
+        // `miss` is only called for a key that is absent, but `upsert` says
+        // so again rather than trusting it.
         let (e, new) = self.groups.upsert(key, hash);
         self.groups.update(e, value, new);
         Ok(())

@@ -111,7 +111,12 @@ impl SortRuns {
 
     /// Admits `bytes` in `records`, sorting and emitting the buffer first if
     /// they do not fit; an error if they do not fit an empty buffer either.
-    fn make_room(&mut self, bytes: usize, records: usize, out: &mut Emitter) -> Result<(), ReorgError> {
+    fn make_room(
+        &mut self,
+        bytes: usize,
+        records: usize,
+        out: &mut Emitter,
+    ) -> Result<(), ReorgError> {
         if self.admit(bytes, records) {
             return Ok(());
         }
@@ -127,7 +132,12 @@ impl SortRuns {
     }
 
     /// Appends fixed-width records in as few copies as the threshold allows.
-    fn push_fixed(&mut self, mut rest: &[u8], width: usize, out: &mut Emitter) -> Result<(), ReorgError> {
+    fn push_fixed(
+        &mut self,
+        mut rest: &[u8],
+        width: usize,
+        out: &mut Emitter,
+    ) -> Result<(), ReorgError> {
         let per_record = 2 * width + ENTRY_BYTES_PER_RECORD;
         while !rest.is_empty() {
             let room = self.threshold.saturating_sub(self.need(0, 0)) / per_record;
