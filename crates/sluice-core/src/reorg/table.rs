@@ -31,8 +31,9 @@ use xxhash_rust::xxh3::xxh3_64;
 /// Keys hashed and prefetched ahead of probing.
 pub const PROBE_BATCH: usize = 16;
 
-/// Slots of a new table.
-const SLOTS_MIN: usize = 1024;
+/// Slots of a new table (small, so that a partial operator split across
+/// many destinations with a small threshold still holds some groups).
+const SLOTS_MIN: usize = 64;
 
 /// Largest number of entries (entry numbers are stored in 32 bits).
 pub const TABLE_ENTRIES_MAX: usize = (u32::MAX - 1) as usize;

@@ -76,7 +76,7 @@ impl Groups {
     pub(crate) fn admit(&mut self, key_len: usize, value_len: usize) -> bool {
         let Some(mut extra) = self.table.growth_for_insert(key_len) else { return false };
         if self.states.len() + self.words > self.states.capacity() {
-            extra += (self.states.capacity().max(512)) * 8;
+            extra += (self.states.capacity().max(64)) * 8;
         }
         extra += self.collect_growth(value_len);
         self.fits(extra)
@@ -94,7 +94,7 @@ impl Groups {
         }
         let mut extra = 0;
         if self.links.len() == self.links.capacity() {
-            extra += self.links.capacity().max(512) * LINK_BYTES;
+            extra += self.links.capacity().max(64) * LINK_BYTES;
         }
         if self.vals.len() + value_len > self.vals.capacity() {
             extra +=
@@ -119,10 +119,10 @@ impl Groups {
         }
         // Grow the arrays now, within what was reserved.
         if self.states.len() + self.words > self.states.capacity() {
-            self.states.reserve_exact(self.states.capacity().max(512));
+            self.states.reserve_exact(self.states.capacity().max(64));
         }
         if self.spec.func == AggFn::Collect && self.links.len() == self.links.capacity() {
-            self.links.reserve_exact(self.links.capacity().max(512));
+            self.links.reserve_exact(self.links.capacity().max(64));
         }
         true
     }

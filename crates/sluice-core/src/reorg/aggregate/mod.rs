@@ -68,14 +68,16 @@ impl AggregateStats {
 
 /// SmartShuffle's aggregation rate: the data reduction achieved over the
 /// ideal one, `(map output - reduce input) / (map output - ideal reduce
-/// input)`, where the ideal reduce input is one record per distinct key.
-/// 1.0 when nothing could be reduced.
+/// input)`, where the ideal reduce input is one partial per distinct key.
+/// 1.0 when nothing could be reduced. Negative when the partials are larger
+/// than the raw records they replace (an 8-byte state for a 4-byte value,
+/// with few repeats per key while a group is held).
 pub fn aggregation_rate(map_output_bytes: u64, reduce_input_bytes: u64, ideal_bytes: u64) -> f64 {
-    let ideal = map_output_bytes.saturating_sub(ideal_bytes);
-    if ideal == 0 {
+    let ideal = map_output_bytes as f64 - ideal_bytes as f64;
+    if ideal <= 0.0 {
         return 1.0;
     }
-    map_output_bytes.saturating_sub(reduce_input_bytes) as f64 / ideal as f64
+    (map_output_bytes as f64 - reduce_input_bytes as f64) / ideal
 }
 
 /// Layout of partial records for records in `layout`.
