@@ -200,6 +200,21 @@ fn measure(
     Ok((median_of(secs), stats))
 }
 
+/// Refuses a run whose output cannot be right: partitioning and sorting
+/// keep every record; aggregate and distinct never emit more records than
+/// they took in (both pass a record through at most once).
+fn check(op: &str, s: &PipelineStats) -> Result<(), String> {
+    let ok = match op {
+        "partition" | "sort" => s.output_records == s.input_records,
+        _ => s.output_records <= s.input_records,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{op}: {} records in, {} out", s.input_records, s.output_records))
+    }
+}
+
 fn ops() -> Vec<(&'static str, StageSpec)> {
     vec![
         ("partition", StageSpec::None),

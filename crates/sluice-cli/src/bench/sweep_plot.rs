@@ -33,18 +33,20 @@ pub(crate) fn write_sweep_svg(
     });
     let lo = lo.min(hi);
     let top = points.iter().map(|p| p.gbit_per_s).fold(0.0, f64::max) * 1.15 + 0.1;
+    // The aggregation rate is negative when partials outweigh their input.
+    let rate_min = points.iter().filter_map(|p| p.aggregation_rate).fold(0.0, f64::min) - 0.05;
     let root = SVGBackend::new(path, (1120, 420)).into_drawing_area();
     root.fill(&WHITE)?;
     let panels = root.split_evenly((1, 2));
     let titles = ["throughput, Gbit/s", "aggregation rate"];
     for (k, area) in panels.iter().enumerate() {
-        let ymax = if k == 0 { top } else { 1.05 };
+        let (ymin, ymax) = if k == 0 { (0.0, top) } else { (rate_min, 1.05) };
         let mut chart = ChartBuilder::on(area)
             .caption(titles[k], ("sans-serif", 18))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(48)
-            .build_cartesian_2d((lo..hi).log_scale(), 0.0..ymax)?;
+            .build_cartesian_2d((lo..hi).log_scale(), ymin..ymax)?;
         chart.configure_mesh().x_desc("spilling threshold, KiB (log)").draw()?;
         for (i, (name, pts)) in series.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];

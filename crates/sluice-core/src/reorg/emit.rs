@@ -114,6 +114,14 @@ impl Emitter {
         self.done.push(full);
     }
 
+    /// Seals the partly filled batch, so [`Emitter::take_batches`] returns
+    /// everything emitted so far (at the end of input).
+    pub fn flush(&mut self) {
+        if !self.current.is_empty() {
+            self.seal();
+        }
+    }
+
     /// Takes the finished batches out (the partly filled one stays), for a
     /// consumer that ships output while the operator runs. Counters keep
     /// counting everything ever emitted; run marks are dropped.

@@ -158,7 +158,9 @@ impl<'a> MapPipeline<'a> {
         self.stages.len()
     }
 
-    /// End of input: flushes every operator; returns the totals.
+    /// End of input: flushes every operator and seals every output, so
+    /// [`MapPipeline::take_output`] then returns all of it; returns the
+    /// totals.
     pub fn finish(&mut self) -> Result<PipelineStats, ReorgError> {
         let mut spills = 0;
         for (stage, out) in self.stages.iter_mut().zip(&mut self.outs) {
@@ -179,7 +181,8 @@ impl<'a> MapPipeline<'a> {
             }
         }
         let mut stats = self.stats;
-        for out in &self.outs {
+        for out in &mut self.outs {
+            out.flush();
             stats.output_records += out.records();
             stats.output_bytes += out.bytes();
         }
