@@ -289,6 +289,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
                     &pages,
                     reps,
                 )?;
+                check(name, &stats)?;
                 let gbit = stats.input_bytes as f64 * 8.0 / secs / 1e9;
                 let per = gbit / workers as f64;
                 let theirs = smartshuffle_gbps(name, kb);
@@ -348,6 +349,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
                 progress.set_message(format!("sweep {name} {} KiB", th >> 10));
                 let (secs, stats) =
                     measure(layout, &batches, 1, args.partitions, spec, th, &pages, reps)?;
+                check(name.split('/').next().unwrap_or(name), &stats)?;
                 let gbit = stats.input_bytes as f64 * 8.0 / secs / 1e9;
                 let rate = name
                     .starts_with("aggregate")
