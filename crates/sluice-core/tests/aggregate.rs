@@ -22,13 +22,26 @@ fn input(seed: u64, records: usize, domain: u64) -> Vec<(u64, i32)> {
         .collect()
 }
 
-fn batches(records: &[(u64, i32)], per_batch: usize, value: ValueType) -> Vec<RecordBatch> {
+/// A key as stored: big-endian, zero padded to `kw` bytes. Width 8 takes
+/// the operators' inline fast path, other widths the general table.
+fn key_of(k: u64, kw: usize) -> Vec<u8> {
+    let mut v = k.to_be_bytes().to_vec();
+    v.resize(kw, 0);
+    v
+}
+
+fn batches(
+    records: &[(u64, i32)],
+    per_batch: usize,
+    value: ValueType,
+    kw: usize,
+) -> Vec<RecordBatch> {
     records
         .chunks(per_batch.max(1))
         .map(|c| {
-            let mut b = RecordBatch::new(Layout::fixed(8, value.width()).expect("layout"));
+            let mut b = RecordBatch::new(Layout::fixed(kw, value.width()).expect("layout"));
             for (k, v) in c {
-                b.push(&k.to_be_bytes(), &encode(*v, value)).expect("push");
+                b.push(&key_of(*k, kw), &encode(*v, value)).expect("push");
             }
             b
         })
@@ -46,7 +59,7 @@ fn encode(v: i32, value: ValueType) -> Vec<u8> {
 }
 
 /// The exact answer, as the final operator encodes it.
-fn reference(records: &[(u64, i32)], spec: AggSpec) -> BTreeMap<Vec<u8>, Vec<u8>> {
+fn reference(records: &[(u64, i32)], spec: AggSpec, kw: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut groups: BTreeMap<u64, Vec<i32>> = BTreeMap::new();
     for (k, v) in records {
         groups.entry(*k).or_default().push(*v);
@@ -80,7 +93,7 @@ fn reference(records: &[(u64, i32)], spec: AggSpec) -> BTreeMap<Vec<u8>, Vec<u8>
                     vals.concat()
                 }
             };
-            (k.to_be_bytes().to_vec(), out)
+            (key_of(k, kw), out)
         })
         .collect()
 }
@@ -111,8 +124,9 @@ fn run(
     strategy: SpillStrategy,
     threshold: usize,
     budget: usize,
+    kw: usize,
 ) -> Result<Outcome, ReorgError> {
-    let layout = Layout::fixed(8, spec.value.width()).expect("layout");
+    let layout = Layout::fixed(kw, spec.value.width()).expect("layout");
     let pool = MemoryPool::new(budget);
     let dir = tempdir();
     let spill = SpillConfig { dir: dir.clone(), codec: sluice_core::Codec::Lz4 };
@@ -123,7 +137,7 @@ fn run(
     for half in records.chunks(records.len().div_ceil(2).max(1)) {
         let mut p = PartialAggregate::new(spec, layout, threshold, strategy, &pool);
         let mut out = Emitter::new(p.output_layout());
-        for b in batches(half, 97, spec.value) {
+        for b in batches(half, 97, spec.value, kw) {
             p.push(&b.view(), &mut out)?;
         }
         p.finish(&mut out)?;
@@ -174,15 +188,25 @@ const TYPES: [ValueType; 4] = [ValueType::I32, ValueType::I64, ValueType::F32, V
 
 #[test]
 fn every_function_and_type_spills_and_stays_exact() {
+    every_function_and_type(8);
+}
+
+#[test]
+fn every_function_and_type_on_the_general_table() {
+    every_function_and_type(12);
+}
+
+fn every_function_and_type(width: usize) {
     let records = input(7, 20_000, 3000);
     for func in FUNCS {
         for value in TYPES {
             for strategy in [SpillStrategy::State, SpillStrategy::Input] {
                 let spec = AggSpec::new(func, value);
-                let got = run(&records, spec, strategy, 24 << 10, 96 << 10).expect("aggregate");
+                let got =
+                    run(&records, spec, strategy, 24 << 10, 96 << 10, width).expect("aggregate");
                 assert!(got.partial_spills > 0, "{spec:?} {strategy:?}: partial never spilled");
                 assert!(got.final_spills > 0, "{spec:?} {strategy:?}: final never spilled");
-                assert_eq!(got.result, reference(&records, spec), "{spec:?} {strategy:?}");
+                assert_eq!(got.result, reference(&records, spec, width), "{spec:?} {strategy:?}");
             }
         }
     }
@@ -192,12 +216,12 @@ fn every_function_and_type_spills_and_stays_exact() {
 fn without_pressure_nothing_spills_and_partials_are_fully_aggregated() {
     let records = input(3, 10_000, 100);
     let spec = AggSpec::new(AggFn::Sum, ValueType::I64);
-    let got = run(&records, spec, SpillStrategy::State, 1 << 30, 1 << 30).expect("aggregate");
+    let got = run(&records, spec, SpillStrategy::State, 1 << 30, 1 << 30, 8).expect("aggregate");
     assert_eq!(got.partial_spills, 0);
     assert_eq!(got.final_spills, 0);
     // Two map tasks, at most 100 keys each: at most 200 partials of 16 bytes.
     assert!(got.partial_bytes <= 200 * 16, "{} partial bytes", got.partial_bytes);
-    assert_eq!(got.result, reference(&records, spec));
+    assert_eq!(got.result, reference(&records, spec, 8));
 }
 
 #[test]
@@ -219,7 +243,7 @@ fn a_value_of_the_wrong_width_is_a_typed_error() {
 fn a_budget_below_one_group_is_refused_with_a_typed_error() {
     let records = input(5, 1000, 500);
     let spec = AggSpec::new(AggFn::Sum, ValueType::I32);
-    match run(&records, spec, SpillStrategy::State, 1 << 20, 100) {
+    match run(&records, spec, SpillStrategy::State, 1 << 20, 100, 8) {
         Err(ReorgError::Memory(e)) => assert_eq!(e.budget, 100),
         other => panic!("expected a memory error, got {:?}", other.map(|o| o.result.len())),
     }
@@ -236,13 +260,15 @@ proptest! {
         func in prop::sample::select(FUNCS.to_vec()),
         value in prop::sample::select(TYPES.to_vec()),
         input_strategy in any::<bool>(),
+        wide_keys in any::<bool>(),
         threshold in (9usize << 10)..(64 << 10),
         budget in (40usize << 10)..(256 << 10),
     ) {
         let recs = input(seed, records, domain);
         let spec = AggSpec::new(func, value);
         let strategy = if input_strategy { SpillStrategy::Input } else { SpillStrategy::State };
-        let got = run(&recs, spec, strategy, threshold, budget).expect("aggregate");
-        prop_assert_eq!(got.result, reference(&recs, spec));
+        let kw = if wide_keys { 12 } else { 8 };
+        let got = run(&recs, spec, strategy, threshold, budget, kw).expect("aggregate");
+        prop_assert_eq!(got.result, reference(&recs, spec, kw));
     }
 }

@@ -39,7 +39,7 @@ pub enum StageSpec {
 #[derive(Debug)]
 enum Stage {
     None,
-    Aggregate(PartialAggregate),
+    Aggregate(Box<PartialAggregate>),
     Sort(SortRuns),
     Distinct(PartialDistinct),
     Filter(Filter),
@@ -92,7 +92,7 @@ impl<'a> MapPipeline<'a> {
                     StageSpec::Aggregate(agg, strategy) => {
                         let op = PartialAggregate::new(*agg, layout, each, *strategy, memory);
                         let l = op.output_layout();
-                        (Stage::Aggregate(op), l)
+                        (Stage::Aggregate(Box::new(op)), l)
                     }
                     StageSpec::Sort => (Stage::Sort(SortRuns::new(layout, each, memory)), layout),
                     StageSpec::Distinct(by, strategy) => {

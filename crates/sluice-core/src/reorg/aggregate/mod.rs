@@ -20,6 +20,7 @@
 mod final_agg;
 pub mod func;
 mod groups;
+mod inline;
 mod partial;
 
 pub use final_agg::FinalAggregate;

@@ -13,12 +13,15 @@
 //!   one-record partial, and only keys already in the table aggregate from
 //!   now on.
 //!
-//! At the end of input the table is emitted. The output is partial records
+//! Keys of 8 bytes with a numeric function take the `inline` fast path
+//! (key and state side by side in the slot); everything else the general
+//! table. At the end of input the table is emitted. The output is partial records
 //! (key, state) that the final aggregate merges exactly, whatever was
 //! spilled on the way.
 
 use super::func::{write_state, AggFn, AggSpec};
 use super::groups::Groups;
+use super::inline::{InlinePartial, INLINE_KEY_BYTES};
 use super::{check_value, partial_layout, AggregateStats, SpillStrategy};
 use crate::format::{BatchView, Layout};
 use crate::memory::MemoryPool;
@@ -29,6 +32,8 @@ use crate::reorg::ReorgError;
 /// Partial (pre-)aggregation.
 #[derive(Debug)]
 pub struct PartialAggregate {
+    /// The fast path for 8-byte keys and numeric functions, when it applies.
+    inline: Option<InlinePartial>,
     groups: Groups,
     layout: Layout,
     strategy: SpillStrategy,
@@ -51,7 +56,10 @@ impl PartialAggregate {
             Layout::Fixed { key_width, .. } => Some(usize::from(key_width)),
             Layout::Variable => None,
         };
+        let inline = (key_width == Some(INLINE_KEY_BYTES) && spec.func != AggFn::Collect)
+            .then(|| InlinePartial::new(spec, threshold, strategy, pool));
         PartialAggregate {
+            inline,
             groups: Groups::new(spec, key_width, threshold, pool),
             layout,
             strategy,
@@ -67,6 +75,9 @@ impl PartialAggregate {
 
     /// What it has done so far.
     pub fn stats(&self) -> AggregateStats {
+        if let Some(fast) = &self.inline {
+            return AggregateStats { state_bytes: fast.allocated(), ..fast.stats };
+        }
         AggregateStats { state_bytes: self.groups.allocated(), ..self.stats }
     }
 
@@ -74,6 +85,10 @@ impl PartialAggregate {
     pub fn push(&mut self, view: &BatchView<'_>, out: &mut Emitter) -> Result<(), ReorgError> {
         if view.layout() != self.layout {
             return Err(ReorgError::Layout { want: self.layout, got: view.layout() });
+        }
+        if let (Some(fast), Some(width)) = (self.inline.as_mut(), self.layout.fixed_record_bytes())
+        {
+            return fast.push(view.payload(), width, out);
         }
         match self.layout {
             Layout::Fixed { key_width, value_width } => {
@@ -207,6 +222,9 @@ impl PartialAggregate {
 
     /// End of input: emits the table.
     pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        if let Some(fast) = self.inline.as_mut() {
+            return fast.finish(out);
+        }
         let before = out.records();
         self.groups.emit_partials(out)?;
         self.stats.emitted_records += out.records() - before;
