@@ -4,6 +4,8 @@
 //! ```text
 //!  batch ──► partition (LocalPagesAndMerge, 1 thread) ──► pages of p ──► op[p] ──► out[p]
 //! ```
+//! Partitioned pages are staged per destination until [`STAGE_BYTES`] have
+//! gathered, then the destination's operator runs over all of them at once.
 //! Each destination has its own operator instance and output, so state
 //! stays small per destination (a table per destination fits the caches
 //! where one big table would not) and output is already grouped for
@@ -12,13 +14,20 @@
 use crate::format::{BatchView, Layout, RecordBatch};
 use crate::memory::MemoryPool;
 use crate::partition::strategy::LocalPagesAndMerge;
-use crate::partition::{PagePool, PartitionJob, PartitionStrategy, Partitioned, Partitioner};
+use crate::partition::{Page, PagePool, PartitionJob, PartitionStrategy, Partitioned, Partitioner};
 use crate::reorg::aggregate::{AggSpec, PartialAggregate, SpillStrategy};
 use crate::reorg::distinct::{DistinctBy, PartialDistinct};
 use crate::reorg::emit::Emitter;
 use crate::reorg::filter::{Filter, Predicate};
 use crate::reorg::sort::SortRuns;
 use crate::reorg::ReorgError;
+
+/// Bytes of partitioned records a destination collects before its operator
+/// runs over them (256 KiB): the operator's table is then pulled into the
+/// cache once per 256 KiB of its records rather than once per input batch's
+/// share (1 MiB / destinations). Staged pages are pool pages, not accounted
+/// in the memory pool: at most destinations x (256 KiB + one page).
+pub const STAGE_BYTES: usize = 256 << 10;
 
 /// Which operator runs after partitioning.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +77,10 @@ pub struct MapPipeline<'a> {
     pages: &'a PagePool,
     stages: Vec<Stage>,
     outs: Vec<Emitter>,
+    /// Partitioned pages waiting for their destination's operator.
+    staged: Vec<Vec<Page>>,
+    staged_bytes: Vec<usize>,
+    stage_bytes: usize,
     stats: PipelineStats,
 }
 
@@ -106,7 +119,18 @@ impl<'a> MapPipeline<'a> {
                 stage
             })
             .collect();
-        MapPipeline { layout, partitioner, pages, stages, outs, stats: PipelineStats::default() }
+        let stage_bytes = if matches!(spec, StageSpec::None) { 0 } else { STAGE_BYTES };
+        MapPipeline {
+            layout,
+            partitioner,
+            pages,
+            stages,
+            outs,
+            staged: (0..parts).map(|_| Vec::new()).collect(),
+            staged_bytes: vec![0; parts],
+            stage_bytes,
+            stats: PipelineStats::default(),
+        }
     }
 
     /// Partitions one batch and runs each destination's operator on it.
@@ -121,24 +145,48 @@ impl<'a> MapPipeline<'a> {
         let parted = LocalPagesAndMerge.run(&job)?;
         self.stats.input_records += view.len() as u64;
         self.stats.input_bytes += view.payload().len() as u64;
-        for (p, (stage, out)) in self.stages.iter_mut().zip(&mut self.outs).enumerate() {
-            for v in parted.views(p) {
-                match stage {
-                    Stage::None => {
-                        self.stats.output_records += v.len() as u64;
-                        self.stats.output_bytes += v.payload().len() as u64;
-                    }
-                    Stage::Aggregate(op) => op.push(&v, out)?,
-                    Stage::Sort(op) => op.push(&v, out)?,
-                    Stage::Distinct(op) => op.push(&v, out)?,
-                    Stage::Filter(op) => op.push(&v, out)?,
-                }
+        let Partitioned::Pages(parted) = parted else {
+            // Thread-local pages always produce pages.
+            return Ok(());
+        };
+        for (p, pages) in parted.pages.into_iter().enumerate() {
+            for page in pages {
+                self.staged_bytes[p] += page.bytes();
+                self.staged[p].push(page);
+            }
+            if self.staged_bytes[p] >= self.stage_bytes {
+                self.run_stage(p)?;
             }
         }
-        if let Partitioned::Pages(_) = &parted {
-            parted.recycle(self.pages);
-        }
         Ok(())
+    }
+
+    /// Runs destination `p`'s operator over its staged pages and recycles
+    /// them.
+    fn run_stage(&mut self, p: usize) -> Result<(), ReorgError> {
+        let pages = std::mem::take(&mut self.staged[p]);
+        self.staged_bytes[p] = 0;
+        let (stage, out) = (&mut self.stages[p], &mut self.outs[p]);
+        let mut result = Ok(());
+        for page in &pages {
+            let v = page.view(self.layout);
+            result = match stage {
+                Stage::None => {
+                    self.stats.output_records += v.len() as u64;
+                    self.stats.output_bytes += v.payload().len() as u64;
+                    Ok(())
+                }
+                Stage::Aggregate(op) => op.push(&v, out),
+                Stage::Sort(op) => op.push(&v, out),
+                Stage::Distinct(op) => op.push(&v, out),
+                Stage::Filter(op) => op.push(&v, out),
+            };
+            if result.is_err() {
+                break;
+            }
+        }
+        self.pages.recycle_all(pages);
+        result
     }
 
     /// Output batches of destination `p` finished so far (for a sender).
@@ -162,6 +210,9 @@ impl<'a> MapPipeline<'a> {
     /// [`MapPipeline::take_output`] then returns all of it; returns the
     /// totals.
     pub fn finish(&mut self) -> Result<PipelineStats, ReorgError> {
+        for p in 0..self.stages.len() {
+            self.run_stage(p)?;
+        }
         let mut spills = 0;
         for (stage, out) in self.stages.iter_mut().zip(&mut self.outs) {
             match stage {
