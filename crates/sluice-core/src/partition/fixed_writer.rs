@@ -23,15 +23,26 @@
 use crate::partition::page::{Page, PagePool};
 
 /// Per-partition page tails for one writer.
+///
+/// The hot loop writes through a raw cursor per partition rather than
+/// `Vec::extend_from_slice`: one load of the partition's offset, one
+/// compare against the page capacity, one `W`-byte copy, one store of the
+/// offset. A tail's `Vec` keeps length 0 while it is written and gets its
+/// length when it is retired (see the safety notes).
 #[derive(Debug)]
 pub(crate) struct FixedPageWriter<'p> {
     pool: &'p PagePool,
     width: usize,
     /// Bytes of a page's capacity used for records (whole records).
     cap: usize,
-    /// Current page buffer per partition (records so far; capacity 0 until
-    /// the partition's first record).
+    /// Current page buffer per partition; capacity 0 until the partition's
+    /// first record, then at least `cap`. Length 0 while being written.
     tails: Vec<Vec<u8>>,
+    /// `tails[p].as_mut_ptr()`, cached.
+    bases: Vec<*mut u8>,
+    /// Bytes of records written into `tails[p]`; `cap` (full) for a
+    /// partition without a tail, so its first record installs one.
+    pos: Vec<usize>,
     /// Finished pages per partition.
     full: Vec<Vec<Page>>,
 }
@@ -46,6 +57,8 @@ impl<'p> FixedPageWriter<'p> {
             width,
             cap,
             tails: (0..parts).map(|_| Vec::new()).collect(),
+            bases: vec![std::ptr::null_mut(); parts],
+            pos: vec![cap; parts],
             full: (0..parts).map(|_| Vec::new()).collect(),
         }
     }
@@ -55,16 +68,21 @@ impl<'p> FixedPageWriter<'p> {
     #[inline(always)]
     pub(crate) fn push<const W: usize>(&mut self, p: usize, rec: &[u8]) {
         let width = if W > 0 { W } else { self.width };
-        let tail = &mut self.tails[p];
-        if tail.len() + width > tail.capacity() {
+        let rec = &rec[..width];
+        let mut at = self.pos[p];
+        if at + width > self.cap {
             self.next_page(p);
+            at = 0;
         }
-        let tail = &mut self.tails[p];
-        if W > 0 {
-            tail.extend_from_slice(&rec[..W]);
-        } else {
-            tail.extend_from_slice(rec);
-        }
+        let base = self.bases[p];
+        // SAFETY: `base` is `tails[p].as_mut_ptr()` of a buffer with capacity
+        // of at least `cap` bytes that nothing else references and that is
+        // not reallocated while it is the tail (only `next_page` and
+        // `into_pages` replace or take it, refreshing `bases[p]`); `at +
+        // width <= cap` was just checked, and `rec` has exactly `width`
+        // bytes in a different allocation (an input batch).
+        unsafe { std::ptr::copy_nonoverlapping(rec.as_ptr(), base.add(at), width) };
+        self.pos[p] = at + width;
     }
 
     /// Retires partition `p`'s tail (if any) and installs a fresh one.
@@ -74,14 +92,21 @@ impl<'p> FixedPageWriter<'p> {
         let mut fresh = self.pool.page_buffer();
         fresh.clear();
         fresh.reserve_exact(self.cap);
+        self.bases[p] = fresh.as_mut_ptr();
         let old = std::mem::replace(&mut self.tails[p], fresh);
-        if !old.is_empty() {
-            let page = self.finish(old);
+        let used = std::mem::replace(&mut self.pos[p], 0);
+        if old.capacity() > 0 {
+            let page = self.retire(old, used);
             self.full[p].push(page);
         }
     }
 
-    fn finish(&self, buf: Vec<u8>) -> Page {
+    /// Gives a written tail its length and turns it into a page.
+    fn retire(&self, mut buf: Vec<u8>, used: usize) -> Page {
+        debug_assert!(used <= buf.capacity() && used % self.width == 0);
+        // SAFETY: `used <= cap <= capacity`, and the first `used` bytes were
+        // written by `push` (whole records, contiguous from offset 0).
+        unsafe { buf.set_len(used.min(buf.capacity())) };
         let count = (buf.len() / self.width) as u32;
         Page::from_records(buf, count)
     }
@@ -91,10 +116,15 @@ impl<'p> FixedPageWriter<'p> {
         let tails = std::mem::take(&mut self.tails);
         let mut out = std::mem::take(&mut self.full);
         for (p, buf) in tails.into_iter().enumerate() {
-            if !buf.is_empty() {
-                out[p].push(self.finish(buf));
-            } else if buf.capacity() > 0 {
-                self.pool.recycle(Page::from_buffer(buf));
+            if buf.capacity() == 0 {
+                continue;
+            }
+            match self.pos[p] {
+                0 => self.pool.recycle(Page::from_buffer(buf)),
+                used => {
+                    let page = self.retire(buf, used);
+                    out[p].push(page);
+                }
             }
         }
         out
