@@ -9,9 +9,11 @@
 //!    are counted in one pass up front, and a pass whose digit is the same
 //!    for every entry is skipped (keys from a small domain sort in fewer
 //!    passes). Runs are sized to the spilling threshold, so entries are
-//!    cache-resident and each pass scatters with plain stores: a
-//!    write-combining buffer (tried first) cost a mispredicted branch per
-//!    flush and measured slower here, as in the partition operator.
+//!    cache-resident and each pass scatters with plain stores. A
+//!    write-combining buffer (four entries, one cache line, per bucket)
+//!    measured slower here, as in the partition operator: `sluice bench
+//!    operators --ops sort --mib 64`, 8-byte keys, 3.0 and 3.2 Gbit/s plain
+//!    against 1.9 and 2.0 with write-combining, same digits, same run.
 //! 3. Tie-break: when keys can be longer than 8 bytes (or of varying
 //!    length), each run of equal prefixes is sorted by the full key bytes.
 //!    Fixed keys of at most 8 bytes are fully ordered by their prefix.
