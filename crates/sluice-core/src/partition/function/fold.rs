@@ -97,41 +97,53 @@ fn fold_to(x: u64, k: u32) -> u64 {
     out
 }
 
-/// [`fold_to`] for `k` in {1, 2, 4, 8, 16}: the even rows and the odd rows
-/// are each XOR-folded by halving shifts (64 / 2k is a power of two, so rows
-/// of one parity stay aligned), and only the folded odd row is reversed
+/// [`fold_to`] for `k` in {1, 2, 4, 8, 16}: the word is XOR-folded by
+/// halving shifts down to two rows (64 / 2k is a power of two, so rows of
+/// one parity stay aligned), and only the folded odd row is reversed
 /// (reversal distributes over XOR).
 #[inline(always)]
 fn fold_to_pow2(x: u64, k: u32) -> u64 {
     let mask = (1u64 << k) - 1;
-    let even = EVEN_ROWS[k.trailing_zeros() as usize];
-    let fold = |mut v: u64| {
-        let mut s = 32;
-        while s >= 2 * k {
-            v ^= v >> s;
-            s /= 2;
-        }
-        v & mask
-    };
-    let e = fold(x & even);
-    let o = fold((x >> k) & even);
-    e ^ (o.reverse_bits() >> (64 - k))
+    // Shifts by multiples of 2k keep even rows on even rows and odd on odd:
+    // after folding down to 2k bits, the low k bits are the XOR of the even
+    // rows and the next k bits the XOR of the odd rows.
+    let mut v = x;
+    let mut s = 32;
+    while s >= 2 * k {
+        v ^= v >> s;
+        s /= 2;
+    }
+    let e = v & mask;
+    let o = (v >> k) & mask;
+    e ^ reverse_low(o, k)
 }
+
+/// The low `k` bits of `o` reversed (a table lookup for `k <= 8`).
+#[inline(always)]
+fn reverse_low(o: u64, k: u32) -> u64 {
+    if k <= 8 {
+        u64::from(REVERSED_BYTES[(o & 0xFF) as usize]) >> (8 - k)
+    } else {
+        o.reverse_bits() >> (64 - k)
+    }
+}
+
+/// Every byte with its bits reversed.
+const REVERSED_BYTES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = (i as u8).reverse_bits();
+        i += 1;
+    }
+    t
+};
 
 /// [`fold_to_pow2`] with the row width a constant.
 #[inline(always)]
 fn fold_const<const K: u32>(x: u64) -> u64 {
     fold_to_pow2(x, K)
 }
-
-/// Masks of the even rows for row widths 1, 2, 4, 8, 16.
-const EVEN_ROWS: [u64; 5] = [
-    0x5555_5555_5555_5555,
-    0x3333_3333_3333_3333,
-    0x0F0F_0F0F_0F0F_0F0F,
-    0x00FF_00FF_00FF_00FF,
-    0x0000_FFFF_0000_FFFF,
-];
 
 /// The definition, one row at a time (kept to test [`fold_to`] against).
 #[cfg(test)]
