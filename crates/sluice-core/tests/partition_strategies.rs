@@ -6,7 +6,8 @@
 use proptest::prelude::*;
 use sluice_core::datagen::SplitMix64;
 use sluice_core::partition::{
-    FoldHash, PagePool, PartitionJob, Partitioned, Partitioner, StrategyKind, Xxh3Hash,
+    FoldHash, MaskPartitioner, PagePool, PartitionJob, Partitioned, Partitioner, StrategyKind,
+    Xxh3Hash,
 };
 use sluice_core::{BatchView, Layout, RecordBatch};
 
@@ -130,6 +131,42 @@ fn every_strategy_matches_the_reference_on_the_grid() {
                     if let Partitioned::Pages(pages) = out {
                         pool.recycle_all(pages.into_pages());
                     }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_partition_functions_match_the_reference_on_every_strategy() {
+    // Local pages fuse the mask (keys of 4 bytes and more) and the fold hash
+    // (8-byte keys, 2^k partitions with k in {1, 2, 4, 8, 16}) into their
+    // copy loop; other keys and counts take the general path.
+    let layouts = [
+        Layout::fixed(4, 0).expect("4 B"),
+        Layout::TUPLE16,
+        Layout::fixed(8, 8).expect("16 B"),
+        Layout::fixed(8, 4).expect("12 B"),
+        Layout::fixed(2, 6).expect("short key"),
+    ];
+    let pool = PagePool::new(4096);
+    for (li, layout) in layouts.into_iter().enumerate() {
+        let input = batches(layout, 3000, 40 + li as u64);
+        for (parts, fold) in
+            [1u32, 2, 16, 256, 1024, 65_536, 7].into_iter().flat_map(|p| [(p, false), (p, true)])
+        {
+            let mask = MaskPartitioner::new(parts).expect("mask");
+            let hash = FoldHash::new(parts).expect("fold");
+            let f: &dyn Partitioner = if fold { &hash } else { &mask };
+            let expected = reference(&input, f);
+            for threads in [1, 3] {
+                for kind in StrategyKind::ALL {
+                    let out = run(kind, &input, layout, f, threads, &pool);
+                    assert!(
+                        actual(&out) == expected,
+                        "{kind:?}, {layout}, {parts} partitions, fold {fold}, {threads} threads"
+                    );
+                    out.recycle(&pool);
                 }
             }
         }

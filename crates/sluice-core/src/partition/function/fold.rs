@@ -24,7 +24,7 @@
 //! same zig-zag rule. Keys of at most 8 bytes therefore cost one load and
 //! `ceil(64 / k)` row steps.
 
-use super::{check_partitions, reduce, Partitioner};
+use super::{check_partitions, reduce, FastPartition, Partitioner};
 use crate::format::{BatchView, Layout};
 use crate::partition::PartitionError;
 
@@ -139,9 +139,10 @@ const REVERSED_BYTES: [u8; 256] = {
     t
 };
 
-/// [`fold_to_pow2`] with the row width a constant.
+/// [`fold_to_pow2`] with the row width a constant: the partition of an
+/// 8-byte key read as a little-endian word, for `2^K` partitions.
 #[inline(always)]
-fn fold_const<const K: u32>(x: u64) -> u64 {
+pub(crate) fn fold_const<const K: u32>(x: u64) -> u64 {
     fold_to_pow2(x, K)
 }
 
@@ -179,6 +180,13 @@ impl Partitioner for FoldHash {
 
     fn name(&self) -> &'static str {
         "fold"
+    }
+
+    fn fast_path(&self) -> Option<FastPartition> {
+        match self.bits {
+            Some(bits @ (1 | 2 | 4 | 8 | 16)) => Some(FastPartition::Fold8 { bits }),
+            _ => None,
+        }
     }
 
     fn partition_batch(&self, view: &BatchView<'_>, out: &mut Vec<u32>) {

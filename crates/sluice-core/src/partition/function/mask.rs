@@ -6,7 +6,7 @@
 //! multiples of P). Use it where the thesis experiments need it, and a hash
 //! otherwise.
 
-use super::{check_partitions, key_prefix_u64, Partitioner};
+use super::{check_partitions, key_prefix_u64, FastPartition, Partitioner};
 use crate::partition::PartitionError;
 
 /// `key & (P - 1)` or `key % P`.
@@ -41,5 +41,11 @@ impl Partitioner for MaskPartitioner {
 
     fn name(&self) -> &'static str {
         "mask"
+    }
+
+    fn fast_path(&self) -> Option<FastPartition> {
+        // Partition counts are at most 2^16, so the mask fits the low bytes
+        // and the first 4 key bytes decide it.
+        self.mask.and_then(|m| u32::try_from(m).ok()).map(FastPartition::Mask)
     }
 }

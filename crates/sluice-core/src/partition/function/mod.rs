@@ -13,7 +13,7 @@
 
 use crate::format::{BatchView, Layout};
 
-mod fold;
+pub(crate) mod fold;
 mod mask;
 mod range;
 mod xxh3;
@@ -40,6 +40,12 @@ pub trait Partitioner: Send + Sync + std::fmt::Debug {
     /// Short name for reports.
     fn name(&self) -> &'static str;
 
+    /// A closed form of this function that writers can compute inline in
+    /// their copy loop instead of in a separate pass, if it has one.
+    fn fast_path(&self) -> Option<FastPartition> {
+        None
+    }
+
     /// Appends the partition of every record of `view` to `out`.
     ///
     /// One dynamic call per batch: the loop is compiled for each
@@ -58,6 +64,20 @@ pub trait Partitioner: Send + Sync + std::fmt::Debug {
             Layout::Variable => out.extend(view.iter().map(|r| self.partition(r.key))),
         }
     }
+}
+
+/// Closed forms of the built-in functions for fixed-width keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FastPartition {
+    /// The first 4 key bytes as a little-endian `u32`, AND this mask (keys
+    /// of at least 4 bytes): the thesis's mask function.
+    Mask(u32),
+    /// PSACS's fold of an 8-byte key (little-endian word) into `bits` bits,
+    /// `bits` in {1, 2, 4, 8, 16}.
+    Fold8 {
+        /// log2 of the partition count.
+        bits: u32,
+    },
 }
 
 /// `h` reduced to `0..n` by multiply-shift (Lemire's fast range).

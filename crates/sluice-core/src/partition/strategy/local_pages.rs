@@ -26,6 +26,8 @@
 use super::{dispatch_width, fixed_chunks, for_each_raw, PartitionJob, PartitionStrategy};
 use crate::format::BatchView;
 use crate::partition::fixed_writer::FixedPageWriter;
+use crate::partition::function::fold::fold_const;
+use crate::partition::function::FastPartition;
 use crate::partition::output::{Partitioned, PartitionedPages};
 use crate::partition::page::{Page, PageChain};
 use crate::partition::PartitionError;
@@ -108,6 +110,32 @@ fn local(job: &PartitionJob<'_>, t: usize) -> Vec<PageChain> {
 /// Phase 1 for fixed-width records: direct stores into page tails.
 fn local_fixed<const W: usize>(job: &PartitionJob<'_>, t: usize, width: usize) -> Vec<PageChain> {
     let mut writer = FixedPageWriter::new(job.pool, job.partitions(), width);
+    let key_width = match job.layout {
+        crate::format::Layout::Fixed { key_width, .. } => usize::from(key_width),
+        crate::format::Layout::Variable => 0,
+    };
+    match (job.partitioner.fast_path(), key_width) {
+        // The built-in functions, fused into the copy loop.
+        (Some(FastPartition::Mask(mask)), 4..) => {
+            fused::<W>(job, t, width, &mut writer, |rec| {
+                let k = rec.first_chunk::<4>().map_or(0, |b| u32::from_le_bytes(*b));
+                (k & mask) as usize
+            });
+            return chains_of(writer);
+        }
+        (Some(FastPartition::Fold8 { bits }), 8) => {
+            let key8 = |rec: &[u8]| rec.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b));
+            match bits {
+                1 => fused::<W>(job, t, width, &mut writer, |r| fold_const::<1>(key8(r)) as usize),
+                2 => fused::<W>(job, t, width, &mut writer, |r| fold_const::<2>(key8(r)) as usize),
+                4 => fused::<W>(job, t, width, &mut writer, |r| fold_const::<4>(key8(r)) as usize),
+                8 => fused::<W>(job, t, width, &mut writer, |r| fold_const::<8>(key8(r)) as usize),
+                _ => fused::<W>(job, t, width, &mut writer, |r| fold_const::<16>(key8(r)) as usize),
+            }
+            return chains_of(writer);
+        }
+        _ => {}
+    }
     let mut pids = Vec::new();
     for view in job.batches_of(t) {
         for chunk in fixed_chunks(view, width) {
@@ -116,6 +144,27 @@ fn local_fixed<const W: usize>(job: &PartitionJob<'_>, t: usize, width: usize) -
             write_chunk::<W>(&mut writer, &chunk, width, &pids);
         }
     }
+    chains_of(writer)
+}
+
+/// Phase 1 with the partition computed in the copy loop by `pid`.
+#[inline(always)]
+fn fused<const W: usize>(
+    job: &PartitionJob<'_>,
+    t: usize,
+    width: usize,
+    writer: &mut FixedPageWriter<'_>,
+    pid: impl Fn(&[u8]) -> usize,
+) {
+    for view in job.batches_of(t) {
+        for rec in view.payload().chunks_exact(width) {
+            writer.push::<W>(pid(rec), rec);
+        }
+    }
+}
+
+/// A writer's pages as chains (full pages, then the partial tail).
+fn chains_of(writer: FixedPageWriter<'_>) -> Vec<PageChain> {
     writer
         .into_pages()
         .into_iter()
