@@ -21,17 +21,18 @@
 //! 15 % swap between runs on this VM. Hence:
 //!
 //! - thread-local pages (direct stores into page tails, no sharing) by
-//!   default;
-//! - records of at most [`AUTO_SMALL_RECORD_BYTES_MAX`] bytes into at least
-//!   [`AUTO_LOCKFREE_PARTITIONS_MIN`] partitions: SMB with lock-free
-//!   reservations, where a 4-byte record makes the per-record page-tail
-//!   update dominate and the buffered path writes whole lines instead;
+//!   default, records of any size. (Until the partition function moved
+//!   into the copy loop, records of at most 8 bytes into 1024 or more
+//!   partitions went to lock-free SMB, as the table shows; with the fused
+//!   mask, local pages won 3 of those 4 points in the next run: 4 B,
+//!   P = 1024, 2 threads 314 vs 262 M/s; P = 4096, 144 vs 96 and 254 vs
+//!   211; lock-free SMB kept P = 1024 on one thread, 221 vs 182.)
 //! - records of at least [`AUTO_LARGE_RECORD_BYTES_MIN`] bytes on one
 //!   thread into at most [`AUTO_CMP_UNITS_PARTITIONS_MAX`] partitions:
 //!   processing units (cmp 58 vs lp 44 and 40 vs 38 above; 56 vs 38 and 45
 //!   vs 39 in the run in `docs/benchmarks.md`);
 //! - more than [`AUTO_LOCAL_PAGES_PARTITIONS_MAX`] partitions: SMB with
-//!   lock-free reservations too, because thread-local pages cost threads x
+//!   lock-free reservations, because thread-local pages cost threads x
 //!   partitions x page size of memory (65,536 partitions x 16 KiB = 1 GiB per
 //!   thread), while shared pages cost partitions x page size.
 //!
@@ -45,11 +46,6 @@ use super::{CmpProcessingUnits, LocalPagesAndMerge, PartitionJob, PartitionStrat
 use crate::partition::output::Partitioned;
 use crate::partition::PartitionError;
 
-/// Records up to this many bytes go to SMB from
-/// [`AUTO_LOCKFREE_PARTITIONS_MIN`] partitions on.
-pub const AUTO_SMALL_RECORD_BYTES_MAX: usize = 8;
-/// Partition count from which small records go to SMB.
-pub const AUTO_LOCKFREE_PARTITIONS_MIN: usize = 1024;
 /// Records of at least this many bytes on one thread go to processing
 /// units up to [`AUTO_CMP_UNITS_PARTITIONS_MAX`] partitions.
 pub const AUTO_LARGE_RECORD_BYTES_MIN: usize = 64;
@@ -75,12 +71,10 @@ impl Auto {
                 .fold((0usize, 0usize), |(b, r), v| (b + v.payload().len(), r + v.len()));
             bytes.checked_div(records).unwrap_or(0)
         });
-        let small_many =
-            record_bytes <= AUTO_SMALL_RECORD_BYTES_MAX && parts >= AUTO_LOCKFREE_PARTITIONS_MIN;
         let large_few = record_bytes >= AUTO_LARGE_RECORD_BYTES_MIN
             && parts <= AUTO_CMP_UNITS_PARTITIONS_MAX
             && job.threads == 1;
-        if small_many || parts > AUTO_LOCAL_PAGES_PARTITIONS_MAX {
+        if parts > AUTO_LOCAL_PAGES_PARTITIONS_MAX {
             Box::new(SmbLockFree::default())
         } else if large_few {
             Box::new(CmpProcessingUnits::default())
@@ -120,8 +114,8 @@ mod tests {
         let t100 = Layout::fixed(4, 96).expect("100 B");
         let t4 = Layout::fixed(4, 0).expect("4 B");
         assert_eq!(pick(t4, 2, 1), "local_pages");
-        assert_eq!(pick(t4, 1024, 1), "smb_lockfree");
-        assert_eq!(pick(t4, 4096, 2), "smb_lockfree");
+        assert_eq!(pick(t4, 1024, 1), "local_pages");
+        assert_eq!(pick(t4, 4096, 2), "local_pages");
         assert_eq!(pick(Layout::TUPLE16, 2, 2), "local_pages");
         assert_eq!(pick(Layout::TUPLE16, 1024, 1), "local_pages");
         assert_eq!(pick(Layout::TUPLE16, 4096, 2), "local_pages");
