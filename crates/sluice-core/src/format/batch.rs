@@ -155,6 +155,20 @@ impl RecordBatch {
         Ok(())
     }
 
+    /// Appends one fixed-width record's bytes, already validated by the
+    /// caller (a gather out of a validated payload in this layout).
+    #[inline]
+    pub(crate) fn push_fixed_unchecked(&mut self, record: &[u8]) {
+        debug_assert_eq!(Some(record.len()), self.layout.fixed_record_bytes());
+        self.data.extend_from_slice(record);
+        self.count += 1;
+    }
+
+    /// Reserves room for `bytes` more payload bytes.
+    pub(crate) fn reserve(&mut self, bytes: usize) {
+        self.data.reserve(bytes);
+    }
+
     /// A borrowed view of the batch.
     pub fn view(&self) -> BatchView<'_> {
         BatchView { layout: self.layout, count: self.count, data: &self.data }

@@ -100,6 +100,25 @@ impl Emitter {
         Ok(())
     }
 
+    /// Appends the fixed-width records of `src` (a validated payload in this
+    /// emitter's layout) at the given `(offset, length)` ranges, in order:
+    /// a gather straight into the output batches, with no staging copy.
+    pub(crate) fn gather_fixed(
+        &mut self,
+        src: &[u8],
+        ranges: impl Iterator<Item = (usize, usize)>,
+    ) {
+        for (off, len) in ranges {
+            if self.current.payload_len() + len > EMIT_BATCH_BYTES && !self.current.is_empty() {
+                self.seal();
+                self.current.reserve(EMIT_BATCH_BYTES);
+            }
+            self.current.push_fixed_unchecked(&src[off..off + len]);
+            self.records += 1;
+            self.bytes += len as u64;
+        }
+    }
+
     /// Appends the records of a view in the same layout.
     pub fn emit_view(&mut self, view: &BatchView<'_>) -> Result<(), FormatError> {
         for r in view.iter() {

@@ -6,9 +6,9 @@
 //!  runs    ──► SortMerge: runs in memory within the pool, beyond it on disk;
 //!              loser-tree merge of all of them ──► records in key order
 //! ```
-//! The map side sorts within memory it reserved (each record twice, in the
-//! buffer and in the gathered run, plus two 16-byte sort entries); the
-//! reduce side never sorts again, it merges.
+//! The map side sorts within memory it reserved (the buffered records plus
+//! two 16-byte sort entries per record) and gathers each run straight into
+//! the output batches; the reduce side never sorts again, it merges.
 
 pub mod kernel;
 
@@ -21,8 +21,8 @@ use crate::reorg::runs::{SpillConfig, SpilledRuns};
 use crate::reorg::ReorgError;
 use kernel::{sort_records, SortEntry, SORT_BUFFER_BYTES_MAX};
 
-/// Bytes of sort state per record besides its two copies (the buffer and
-/// the gathered run): two sort entries.
+/// Bytes of sort state per record besides the record itself: two sort
+/// entries.
 const ENTRY_BYTES_PER_RECORD: usize = 2 * std::mem::size_of::<SortEntry>();
 
 /// Counters of the sort operators.
@@ -50,7 +50,6 @@ pub struct SortRuns {
     count: usize,
     entries: Vec<SortEntry>,
     scratch: Vec<SortEntry>,
-    gathered: Vec<u8>,
     reservation: Reservation,
     stats: SortStats,
 }
@@ -65,7 +64,6 @@ impl SortRuns {
             count: 0,
             entries: Vec::new(),
             scratch: Vec::new(),
-            gathered: Vec::new(),
             reservation: pool.reservation(),
             stats: SortStats::default(),
         }
@@ -79,7 +77,7 @@ impl SortRuns {
     /// State bytes needed to hold `bytes` more payload in `records` more
     /// records.
     fn need(&self, bytes: usize, records: usize) -> usize {
-        2 * (self.buf.len() + bytes) + (self.count + records) * ENTRY_BYTES_PER_RECORD
+        self.buf.len() + bytes + (self.count + records) * ENTRY_BYTES_PER_RECORD
     }
 
     /// Reserves room for `bytes` in `records`; `false` if over the threshold
@@ -138,7 +136,7 @@ impl SortRuns {
         width: usize,
         out: &mut Emitter,
     ) -> Result<(), ReorgError> {
-        let per_record = 2 * width + ENTRY_BYTES_PER_RECORD;
+        let per_record = width + ENTRY_BYTES_PER_RECORD;
         while !rest.is_empty() {
             let room = self.threshold.saturating_sub(self.need(0, 0)) / per_record;
             let mut take = room.min(rest.len() / width);
@@ -160,17 +158,16 @@ impl SortRuns {
         if self.count == 0 {
             return Ok(());
         }
+        if out.layout() != self.layout {
+            return Err(ReorgError::Layout { want: self.layout, got: out.layout() });
+        }
         sort_records(self.layout, &self.buf, self.count, &mut self.entries, &mut self.scratch);
         out.start_run();
         match self.layout {
             Layout::Fixed { .. } => {
-                // Gather whole records, then hand them over in bulk.
-                self.gathered.clear();
-                for e in &self.entries {
-                    let (off, len) = (e.off as usize, e.len as usize);
-                    self.gathered.extend_from_slice(&self.buf[off..off + len]);
-                }
-                out.emit_fixed_records(&self.gathered)?;
+                // Gather straight into the output batches.
+                let ranges = self.entries.iter().map(|e| (e.off as usize, e.len as usize));
+                out.gather_fixed(&self.buf, ranges);
             }
             Layout::Variable => {
                 for e in &self.entries {
@@ -193,7 +190,6 @@ impl SortRuns {
         self.buf = Vec::new();
         self.entries = Vec::new();
         self.scratch = Vec::new();
-        self.gathered = Vec::new();
         self.reservation.free();
         Ok(())
     }
