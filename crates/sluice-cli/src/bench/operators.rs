@@ -128,16 +128,23 @@ fn input(
     Ok((layout, batches, seen.len() as u64))
 }
 
+/// What every run over one input shares.
+#[derive(Clone, Copy)]
+struct Setup<'a> {
+    layout: Layout,
+    batches: &'a [RecordBatch],
+    partitions: u32,
+    pages: &'a PagePool,
+}
+
 /// Runs `workers` pipelines over the batches; returns wall time and totals.
 fn run_once(
-    layout: Layout,
-    batches: &[RecordBatch],
+    setup: Setup<'_>,
     workers: usize,
-    partitions: u32,
     spec: &StageSpec,
     threshold: usize,
-    pages: &PagePool,
 ) -> Result<(Duration, PipelineStats), String> {
+    let Setup { layout, batches, partitions, pages } = setup;
     let f = FoldHash::new(partitions).map_err(|e| e.to_string())?;
     let memory = MemoryPool::unbounded();
     let mut results: Vec<Result<PipelineStats, String>> = Vec::new();
@@ -177,26 +184,25 @@ fn run_once(
     Ok((t, total))
 }
 
-/// Median time over `reps` runs after one warm-up, with the last totals.
-#[allow(clippy::too_many_arguments)]
+/// Median time over `reps` runs of operator `op` after one warm-up, with
+/// the last run's totals, which must pass [`check`].
 fn measure(
-    layout: Layout,
-    batches: &[RecordBatch],
+    setup: Setup<'_>,
+    op: &str,
     workers: usize,
-    partitions: u32,
     spec: &StageSpec,
     threshold: usize,
-    pages: &PagePool,
     reps: usize,
 ) -> Result<(f64, PipelineStats), String> {
-    run_once(layout, batches, workers, partitions, spec, threshold, pages)?;
+    run_once(setup, workers, spec, threshold)?;
     let mut secs = Vec::new();
     let mut stats = PipelineStats::default();
     for _ in 0..reps.max(1) {
-        let (t, s) = run_once(layout, batches, workers, partitions, spec, threshold, pages)?;
+        let (t, s) = run_once(setup, workers, spec, threshold)?;
         secs.push(t.as_secs_f64());
         stats = s;
     }
+    check(op, &stats)?;
     Ok((median_of(secs), stats))
 }
 
@@ -268,6 +274,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
     for &kb in &keys {
         progress.set_message(format!("generating {kb}-byte keys"));
         let (layout, batches, distinct) = input(kb, args.distinct, mib << 20)?;
+        let setup = Setup { layout, batches: &batches, partitions: args.partitions, pages: &pages };
         let bytes: usize = batches.iter().map(RecordBatch::payload_len).sum();
         let mut dst = vec![0u8; bytes];
         let chunks: Vec<&[u8]> = batches.iter().map(RecordBatch::payload).collect();
@@ -279,17 +286,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
         for &workers in &args.workers {
             for (name, spec) in ops().into_iter().filter(|(n, _)| args.ops.iter().any(|o| o == n)) {
                 progress.set_message(format!("{name}, {kb} B keys, {workers} workers"));
-                let (secs, stats) = measure(
-                    layout,
-                    &batches,
-                    workers,
-                    args.partitions,
-                    &spec,
-                    threshold,
-                    &pages,
-                    reps,
-                )?;
-                check(name, &stats)?;
+                let (secs, stats) = measure(setup, name, workers, &spec, threshold, reps)?;
                 let gbit = stats.input_bytes as f64 * 8.0 / secs / 1e9;
                 let per = gbit / workers as f64;
                 let theirs = smartshuffle_gbps(name, kb);
@@ -325,6 +322,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
     if !sweep.is_empty() {
         let kb = keys.first().copied().unwrap_or(8);
         let (layout, batches, distinct) = input(kb, args.distinct, mib << 20)?;
+        let setup = Setup { layout, batches: &batches, partitions: args.partitions, pages: &pages };
         let ideal = distinct * (kb as u64 + 8);
         progress.suspend(|| {
             println!("\nthreshold sweep (Figure 12), {kb}-byte keys, 1 worker:");
@@ -348,8 +346,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
             for &th in &sweep {
                 progress.set_message(format!("sweep {name} {} KiB", th >> 10));
                 let (secs, stats) =
-                    measure(layout, &batches, 1, args.partitions, spec, th, &pages, reps)?;
-                check(name.split('/').next().unwrap_or(name), &stats)?;
+                    measure(setup, name.split('/').next().unwrap_or(name), 1, spec, th, reps)?;
                 let gbit = stats.input_bytes as f64 * 8.0 / secs / 1e9;
                 let rate = name
                     .starts_with("aggregate")

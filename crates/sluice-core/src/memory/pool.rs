@@ -141,6 +141,19 @@ impl Reservation {
         }
     }
 
+    /// Holds at least `bytes` (growing if needed, never shrinking) provided
+    /// that is within `limit` (an operator's threshold): `Ok(false)` when
+    /// over the limit, an error when the pool refuses.
+    pub fn try_hold(&mut self, bytes: usize, limit: usize) -> Result<bool, MemoryError> {
+        if bytes > limit {
+            return Ok(false);
+        }
+        if bytes > self.bytes {
+            self.try_grow(bytes - self.bytes)?;
+        }
+        Ok(true)
+    }
+
     /// Returns `less` bytes (at most what is held) to the pool.
     pub fn shrink(&mut self, less: usize) {
         let less = less.min(self.bytes);
@@ -182,6 +195,20 @@ mod tests {
         assert_eq!(pool.used(), 0);
         assert_eq!(pool.peak(), 1000);
         assert_eq!(pool.refusals(), 2);
+    }
+
+    #[test]
+    fn holding_respects_the_limit_and_the_budget() {
+        let pool = MemoryPool::new(100);
+        let mut r = pool.reservation();
+        assert_eq!(r.try_hold(60, 50), Ok(false), "over the operator's limit");
+        assert_eq!(r.bytes(), 0);
+        assert_eq!(r.try_hold(40, 50), Ok(true));
+        assert_eq!(r.try_hold(20, 50), Ok(true), "never shrinks");
+        assert_eq!(r.bytes(), 40);
+        let _other = pool.try_reserve(50).expect("fits");
+        assert!(r.try_hold(70, 1000).is_err(), "the pool refuses");
+        assert_eq!(r.bytes(), 40);
     }
 
     #[test]

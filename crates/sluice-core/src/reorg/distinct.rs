@@ -99,17 +99,13 @@ impl ItemSet {
         if extra == 0 {
             return true;
         }
-        let target = self.table.allocated() + extra;
-        if target > self.threshold {
-            return false;
-        }
-        if target > self.reservation.bytes() {
-            if let Err(e) = self.reservation.try_resize(target) {
+        match self.reservation.try_hold(self.table.allocated() + extra, self.threshold) {
+            Ok(held) => held,
+            Err(e) => {
                 self.refused = Some(e);
-                return false;
+                false
             }
         }
-        true
     }
 
     fn reset(&mut self) {

@@ -2,7 +2,7 @@
 //! [`EMIT_BATCH_BYTES`], split into runs when the operator emits sorted runs.
 
 use crate::format::limits::VARIABLE_RECORD_PREFIX_BYTES;
-use crate::format::{BatchView, FormatError, Layout, RawRecord, RecordBatch};
+use crate::format::{FormatError, Layout, RawRecord, RecordBatch};
 
 /// Payload bytes per output batch (1 MiB).
 pub const EMIT_BATCH_BYTES: usize = 1 << 20;
@@ -117,14 +117,6 @@ impl Emitter {
             self.records += 1;
             self.bytes += len as u64;
         }
-    }
-
-    /// Appends the records of a view in the same layout.
-    pub fn emit_view(&mut self, view: &BatchView<'_>) -> Result<(), FormatError> {
-        for r in view.iter() {
-            self.emit(r.key, r.value)?;
-        }
-        Ok(())
     }
 
     fn seal(&mut self) {

@@ -168,11 +168,6 @@ impl SpillFile {
         self.index.len()
     }
 
-    /// Records in run `run`.
-    pub fn run_records(&self, run: usize) -> u64 {
-        self.index.get(run).map_or(0, |b| b.iter().map(|l| u64::from(l.records)).sum())
-    }
-
     /// What writing the file did.
     pub fn stats(&self) -> SpillStats {
         self.stats

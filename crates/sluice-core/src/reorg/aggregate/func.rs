@@ -142,6 +142,15 @@ impl AggSpec {
         }
     }
 
+    /// The partial-state bytes of a group holding only `value` (numeric
+    /// functions): what a record passed through unaggregated is emitted as.
+    pub(crate) fn single_partial(self, value: &[u8], out: &mut [u8; 16]) -> usize {
+        let mut st = [0u64; 2];
+        let w = self.state_words();
+        self.update(&mut st[..w], value, true);
+        write_state(&st[..w], out)
+    }
+
     /// Merges the partial state `other` into `st` (numeric functions).
     #[inline]
     pub(crate) fn merge(self, st: &mut [u64], other: &[u64]) {

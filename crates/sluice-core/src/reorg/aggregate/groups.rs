@@ -107,12 +107,10 @@ impl Groups {
         if extra == 0 {
             return true;
         }
-        let target = self.allocated() + extra;
-        if target > self.threshold {
-            return false;
-        }
-        if target > self.reservation.bytes() {
-            if let Err(e) = self.reservation.try_resize(target) {
+        match self.reservation.try_hold(self.allocated() + extra, self.threshold) {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(e) => {
                 self.refused = Some(e);
                 return false;
             }

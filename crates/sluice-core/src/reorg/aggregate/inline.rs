@@ -18,7 +18,7 @@ use super::func::AggSpec;
 use super::{check_value, AggregateStats, SpillStrategy};
 use crate::memory::{MemoryPool, Reservation};
 use crate::reorg::emit::Emitter;
-use crate::reorg::table::{hash_key, PROBE_BATCH};
+use crate::reorg::table::{hash_key, prefetch, PROBE_BATCH};
 use crate::reorg::ReorgError;
 
 /// Slots of a new table.
@@ -100,18 +100,8 @@ impl InlinePartial {
             return;
         }
         let i = hash as usize & (self.cap - 1);
-        let c = self.ctrl.as_ptr().wrapping_add(i);
-        let s = self.slots.as_ptr().wrapping_add(i * self.stride);
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: a prefetch never faults and has no architectural effect,
-        // whatever the address.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(c.cast());
-            _mm_prefetch::<_MM_HINT_T0>(s.cast());
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (c, s);
+        prefetch(self.ctrl.as_ptr().wrapping_add(i));
+        prefetch(self.slots.as_ptr().wrapping_add(i * self.stride));
     }
 
     /// The slot holding `key`, or the empty slot where it would go.
@@ -248,10 +238,8 @@ impl InlinePartial {
         value: &[u8],
         out: &mut Emitter,
     ) -> Result<(), ReorgError> {
-        let mut st = [0u64; 2];
-        self.spec.update(&mut st[..self.words], value, true);
         let mut buf = [0u8; 16];
-        let n = super::func::write_state(&st[..self.words], &mut buf);
+        let n = self.spec.single_partial(value, &mut buf);
         out.emit(key, &buf[..n])?;
         self.stats.passed_through += 1;
         self.stats.emitted_records += 1;

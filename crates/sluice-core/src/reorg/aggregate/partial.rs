@@ -19,7 +19,7 @@
 //! (key, state) that the final aggregate merges exactly, whatever was
 //! spilled on the way.
 
-use super::func::{write_state, AggFn, AggSpec};
+use super::func::{AggFn, AggSpec};
 use super::groups::Groups;
 use super::inline::{InlinePartial, INLINE_KEY_BYTES};
 use super::{check_value, partial_layout, AggregateStats, SpillStrategy};
@@ -208,11 +208,8 @@ impl PartialAggregate {
             list.extend_from_slice(value);
             out.emit(key, &list)?;
         } else {
-            let mut st = [0u64; 2];
-            let w = spec.state_words();
-            spec.update(&mut st[..w], value, true);
             let mut buf = [0u8; 16];
-            let n = write_state(&st[..w], &mut buf);
+            let n = spec.single_partial(value, &mut buf);
             out.emit(key, &buf[..n])?;
         }
         self.stats.passed_through += 1;

@@ -83,9 +83,7 @@ impl SortRuns {
     /// Reserves room for `bytes` in `records`; `false` if over the threshold
     /// or refused.
     fn admit(&mut self, bytes: usize, records: usize) -> bool {
-        let need = self.need(bytes, records);
-        need <= self.threshold
-            && (need <= self.reservation.bytes() || self.reservation.try_resize(need).is_ok())
+        self.reservation.try_hold(self.need(bytes, records), self.threshold).unwrap_or(false)
     }
 
     /// Buffers one batch, emitting sorted runs to `out` as the buffer fills.
