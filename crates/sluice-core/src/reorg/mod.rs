@@ -22,6 +22,7 @@ pub mod distinct;
 mod emit;
 mod error;
 pub mod filter;
+mod group;
 pub mod merge;
 pub mod pipeline;
 mod runs;

@@ -120,7 +120,7 @@ impl AggSpec {
     }
 
     /// Folds one raw value into a fresh (`first`) or existing state.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn update(self, st: &mut [u64], v: &[u8], first: bool) {
         let x = self.value.widen(v);
         let float = self.value.is_float();
