@@ -2,10 +2,12 @@
 //!
 //! ```text
 //! sluice bench format [--mib N] [--block-kib N] [--reps N] [--codecs LIST] [--json PATH]
+//! sluice run terasort|sort|wordcount|repartition|aggregate [--mib N] [--maps N] [--reduces N] ...
 //! ```
-//! Later issues add `sluice run <workload>`, `sluice daemon` and `sluice gen`.
+//! Later issues add `sluice daemon` and `sluice gen`.
 
 mod bench;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -24,12 +26,15 @@ enum Command {
         #[command(subcommand)]
         what: bench::BenchCommand,
     },
+    /// A whole shuffle workload on the embedded engine, with its output checked.
+    Run(run::RunArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench { what } => bench::run(what),
+        Command::Run(args) => run::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

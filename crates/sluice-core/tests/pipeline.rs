@@ -3,6 +3,7 @@
 //! reference computed from the raw input.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
@@ -32,8 +33,8 @@ fn input(n: usize, domain: u64) -> Vec<RecordBatch> {
 fn partial_aggregates_per_destination_merge_to_exact_sums() {
     let layout = Layout::fixed(8, 4).expect("layout");
     let batches = input(60_000, 5000);
-    let f = FoldHash::new(8).expect("fold");
-    let pages = PagePool::new(4096);
+    let f: Arc<dyn Partitioner> = Arc::new(FoldHash::new(8).expect("fold"));
+    let pages = Arc::new(PagePool::new(4096));
     let memory = MemoryPool::new(1 << 20);
     let spec = AggSpec::new(AggFn::Sum, ValueType::I32);
     for strategy in [SpillStrategy::State, SpillStrategy::Input] {
@@ -42,7 +43,8 @@ fn partial_aggregates_per_destination_merge_to_exact_sums() {
         let mut per_dest: Vec<Vec<RecordBatch>> = vec![Vec::new(); 8];
         let mut spills = 0;
         for w in 0..2 {
-            let mut p = MapPipeline::new(layout, &f, &pages, &stage, 32 << 10, &memory);
+            let mut p =
+                MapPipeline::new(layout, f.clone(), pages.clone(), &stage, 32 << 10, &memory);
             for b in batches.iter().skip(w).step_by(2) {
                 p.push(&b.view()).expect("push");
             }
@@ -90,10 +92,10 @@ fn partial_aggregates_per_destination_merge_to_exact_sums() {
 fn sorted_runs_per_destination_merge_in_order() {
     let layout = Layout::fixed(8, 4).expect("layout");
     let batches = input(40_000, 1 << 40);
-    let f = FoldHash::new(4).expect("fold");
-    let pages = PagePool::new(4096);
+    let f: Arc<dyn Partitioner> = Arc::new(FoldHash::new(4).expect("fold"));
+    let pages = Arc::new(PagePool::new(4096));
     let memory = MemoryPool::unbounded();
-    let mut p = MapPipeline::new(layout, &f, &pages, &StageSpec::Sort, 64 << 10, &memory);
+    let mut p = MapPipeline::new(layout, f.clone(), pages, &StageSpec::Sort, 64 << 10, &memory);
     for b in &batches {
         p.push(&b.view()).expect("push");
     }
@@ -101,24 +103,16 @@ fn sorted_runs_per_destination_merge_in_order() {
     assert_eq!(stats.output_records, 40_000);
     let mut total = 0;
     for d in 0..4 {
-        // take_output drops run marks, so re-split on key order breaks: the
-        // runs are the maximal sorted stretches of the output.
-        let out = p.take_output(d);
+        // Each run the pipeline marked is sorted on its own.
+        let runs = p.take_runs(d);
+        assert!(runs.len() > 1, "64 KiB of state over 40,000 records spills");
         let mut merge = SortMerge::new(layout, &memory, SpillConfig::default());
-        let mut run = Vec::new();
-        let mut last: Option<Vec<u8>> = None;
-        for b in out {
-            for r in b.iter() {
-                if last.as_deref().is_some_and(|l| l > r.key) {
-                    merge.add_run(std::mem::take(&mut run)).expect("run");
-                }
-                let mut one = RecordBatch::new(layout);
-                one.push(r.key, r.value).expect("push");
-                run.push(one);
-                last = Some(r.key.to_vec());
-            }
+        for run in runs {
+            let keys: Vec<Vec<u8>> =
+                run.iter().flat_map(|b| b.iter().map(|r| r.key.to_vec())).collect();
+            assert!(keys.windows(2).all(|w| w[0] <= w[1]), "a run out of order");
+            merge.add_run(run).expect("run");
         }
-        merge.add_run(run).expect("run");
         let mut out = Emitter::new(layout);
         merge.finish(&mut out).expect("merge");
         let keys: Vec<Vec<u8>> = out

@@ -128,3 +128,36 @@ proptest! {
         check(&recs, &got);
     }
 }
+
+#[test]
+fn a_pool_that_refuses_everything_still_gives_sorted_runs_of_all_input() {
+    for layout in [Layout::fixed(8, 4).expect("layout"), Layout::Variable] {
+        let recs = records(21, 3_000, layout, 1 << 30);
+        let memory = MemoryPool::new(0);
+        let mut runs = SortRuns::new(layout, 1 << 20, &memory);
+        let mut out = Emitter::new(layout);
+        for chunk in recs.chunks(500) {
+            let mut b = RecordBatch::new(layout);
+            for (k, v) in chunk {
+                b.push(k, v).expect("push");
+            }
+            runs.push(&b.view(), &mut out).expect("a refused pool still makes progress");
+        }
+        runs.finish(&mut out).expect("finish");
+        assert_eq!(runs.stats().bypass_runs, 6, "{layout:?}: one bypass run per batch");
+        assert_eq!(memory.peak(), 0);
+        let mut got = Vec::new();
+        for run in out.into_runs() {
+            let keys: Vec<(Vec<u8>, Vec<u8>)> = run
+                .iter()
+                .flat_map(|b| b.iter().map(|r| (r.key.to_vec(), r.value.to_vec())))
+                .collect();
+            assert!(keys.windows(2).all(|w| w[0].0 <= w[1].0), "{layout:?}: a run out of order");
+            got.extend(keys);
+        }
+        let mut want = recs.clone();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{layout:?}: every record once");
+    }
+}

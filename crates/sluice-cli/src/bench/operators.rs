@@ -20,6 +20,7 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -27,7 +28,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 use sluice_core::datagen::rng::{mix, SplitMix64};
 use sluice_core::memory::MemoryPool;
-use sluice_core::partition::{FoldHash, PagePool};
+use sluice_core::partition::{FoldHash, PagePool, Partitioner};
 use sluice_core::reorg::aggregate::{aggregation_rate, AggFn, AggSpec, SpillStrategy, ValueType};
 use sluice_core::reorg::distinct::DistinctBy;
 use sluice_core::reorg::pipeline::{MapPipeline, PipelineStats, StageSpec};
@@ -134,7 +135,7 @@ struct Setup<'a> {
     layout: Layout,
     batches: &'a [RecordBatch],
     partitions: u32,
-    pages: &'a PagePool,
+    pages: &'a Arc<PagePool>,
 }
 
 /// Runs `workers` pipelines over the batches; returns wall time and totals.
@@ -145,7 +146,7 @@ fn run_once(
     threshold: usize,
 ) -> Result<(Duration, PipelineStats), String> {
     let Setup { layout, batches, partitions, pages } = setup;
-    let f = FoldHash::new(partitions).map_err(|e| e.to_string())?;
+    let f: Arc<dyn Partitioner> = Arc::new(FoldHash::new(partitions).map_err(|e| e.to_string())?);
     let memory = MemoryPool::unbounded();
     let mut results: Vec<Result<PipelineStats, String>> = Vec::new();
     let t = time(|| {
@@ -154,7 +155,14 @@ fn run_once(
                 .map(|w| {
                     let (f, memory) = (&f, &memory);
                     s.spawn(move || -> Result<PipelineStats, String> {
-                        let mut p = MapPipeline::new(layout, f, pages, spec, threshold, memory);
+                        let mut p = MapPipeline::new(
+                            layout,
+                            f.clone(),
+                            pages.clone(),
+                            spec,
+                            threshold,
+                            memory,
+                        );
                         for b in batches.iter().skip(w).step_by(workers) {
                             p.push(&b.view()).map_err(|e| e.to_string())?;
                             for d in 0..p.destinations() {
@@ -238,7 +246,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
     let (mib, reps, keys) =
         if args.quick { (32, 1, vec![8]) } else { (args.mib, args.reps, args.key_bytes.clone()) };
     let threshold = args.threshold_kib << 10;
-    let pages = PagePool::new(sluice_core::partition::PAGE_BYTES_DEFAULT);
+    let pages = Arc::new(PagePool::new(sluice_core::partition::PAGE_BYTES_DEFAULT));
     let sweep: Vec<usize> = if args.no_sweep {
         Vec::new()
     } else if args.quick {

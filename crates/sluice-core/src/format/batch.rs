@@ -46,6 +46,23 @@ impl RecordBatch {
         RecordBatch { layout, data: Vec::with_capacity(bytes), count: 0 }
     }
 
+    /// An empty batch that writes into `buffer` (its contents are cleared,
+    /// its capacity kept): for pools that hand out reused memory.
+    pub fn from_buffer(layout: Layout, mut buffer: Vec<u8>) -> Self {
+        buffer.clear();
+        RecordBatch { layout, data: buffer, count: 0 }
+    }
+
+    /// The batch's byte buffer, for reuse.
+    pub fn into_buffer(self) -> Vec<u8> {
+        self.data
+    }
+
+    /// Bytes the batch can hold without reallocating.
+    pub fn capacity(&self) -> usize {
+        self.data.capacity()
+    }
+
     /// The batch's layout.
     pub fn layout(&self) -> Layout {
         self.layout

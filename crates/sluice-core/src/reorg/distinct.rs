@@ -261,8 +261,20 @@ impl FinalDistinct {
     /// An exact distinct over records in `layout` (for [`DistinctBy::Key`]
     /// the input is usually a partial distinct's key-only output).
     pub fn new(by: DistinctBy, layout: Layout, pool: &MemoryPool, spill: SpillConfig) -> Self {
+        Self::with_limit(by, layout, pool, spill, usize::MAX)
+    }
+
+    /// As [`FinalDistinct::new`], with at most `limit` bytes of state before
+    /// it spills a run, whatever the pool would grant.
+    pub fn with_limit(
+        by: DistinctBy,
+        layout: Layout,
+        pool: &MemoryPool,
+        spill: SpillConfig,
+        limit: usize,
+    ) -> Self {
         FinalDistinct {
-            set: ItemSet::new(by, layout, usize::MAX, pool),
+            set: ItemSet::new(by, layout, limit, pool),
             runs: SpilledRuns::new(spill),
             stats: DistinctStats::default(),
         }

@@ -179,10 +179,10 @@ impl Emitter {
         self.done
     }
 
-    /// The output grouped into the sorted runs marked by
-    /// [`Emitter::start_run`] (records emitted before the first mark form a
-    /// run of their own).
-    pub fn into_runs(mut self) -> Vec<Vec<RecordBatch>> {
+    /// Takes the finished batches out grouped into the sorted runs marked
+    /// by [`Emitter::start_run`] (the partly filled batch is sealed first;
+    /// records emitted before the first mark form a run of their own).
+    pub fn take_runs(&mut self) -> Vec<Vec<RecordBatch>> {
         if !self.current.is_empty() {
             self.seal();
         }
@@ -191,15 +191,21 @@ impl Emitter {
             starts.insert(0, 0);
         }
         let mut runs = Vec::with_capacity(starts.len());
-        let mut batches = self.done.into_iter();
+        let mut batches = std::mem::take(&mut self.done).into_iter();
         for (i, &s) in starts.iter().enumerate() {
             let end = starts.get(i + 1).copied().unwrap_or(usize::MAX);
-            let n = end.saturating_sub(s);
-            let run: Vec<RecordBatch> = batches.by_ref().take(n).collect();
+            let run: Vec<RecordBatch> = batches.by_ref().take(end.saturating_sub(s)).collect();
             if !run.is_empty() {
                 runs.push(run);
             }
         }
         runs
+    }
+
+    /// The output grouped into the sorted runs marked by
+    /// [`Emitter::start_run`] (records emitted before the first mark form a
+    /// run of their own).
+    pub fn into_runs(mut self) -> Vec<Vec<RecordBatch>> {
+        self.take_runs()
     }
 }

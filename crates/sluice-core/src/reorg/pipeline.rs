@@ -4,6 +4,7 @@
 //! ```text
 //!  batch ──► partition (LocalPagesAndMerge, 1 thread) ──► pages of p ──► op[p] ──► out[p]
 //! ```
+//! With no operator the pages' records are copied to `out[p]` as they are.
 //! Partitioned pages are staged per destination until [`STAGE_BYTES`] have
 //! gathered, then the destination's operator runs over all of them at once.
 //! Each destination has its own operator instance and output, so state
@@ -11,7 +12,9 @@
 //! where one big table would not) and output is already grouped for
 //! sending. The operator's threshold is split evenly across destinations.
 
-use crate::format::{BatchView, Layout, RecordBatch};
+use std::sync::Arc;
+
+use crate::format::{BatchView, Layout, RawRecord, RecordBatch};
 use crate::memory::MemoryPool;
 use crate::partition::strategy::LocalPagesAndMerge;
 use crate::partition::{Page, PagePool, PartitionJob, PartitionStrategy, Partitioned, Partitioner};
@@ -71,10 +74,10 @@ pub struct PipelineStats {
 
 /// A map-side worker: partitioner, per-destination operators and outputs.
 #[derive(Debug)]
-pub struct MapPipeline<'a> {
+pub struct MapPipeline {
     layout: Layout,
-    partitioner: &'a dyn Partitioner,
-    pages: &'a PagePool,
+    partitioner: Arc<dyn Partitioner>,
+    pages: Arc<PagePool>,
     stages: Vec<Stage>,
     outs: Vec<Emitter>,
     /// Partitioned pages waiting for their destination's operator.
@@ -84,13 +87,13 @@ pub struct MapPipeline<'a> {
     stats: PipelineStats,
 }
 
-impl<'a> MapPipeline<'a> {
+impl MapPipeline {
     /// A pipeline over records in `layout`; `threshold` bytes of operator
     /// state in all, split across the partitioner's destinations.
     pub fn new(
         layout: Layout,
-        partitioner: &'a dyn Partitioner,
-        pages: &'a PagePool,
+        partitioner: Arc<dyn Partitioner>,
+        pages: Arc<PagePool>,
         spec: &StageSpec,
         threshold: usize,
         memory: &MemoryPool,
@@ -138,9 +141,9 @@ impl<'a> MapPipeline<'a> {
         let job = PartitionJob {
             layout: self.layout,
             input: std::slice::from_ref(view),
-            partitioner: self.partitioner,
+            partitioner: &*self.partitioner,
             threads: 1,
-            pool: self.pages,
+            pool: &self.pages,
         };
         let parted = LocalPagesAndMerge.run(&job)?;
         self.stats.input_records += view.len() as u64;
@@ -171,11 +174,7 @@ impl<'a> MapPipeline<'a> {
         for page in &pages {
             let v = page.view(self.layout);
             result = match stage {
-                Stage::None => {
-                    self.stats.output_records += v.len() as u64;
-                    self.stats.output_bytes += v.payload().len() as u64;
-                    Ok(())
-                }
+                Stage::None => copy_out(&v, out),
                 Stage::Aggregate(op) => op.push(&v, out),
                 Stage::Sort(op) => op.push(&v, out),
                 Stage::Distinct(op) => op.push(&v, out),
@@ -192,6 +191,13 @@ impl<'a> MapPipeline<'a> {
     /// Output batches of destination `p` finished so far (for a sender).
     pub fn take_output(&mut self, p: usize) -> Vec<RecordBatch> {
         self.outs.get_mut(p).map(Emitter::take_batches).unwrap_or_default()
+    }
+
+    /// Output of destination `p` as its sorted runs (for the sort stage;
+    /// one run per spill), after [`MapPipeline::finish`]; other stages
+    /// give one run holding everything.
+    pub fn take_runs(&mut self, p: usize) -> Vec<Vec<RecordBatch>> {
+        self.outs.get_mut(p).map(Emitter::take_runs).unwrap_or_default()
     }
 
     /// Returns shipped batches of destination `p` for reuse.
@@ -240,4 +246,19 @@ impl<'a> MapPipeline<'a> {
         stats.spills = spills;
         Ok(stats)
     }
+}
+
+/// Partition only: the destination's records go to its output as they are
+/// (fixed-width records in one bulk copy per page).
+fn copy_out(v: &BatchView<'_>, out: &mut Emitter) -> Result<(), ReorgError> {
+    match v.layout() {
+        Layout::Fixed { .. } => out.emit_fixed_records(v.payload())?,
+        Layout::Variable => {
+            let mut raw = v.raw();
+            while let Some(r) = raw.next_raw() {
+                out.emit_raw(RawRecord { key: r.key, bytes: r.bytes })?;
+            }
+        }
+    }
+    Ok(())
 }

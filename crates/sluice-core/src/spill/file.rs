@@ -180,6 +180,12 @@ impl SpillFile {
 
     /// A reader of run `run`'s blocks.
     pub fn run(&self, run: usize) -> Result<SpillRunReader<'_>, SpillError> {
+        self.run_from(run, 0)
+    }
+
+    /// A reader of run `run`'s blocks from block `first` on (for a consumer
+    /// that reads one block per call).
+    pub fn run_from(&self, run: usize, first: usize) -> Result<SpillRunReader<'_>, SpillError> {
         let blocks = self.index.get(run).ok_or_else(|| SpillError::NoSuchRun {
             path: self.path.0.clone(),
             run,
@@ -188,7 +194,7 @@ impl SpillFile {
         Ok(SpillRunReader {
             file: self,
             blocks,
-            next: 0,
+            next: first,
             frame: Vec::new(),
             decoder: BlockDecoder::new(),
         })

@@ -34,12 +34,25 @@ impl FinalAggregate {
     /// A final aggregate for partials of records in `layout`, keeping state
     /// within what `pool` grants and spilling sorted runs under `spill`.
     pub fn new(spec: AggSpec, layout: Layout, pool: &MemoryPool, spill: SpillConfig) -> Self {
+        Self::with_limit(spec, layout, pool, spill, usize::MAX)
+    }
+
+    /// As [`FinalAggregate::new`], with at most `limit` bytes of state
+    /// before it spills a run, whatever the pool would grant: operators
+    /// sharing one pool then cannot starve each other.
+    pub fn with_limit(
+        spec: AggSpec,
+        layout: Layout,
+        pool: &MemoryPool,
+        spill: SpillConfig,
+        limit: usize,
+    ) -> Self {
         let key_width = match layout {
             Layout::Fixed { key_width, .. } => Some(usize::from(key_width)),
             Layout::Variable => None,
         };
         FinalAggregate {
-            groups: Groups::new(spec, key_width, usize::MAX, pool),
+            groups: Groups::new(spec, key_width, limit, pool),
             layout,
             runs: SpilledRuns::new(spill),
             stats: AggregateStats::default(),

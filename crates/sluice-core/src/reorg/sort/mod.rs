@@ -38,6 +38,9 @@ pub struct SortStats {
     pub spilled_runs: u64,
     /// Bytes written to spill files.
     pub spill_bytes: u64,
+    /// Runs cut outside the reservation because the pool refused even one
+    /// record (map side).
+    pub bypass_runs: u64,
 }
 
 /// Map side: cuts input into sorted runs of at most `threshold` bytes of
@@ -95,8 +98,19 @@ impl SortRuns {
             self.push_fixed(view.payload(), width, out)?;
         } else {
             let mut raw = view.raw();
+            let mut at = 0;
             while let Some(r) = raw.next_raw() {
-                self.make_room(r.bytes.len(), 1, out)?;
+                match self.make_room(r.bytes.len(), 1, out) {
+                    Ok(()) => {}
+                    Err(ReorgError::Memory(_)) if self.count == 0 => {
+                        let rest = view.payload().get(at..).unwrap_or_default();
+                        let n = 1 + raw.len();
+                        self.stats.input_records += view.len() as u64;
+                        return self.bypass(rest, n, out);
+                    }
+                    Err(e) => return Err(e),
+                }
+                at += r.bytes.len();
                 self.buf.extend_from_slice(r.bytes);
                 self.count += 1;
             }
@@ -140,8 +154,13 @@ impl SortRuns {
             let mut take = room.min(rest.len() / width);
             if take == 0 || !self.admit(take * width, take) {
                 // Full, or the pool refused the chunk: one record at a time.
-                self.make_room(width, 1, out)?;
-                take = 1;
+                match self.make_room(width, 1, out) {
+                    Ok(()) => take = 1,
+                    Err(ReorgError::Memory(_)) if self.count == 0 => {
+                        return self.bypass(rest, rest.len() / width, out);
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             let (head, tail) = rest.split_at(take * width);
             self.buf.extend_from_slice(head);
@@ -149,6 +168,17 @@ impl SortRuns {
             rest = tail;
         }
         Ok(())
+    }
+
+    /// The pool refused even one record with nothing held: the rest of
+    /// the batch (`records` records) becomes a sorted run of its own,
+    /// outside the reservation (at most one input batch), so a partial
+    /// sort always makes progress (its runs are just shorter).
+    fn bypass(&mut self, rest: &[u8], records: usize, out: &mut Emitter) -> Result<(), ReorgError> {
+        self.buf.extend_from_slice(rest);
+        self.count += records;
+        self.stats.bypass_runs += 1;
+        self.flush(out)
     }
 
     /// Sorts the buffer and emits it as one run.

@@ -1,0 +1,72 @@
+//! Runs the real `sluice run` on every workload at small sizes: the command
+//! checks its own output (order, checksums, reference counts) and fails if
+//! anything is off; these tests also read its JSON summary to see that
+//! spilling and migration really happened when forced.
+
+use std::process::Command;
+
+fn run(name: &str, workload: &str, extra: &[&str]) -> serde_json::Value {
+    let dir = std::env::temp_dir().join(format!("sluice-run-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let json = dir.join("summary.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["run", workload, "--mib", "2", "--maps", "6", "--reduces", "3"])
+        .args(["--map-threads", "2", "--buffer-kib", "64"])
+        .args(extra)
+        .arg("--spill-dir")
+        .arg(&dir)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run sluice");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("output validated        yes"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("valid json");
+    assert_eq!(summary["validated"], true);
+    assert!(summary["input_records"].as_u64().unwrap_or(0) > 0, "{summary}");
+    assert!(summary["mb_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{summary}");
+    let leftovers = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter(|e| e.as_ref().is_ok_and(|e| e.file_name() != "summary.json"));
+    assert_eq!(leftovers.count(), 0, "spill files outlived the run");
+    summary
+}
+
+#[test]
+fn every_workload_runs_and_validates() {
+    for w in ["terasort", "sort", "wordcount", "repartition", "aggregate"] {
+        let s = run(w, w, &[]);
+        assert_eq!(s["workload"], w);
+        assert!(s["baseline_mb_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{s}");
+    }
+}
+
+#[test]
+fn a_small_memory_budget_spills_to_disk_and_stays_exact() {
+    // 1 MiB in all: results beyond half of it go to disk.
+    for w in ["aggregate", "terasort"] {
+        let s = run(&format!("spill-{w}"), w, &["--memory-mib", "1"]);
+        assert!(s["result_bytes_on_disk"].as_u64().unwrap_or(0) > 0, "{s}");
+        assert!(s["disk_writes"].as_u64().unwrap_or(0) > 0, "{s}");
+        assert!(s["disk_blocks_read"].as_u64().unwrap_or(0) > 0, "{s}");
+    }
+}
+
+#[test]
+fn a_slow_device_migrates_work_and_stays_exact() {
+    let s = run(
+        "slow",
+        "aggregate",
+        &["--device-speed", "0.05", "--offload-threads", "1", "--no-baseline"],
+    );
+    assert!(s["migrated_share"].as_f64().unwrap_or(0.0) > 0.0, "{s}");
+    assert!(s["migration_decisions"].as_u64().unwrap_or(0) > 0, "{s}");
+    let off = run(
+        "slow-off",
+        "aggregate",
+        &["--device-speed", "0.05", "--offload-threads", "1", "--no-migration", "--no-baseline"],
+    );
+    assert_eq!(off["migrated_share"].as_f64(), Some(0.0), "{off}");
+}

@@ -1,0 +1,253 @@
+//! The map-side buffer pool: bounded in bytes, reused, with back-pressure.
+//!
+//! A map task acquires a [`MapBuffer`] of a size it names, writes records
+//! into it, and produces it: ownership of the very bytes passes to the
+//! engine (no copy), the traffic scheduler cuts them into segments, the
+//! offload workers read the segments in place, and when the last segment
+//! is done the bytes go back to the pool for the next `buf_acquire`.
+//!
+//! The pool charges each buffer's requested size against its capacity
+//! from acquire until the last reader is done, so its occupancy (bytes
+//! charged) is what map tasks hold plus what waits in or is being worked
+//! on by the engine: the liquid offload controller's signal. When a
+//! request does not fit, `buf_acquire` waits for returns or answers
+//! `WouldBlock`, by [`Backpressure`](crate::Backpressure).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use sluice_core::format::{Layout, RecordBatch};
+
+use crate::error::{EngineError, ShuffleId};
+use crate::Backpressure;
+
+/// Free buffers the pool keeps for reuse at most.
+pub const POOL_FREE_BUFFERS_MAX: usize = 64;
+
+#[derive(Debug, Default)]
+struct PoolState {
+    used: usize,
+    peak: usize,
+    free: Vec<Vec<u8>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct PoolInner {
+    capacity: usize,
+    state: Mutex<PoolState>,
+    returned: Condvar,
+    next_id: AtomicU64,
+    /// Bytes ever produced (for the controller's rates).
+    pub(crate) produced_bytes: AtomicU64,
+}
+
+impl PoolInner {
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Returns `charge` bytes of capacity and, for reuse, the buffer.
+    pub(crate) fn give_back(&self, charge: usize, buffer: Vec<u8>) {
+        let mut st = self.lock();
+        st.used -= charge;
+        if st.free.len() < POOL_FREE_BUFFERS_MAX && buffer.capacity() > 0 {
+            st.free.push(buffer);
+        }
+        drop(st);
+        self.returned.notify_all();
+    }
+}
+
+/// Bytes of map buffers, shared by every shuffle of an engine.
+#[derive(Debug, Clone)]
+pub struct BufferPool {
+    inner: Arc<PoolInner>,
+}
+
+impl BufferPool {
+    /// A pool that hands out at most `capacity` bytes at once.
+    pub fn new(capacity: usize) -> Self {
+        BufferPool {
+            inner: Arc::new(PoolInner {
+                capacity,
+                state: Mutex::new(PoolState::default()),
+                returned: Condvar::new(),
+                next_id: AtomicU64::new(1),
+                produced_bytes: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The capacity in bytes.
+    pub fn capacity(&self) -> usize {
+        self.inner.capacity
+    }
+
+    /// Bytes charged now (the occupancy).
+    pub fn used(&self) -> usize {
+        self.inner.lock().used
+    }
+
+    /// Most bytes ever charged at once.
+    pub fn peak(&self) -> usize {
+        self.inner.lock().peak
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<PoolInner> {
+        &self.inner
+    }
+
+    /// Charges `size` bytes and returns a buffer with room for them.
+    pub(crate) fn acquire(
+        &self,
+        size: usize,
+        mode: Backpressure,
+        owner: BufferOwner,
+    ) -> Result<MapBuffer, EngineError> {
+        let inner = &self.inner;
+        if size > inner.capacity {
+            return Err(EngineError::BufferTooLarge { asked: size, pool: inner.capacity });
+        }
+        let mut st = inner.lock();
+        while st.used + size > inner.capacity {
+            if mode == Backpressure::WouldBlock {
+                return Err(EngineError::WouldBlock { used: st.used, capacity: inner.capacity });
+            }
+            st = inner.returned.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        st.used += size;
+        st.peak = st.peak.max(st.used);
+        // Reuse the smallest free buffer that holds `size` bytes.
+        let pick = (0..st.free.len())
+            .filter(|&i| st.free[i].capacity() >= size)
+            .min_by_key(|&i| st.free[i].capacity());
+        let mut bytes = match pick {
+            Some(i) => st.free.swap_remove(i),
+            None => Vec::new(),
+        };
+        drop(st);
+        bytes.reserve_exact(size);
+        Ok(MapBuffer {
+            id: inner.next_id.fetch_add(1, Ordering::Relaxed),
+            owner,
+            capacity: size,
+            batch: Some(RecordBatch::from_buffer(owner.layout, bytes)),
+            pool: inner.clone(),
+        })
+    }
+}
+
+/// Whose buffer it is: the map attempt that acquired it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BufferOwner {
+    pub(crate) shuffle: ShuffleId,
+    pub(crate) map: u32,
+    pub(crate) attempt: u32,
+    pub(crate) layout: Layout,
+}
+
+/// A buffer a map task fills with records and then produces.
+#[derive(Debug)]
+pub struct MapBuffer {
+    id: u64,
+    owner: BufferOwner,
+    capacity: usize,
+    /// Always `Some` until produced or dropped.
+    batch: Option<RecordBatch>,
+    pool: Arc<PoolInner>,
+}
+
+impl MapBuffer {
+    /// The buffer's id (unique within its engine).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Bytes the buffer holds at most.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.batch.as_ref().map_or(0, RecordBatch::payload_len)
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> usize {
+        self.batch.as_ref().map_or(0, RecordBatch::len)
+    }
+
+    /// Bytes still free.
+    pub fn room(&self) -> usize {
+        self.capacity - self.len()
+    }
+
+    /// Appends one record; a record that does not fit the room left is a
+    /// typed error and leaves the buffer as it was.
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<(), EngineError> {
+        let need = self.owner.layout.record_bytes(key.len(), value.len());
+        if need > self.room() {
+            return Err(EngineError::RecordTooLarge {
+                record: need,
+                room: self.room(),
+                capacity: self.capacity,
+            });
+        }
+        match self.batch.as_mut() {
+            Some(b) => Ok(b.push(key, value)?),
+            None => Err(EngineError::UnknownBuffer { buffer: self.id }),
+        }
+    }
+
+    pub(crate) fn owner(&self) -> BufferOwner {
+        self.owner
+    }
+
+    pub(crate) fn is_from(&self, pool: &BufferPool) -> bool {
+        Arc::ptr_eq(&self.pool, &pool.inner)
+    }
+
+    /// Hands the filled bytes over, charge and all.
+    pub(crate) fn into_produced(mut self) -> ProducedBuffer {
+        let batch = self.batch.take().unwrap_or_else(|| RecordBatch::new(self.owner.layout));
+        self.pool.produced_bytes.fetch_add(batch.payload_len() as u64, Ordering::Relaxed);
+        ProducedBuffer { batch: Some(batch), charge: self.capacity, pool: self.pool.clone() }
+    }
+}
+
+impl Drop for MapBuffer {
+    fn drop(&mut self) {
+        // Dropped without being produced: the map task gave up on it.
+        if let Some(b) = self.batch.take() {
+            self.pool.give_back(self.capacity, b.into_buffer());
+        }
+    }
+}
+
+/// A produced buffer, read in place by the segments cut from it; its bytes
+/// return to the pool when the last segment is done.
+#[derive(Debug)]
+pub(crate) struct ProducedBuffer {
+    batch: Option<RecordBatch>,
+    charge: usize,
+    pool: Arc<PoolInner>,
+}
+
+impl ProducedBuffer {
+    pub(crate) fn batch(&self) -> Option<&RecordBatch> {
+        self.batch.as_ref()
+    }
+}
+
+impl Drop for ProducedBuffer {
+    fn drop(&mut self) {
+        let bytes = self.batch.take().map(RecordBatch::into_buffer).unwrap_or_default();
+        self.pool.give_back(self.charge, bytes);
+    }
+}

@@ -1,0 +1,611 @@
+//! The engine: SmartShuffle's agent, traffic scheduler, offload workers
+//! and liquid offload controller in one process.
+//!
+//! ```text
+//!  map task ── buf_acquire ─► MapBuffer ── push records ── buf_produce ─┐
+//!                                                                       │ segments (~100 KB)
+//!           ┌── host share (liquid) runs in place ◄────────────────────┤
+//!           │                                      FCFS queue per shuffle (scheduler)
+//!           │                                                           ▼
+//!           └──────────► attempt pipelines: partition + map-side op ◄── offload workers
+//!  commit ─► finish pipelines ─► deliver per reduce partition (offload workers): second round
+//!  end_map_stage ─► finish partitions ─► Store (memory, then disk) ─► buf_consume / buf_release
+//! ```
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sluice_core::format::{BatchView, Layout, RecordBatch};
+use sluice_core::memory::MemoryPool;
+use sluice_core::reorg::SpillConfig;
+
+use crate::attempt::Attempt;
+use crate::buffer::{BufferOwner, BufferPool, MapBuffer, ProducedBuffer};
+use crate::error::{EngineError, ShuffleId};
+use crate::liquid::{Decision, HostCredit, Liquid};
+use crate::scheduler::{Job, Scheduler, Side};
+use crate::shuffle::{Commit, MapSideStats, ShuffleSpec, ShuffleState};
+use crate::store::StoreStats;
+use crate::{EngineConfig, RESULTS_SHARE_PERCENT};
+
+/// Counters of a running engine.
+#[derive(Debug, Default)]
+struct Counters {
+    offload_nanos: std::sync::atomic::AtomicU64,
+    host_nanos: std::sync::atomic::AtomicU64,
+    reduce_nanos: std::sync::atomic::AtomicU64,
+}
+
+struct Inner {
+    config: EngineConfig,
+    buffers: BufferPool,
+    memory: MemoryPool,
+    reduce_memory: MemoryPool,
+    results: MemoryPool,
+    spill: SpillConfig,
+    scheduler: Scheduler,
+    shuffles: RwLock<std::collections::HashMap<ShuffleId, Arc<ShuffleState>>>,
+    liquid: Arc<Liquid>,
+    counters: Counters,
+}
+
+/// A snapshot of what the engine did.
+#[derive(Debug, Clone, Default)]
+pub struct EngineMetrics {
+    /// Map payload bytes produced.
+    pub produced_bytes: u64,
+    /// Map payload bytes the offload workers processed.
+    pub offload_bytes: u64,
+    /// Map payload bytes host threads processed (migrated by liquid
+    /// offloading).
+    pub migrated_bytes: u64,
+    /// Time offload workers spent in map segments (excluding the
+    /// device-speed idling).
+    pub offload_busy: Duration,
+    /// Time offload workers spent on reduce-side work.
+    pub reduce_busy: Duration,
+    /// Time host threads spent in migrated segments.
+    pub host_busy: Duration,
+    /// The host share now.
+    pub host_share: f64,
+    /// Every change of the host share.
+    pub decisions: Vec<Decision>,
+    /// Most bytes of map buffers out at once.
+    pub buffer_peak: usize,
+    /// Most bytes of operator state at once (map side plus reduce side).
+    pub memory_peak: usize,
+    /// Most bytes of reduce-side results in memory at once.
+    pub results_peak: usize,
+}
+
+/// The embedded shuffle engine.
+pub struct Engine {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("config", &self.inner.config).finish()
+    }
+}
+
+impl Engine {
+    /// Starts the offload workers and the liquid offload controller.
+    pub fn new(config: EngineConfig) -> Result<Engine, EngineError> {
+        let inner = Arc::new(Inner {
+            buffers: BufferPool::new(config.buffer_pool_bytes),
+            memory: MemoryPool::new(operators(config.memory_budget) / 2),
+            reduce_memory: MemoryPool::new(
+                operators(config.memory_budget) - operators(config.memory_budget) / 2,
+            ),
+            results: MemoryPool::new(config.memory_budget - operators(config.memory_budget)),
+            spill: SpillConfig { dir: config.spill_dir.clone(), ..SpillConfig::default() },
+            scheduler: Scheduler::default(),
+            shuffles: RwLock::new(std::collections::HashMap::new()),
+            liquid: Arc::new(Liquid::new(config.migration)),
+            counters: Counters::default(),
+            config,
+        });
+        let mut engine = Engine { inner, threads: Vec::new() };
+        let cores = if engine.inner.config.pin_offload_threads {
+            core_affinity::get_core_ids().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for i in 0..engine.inner.config.offload_threads.max(1) {
+            let inner = engine.inner.clone();
+            let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
+            let t = std::thread::Builder::new()
+                .name(format!("sluice-offload-{i}"))
+                .spawn(move || {
+                    if let Some(c) = core {
+                        core_affinity::set_for_current(c);
+                    }
+                    worker(&inner);
+                })
+                .map_err(EngineError::Thread)?;
+            engine.threads.push(t);
+        }
+        if engine.inner.config.migration {
+            let inner = engine.inner.clone();
+            let t = std::thread::Builder::new()
+                .name("sluice-liquid".into())
+                .spawn(move || {
+                    let liquid = inner.liquid.clone();
+                    liquid.run(
+                        || inner.buffers.used(),
+                        || inner.scheduler.queued_map_bytes(),
+                        || inner.buffers.inner().produced_bytes.load(Ordering::Relaxed),
+                    );
+                })
+                .map_err(EngineError::Thread)?;
+            engine.threads.push(t);
+        }
+        Ok(engine)
+    }
+
+    /// The engine's settings.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// The map buffer pool.
+    pub fn buffers(&self) -> &BufferPool {
+        &self.inner.buffers
+    }
+
+    /// The memory pool of map-side operator state.
+    pub fn memory(&self) -> &MemoryPool {
+        &self.inner.memory
+    }
+
+    /// The memory pool of reduce-side operator state.
+    pub fn reduce_memory(&self) -> &MemoryPool {
+        &self.inner.reduce_memory
+    }
+
+    /// The memory pool of reduce-side results held in memory.
+    pub fn results_memory(&self) -> &MemoryPool {
+        &self.inner.results
+    }
+
+    fn shuffle(&self, id: ShuffleId) -> Result<Arc<ShuffleState>, EngineError> {
+        let map = self.inner.shuffles.read().unwrap_or_else(|p| p.into_inner());
+        map.get(&id).cloned().ok_or(EngineError::UnknownShuffle(id))
+    }
+
+    /// Registers a shuffle and opens its scheduling group.
+    pub fn register_shuffle(&self, spec: ShuffleSpec) -> Result<(), EngineError> {
+        let id = spec.id;
+        let state = ShuffleState::new(
+            spec,
+            &self.inner.memory,
+            &self.inner.reduce_memory,
+            &self.inner.results,
+            self.inner.config.spill_threshold,
+            &self.inner.spill,
+        )?;
+        let mut map = self.inner.shuffles.write().unwrap_or_else(|p| p.into_inner());
+        if map.contains_key(&id) {
+            return Err(EngineError::ShuffleExists(id));
+        }
+        map.insert(id, Arc::new(state));
+        self.inner.scheduler.add_group(id);
+        Ok(())
+    }
+
+    /// Forgets a shuffle: queued work is dropped and its results (and
+    /// their files) are freed once no caller holds them.
+    pub fn unregister_shuffle(&self, id: ShuffleId) -> Result<(), EngineError> {
+        let removed = {
+            let mut map = self.inner.shuffles.write().unwrap_or_else(|p| p.into_inner());
+            map.remove(&id)
+        };
+        removed.ok_or(EngineError::UnknownShuffle(id))?;
+        self.inner.scheduler.remove_group(id);
+        Ok(())
+    }
+
+    /// Starts map attempt `attempt` of map id `map`.
+    pub fn map_task(
+        &self,
+        shuffle: ShuffleId,
+        map: u32,
+        attempt: u32,
+    ) -> Result<MapTask<'_>, EngineError> {
+        let state = self.shuffle(shuffle)?;
+        state.check_map(map)?;
+        Ok(MapTask {
+            engine: self,
+            owner: BufferOwner { shuffle, map, attempt, layout: state.spec.layout },
+            state,
+            attempt: Arc::new(Attempt::default()),
+            credit: HostCredit::default(),
+            started: Instant::now(),
+            done: false,
+        })
+    }
+
+    /// Ends the map stage of `shuffle` (every map id must have committed):
+    /// waits for the deliveries in flight, then finishes every reduce
+    /// partition on the offload workers. Returns the map side's totals.
+    pub fn end_map_stage(&self, shuffle: ShuffleId) -> Result<MapSideStats, EngineError> {
+        let state = self.shuffle(shuffle)?;
+        let stats = state.end_map_stage()?;
+        let jobs = state
+            .reduce
+            .iter()
+            .map(|p| {
+                let (p, inner) = (p.clone(), self.inner.clone());
+                Job {
+                    bytes: 0,
+                    side: Side::Reduce,
+                    run: Box::new(move || {
+                        let t = Instant::now();
+                        p.finish();
+                        inner.reduce_time(t.elapsed());
+                    }),
+                }
+            })
+            .collect();
+        if !self.inner.scheduler.push(shuffle, jobs) {
+            return Err(EngineError::Closed);
+        }
+        Ok(stats)
+    }
+
+    /// The next output block of reduce partition `reduce` (SmartShuffle's
+    /// `bufConsume`), waiting for the partition to finish; `None` after the
+    /// last block.
+    pub fn buf_consume(
+        &self,
+        shuffle: ShuffleId,
+        reduce: u32,
+    ) -> Result<Option<ReduceBlock>, EngineError> {
+        let state = self.shuffle(shuffle)?;
+        let part = state.check_reduce(reduce)?;
+        if !state.map_stage_ended() {
+            return Err(EngineError::MapStageRunning(shuffle));
+        }
+        Ok(part.next_block()?.map(|batch| ReduceBlock { shuffle, reduce, batch }))
+    }
+
+    /// Returns a consumed block (SmartShuffle's `bufRelease`); its memory
+    /// was already released from the partition's reservation when it was
+    /// handed out.
+    pub fn buf_release(&self, block: ReduceBlock) {
+        drop(block);
+    }
+
+    /// What the persisted result of a partition did (after it finished).
+    pub fn partition_store_stats(
+        &self,
+        shuffle: ShuffleId,
+        reduce: u32,
+    ) -> Result<StoreStats, EngineError> {
+        let state = self.shuffle(shuffle)?;
+        Ok(state.check_reduce(reduce)?.store_stats())
+    }
+
+    /// The spill file of a partition whose result went to disk.
+    pub fn partition_disk_path(
+        &self,
+        shuffle: ShuffleId,
+        reduce: u32,
+    ) -> Result<Option<std::path::PathBuf>, EngineError> {
+        let state = self.shuffle(shuffle)?;
+        Ok(state.check_reduce(reduce)?.disk_path())
+    }
+
+    /// The map side's totals of a shuffle so far, and the attempts voided.
+    pub fn map_side_stats(&self, shuffle: ShuffleId) -> Result<(MapSideStats, u64), EngineError> {
+        let state = self.shuffle(shuffle)?;
+        Ok((state.map_stats(), state.voided.load(Ordering::Relaxed)))
+    }
+
+    /// A snapshot of the engine's counters.
+    pub fn metrics(&self) -> EngineMetrics {
+        let i = &self.inner;
+        let c = &i.counters;
+        EngineMetrics {
+            produced_bytes: i.buffers.inner().produced_bytes.load(Ordering::Relaxed),
+            offload_bytes: i.liquid.consumed.load(Ordering::Relaxed),
+            migrated_bytes: i.liquid.migrated.load(Ordering::Relaxed),
+            offload_busy: Duration::from_nanos(c.offload_nanos.load(Ordering::Relaxed)),
+            reduce_busy: Duration::from_nanos(c.reduce_nanos.load(Ordering::Relaxed)),
+            host_busy: Duration::from_nanos(c.host_nanos.load(Ordering::Relaxed)),
+            host_share: i.liquid.host_share(),
+            decisions: i.liquid.decisions(),
+            buffer_peak: i.buffers.peak(),
+            memory_peak: i.memory.peak() + i.reduce_memory.peak(),
+            results_peak: i.results.peak(),
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.inner.scheduler.close();
+        self.inner.liquid.stop();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Bytes of a budget left to operator state once results have their share.
+fn operators(budget: usize) -> usize {
+    budget - budget / 100 * RESULTS_SHARE_PERCENT
+}
+
+impl Inner {
+    fn reduce_time(&self, d: Duration) {
+        self.counters.reduce_nanos.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// Idles after `busy` of work as a device of `device_speed` would.
+    fn emulate_device(&self, busy: Duration) {
+        let speed = self.config.device_speed;
+        if speed > 0.0 && speed < 1.0 {
+            std::thread::sleep(busy.mul_f64(1.0 / speed - 1.0));
+        }
+    }
+}
+
+/// An offload worker: runs jobs until the scheduler closes.
+fn worker(inner: &Inner) {
+    while let Some(job) = inner.scheduler.pop() {
+        let t = Instant::now();
+        let (side, bytes) = (job.side, job.bytes);
+        (job.run)();
+        let busy = t.elapsed();
+        if side == Side::Map {
+            inner.counters.offload_nanos.fetch_add(busy.as_nanos() as u64, Ordering::Relaxed);
+            inner.liquid.consumed.fetch_add(bytes as u64, Ordering::Relaxed);
+        }
+        inner.emulate_device(busy);
+    }
+}
+
+/// One map attempt's handle: acquire buffers, fill, produce, then commit.
+/// Dropping it without committing gives the attempt up; nothing of it
+/// reaches the reduce side.
+pub struct MapTask<'e> {
+    engine: &'e Engine,
+    owner: BufferOwner,
+    state: Arc<ShuffleState>,
+    attempt: Arc<Attempt>,
+    credit: HostCredit,
+    started: Instant,
+    done: bool,
+}
+
+impl std::fmt::Debug for MapTask<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MapTask").field("owner", &self.owner).finish()
+    }
+}
+
+/// A range of a produced buffer.
+struct Segment {
+    start: usize,
+    end: usize,
+    records: u32,
+}
+
+impl MapTask<'_> {
+    /// A buffer of `size` bytes from the pool (SmartShuffle's
+    /// `bufAcquire`); waits or fails when the pool is full, by the
+    /// engine's back-pressure setting.
+    pub fn buf_acquire(&self, size: usize) -> Result<MapBuffer, EngineError> {
+        let i = &self.engine.inner;
+        i.buffers.acquire(size, i.config.backpressure, self.owner)
+    }
+
+    /// Hands a filled buffer to the engine (SmartShuffle's `bufProduce`):
+    /// it is cut into segments queued for the offload workers, except the
+    /// host share of liquid offloading, which runs here before returning.
+    pub fn buf_produce(&mut self, buf: MapBuffer) -> Result<(), EngineError> {
+        if !buf.is_from(&self.engine.inner.buffers) || buf.owner() != self.owner {
+            return Err(EngineError::UnknownBuffer { buffer: buf.id() });
+        }
+        if self.state.map_stage_ended() {
+            return Err(EngineError::MapStageEnded(self.owner.shuffle));
+        }
+        let produced = Arc::new(buf.into_produced());
+        let Some(batch) = produced.batch() else { return Ok(()) };
+        let segments = cut(batch, self.engine.inner.config.segment_bytes);
+        let inner = &self.engine.inner;
+        let share = if inner.liquid.enabled { inner.liquid.host_share() } else { 0.0 };
+        let mut host = Vec::new();
+        let mut jobs = Vec::new();
+        for s in segments {
+            if self.credit.take(share) {
+                host.push(s);
+                continue;
+            }
+            let (produced, attempt, state) =
+                (produced.clone(), self.attempt.clone(), self.state.clone());
+            jobs.push(Job {
+                bytes: s.end - s.start,
+                side: Side::Map,
+                run: Box::new(move || run_segment(&state, &attempt, &produced, &s)),
+            });
+        }
+        self.attempt.add_segments(jobs.len() + host.len());
+        let queued = jobs.len();
+        if !inner.scheduler.push(self.owner.shuffle, jobs) {
+            for _ in 0..queued {
+                self.attempt.segment_failed(EngineError::UnknownShuffle(self.owner.shuffle));
+            }
+        }
+        for s in host {
+            let t = Instant::now();
+            run_segment(&self.state, &self.attempt, &produced, &s);
+            inner.counters.host_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            inner.liquid.migrated.fetch_add((s.end - s.start) as u64, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// Waits for the attempt's segments, flushes its pipelines and, if no
+    /// other attempt of the map id committed first, sends the output to
+    /// the reduce side.
+    pub fn commit(mut self) -> Result<Commit, EngineError> {
+        self.done = true;
+        let (shuffle, map, attempt) = (self.owner.shuffle, self.owner.map, self.owner.attempt);
+        let wrap =
+            |e: EngineError| EngineError::Attempt { shuffle, map, attempt, source: Box::new(e) };
+        let pipelines = self.attempt.drain().map_err(|e| {
+            self.state.void_attempt();
+            wrap(e)
+        })?;
+        let parts = self.state.reduce.len();
+        let mut per_dest: Vec<Vec<Vec<RecordBatch>>> = (0..parts).map(|_| Vec::new()).collect();
+        let mut stats = MapSideStats::default();
+        for mut p in pipelines {
+            let s = p.finish().map_err(|e| wrap(e.into()))?;
+            stats.input_records += s.input_records;
+            stats.input_bytes += s.input_bytes;
+            stats.output_records += s.output_records;
+            stats.output_bytes += s.output_bytes;
+            stats.spills += s.spills;
+            for (d, runs) in per_dest.iter_mut().enumerate() {
+                runs.extend(p.take_runs(d).into_iter().filter(|r| !r.is_empty()));
+            }
+        }
+        let deliveries: Vec<(usize, Vec<Vec<RecordBatch>>)> =
+            per_dest.into_iter().enumerate().filter(|(_, r)| !r.is_empty()).collect();
+        let outcome = self.state.claim(map, attempt, deliveries.len(), stats)?;
+        if outcome == Commit::Duplicate {
+            return Ok(outcome);
+        }
+        self.engine.inner.liquid.task_done(self.started.elapsed());
+        let jobs: Vec<Job> = deliveries
+            .into_iter()
+            .map(|(d, runs)| {
+                let bytes = runs.iter().flatten().map(RecordBatch::payload_len).sum();
+                let (state, inner) = (self.state.clone(), self.engine.inner.clone());
+                Job {
+                    bytes,
+                    side: Side::Reduce,
+                    run: Box::new(move || {
+                        let t = Instant::now();
+                        state.reduce[d].deliver(runs);
+                        inner.reduce_time(t.elapsed());
+                        state.delivered();
+                    }),
+                }
+            })
+            .collect();
+        let n = jobs.len();
+        if !self.engine.inner.scheduler.push(shuffle, jobs) {
+            for _ in 0..n {
+                self.state.delivered();
+            }
+            return Err(EngineError::UnknownShuffle(shuffle));
+        }
+        Ok(outcome)
+    }
+
+    /// Gives the attempt up (as dropping it does).
+    pub fn abort(mut self) {
+        self.give_up();
+    }
+
+    fn give_up(&mut self) {
+        if !self.done {
+            self.done = true;
+            self.attempt.void();
+            self.state.void_attempt();
+        }
+    }
+}
+
+impl Drop for MapTask<'_> {
+    fn drop(&mut self) {
+        self.give_up();
+    }
+}
+
+/// Runs one segment of a produced buffer through the attempt's pipelines.
+fn run_segment(state: &ShuffleState, attempt: &Attempt, produced: &ProducedBuffer, s: &Segment) {
+    let Some(batch) = produced.batch() else {
+        attempt.segment_failed(EngineError::Invariant("segment of an empty buffer".into()));
+        return;
+    };
+    let bytes = batch.payload().get(s.start..s.end).unwrap_or_default();
+    match BatchView::new(batch.layout(), s.records, bytes) {
+        Ok(view) => attempt.run_segment(&view, || state.pipeline()),
+        Err(e) => attempt.segment_failed(e.into()),
+    }
+}
+
+/// Cuts a batch into segments of about `target` bytes at record
+/// boundaries (one record at least per segment).
+fn cut(batch: &RecordBatch, target: usize) -> Vec<Segment> {
+    let target = target.max(1);
+    let total = batch.payload_len();
+    let mut out = Vec::new();
+    match batch.layout() {
+        Layout::Fixed { .. } => {
+            let width = batch.layout().fixed_record_bytes().unwrap_or(1).max(1);
+            let per = (target / width).max(1);
+            let mut start = 0;
+            while start < total {
+                let n = per.min((total - start) / width);
+                out.push(Segment { start, end: start + n * width, records: n as u32 });
+                start += n * width;
+            }
+        }
+        Layout::Variable => {
+            let (mut start, mut end, mut n) = (0, 0, 0u32);
+            let mut raw = batch.view().raw();
+            while let Some(r) = raw.next_raw() {
+                end += r.bytes.len();
+                n += 1;
+                if end - start >= target {
+                    out.push(Segment { start, end, records: n });
+                    (start, n) = (end, 0);
+                }
+            }
+            if n > 0 {
+                out.push(Segment { start, end, records: n });
+            }
+        }
+    }
+    out
+}
+
+/// An output block of a reduce partition, handed to a reduce task.
+#[derive(Debug)]
+pub struct ReduceBlock {
+    shuffle: ShuffleId,
+    reduce: u32,
+    batch: RecordBatch,
+}
+
+impl ReduceBlock {
+    /// The records.
+    pub fn view(&self) -> BatchView<'_> {
+        self.batch.view()
+    }
+
+    /// The shuffle and reduce id it belongs to.
+    pub fn source(&self) -> (ShuffleId, u32) {
+        (self.shuffle, self.reduce)
+    }
+
+    /// Records in the block.
+    pub fn len(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// True for a block without records (never handed out).
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+}

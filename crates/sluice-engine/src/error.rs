@@ -1,0 +1,153 @@
+//! What the engine's calls can fail with.
+//!
+//! Misuse of one shuffle (an unknown id, a reduce id out of range, a
+//! buffer the engine did not hand out) is reported to the caller and
+//! changes nothing in any other shuffle; failures inside the operators
+//! (corrupt spill files, a full disk) carry the operator's typed error.
+
+use sluice_core::format::FormatError;
+use sluice_core::reorg::ReorgError;
+use sluice_core::spill::SpillError;
+
+/// Identifier of a registered shuffle.
+pub type ShuffleId = u32;
+
+/// An engine call that could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// No shuffle is registered under this id.
+    #[error("shuffle {0} is not registered")]
+    UnknownShuffle(ShuffleId),
+    /// A shuffle with this id is already registered.
+    #[error("shuffle {0} is already registered")]
+    ShuffleExists(ShuffleId),
+    /// The shuffle's description is unusable.
+    #[error("shuffle {shuffle}: {reason}")]
+    BadShuffle {
+        /// The shuffle.
+        shuffle: ShuffleId,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A reduce id at or beyond the shuffle's partition count.
+    #[error("shuffle {shuffle}: reduce id {reduce} out of range (partitions: {partitions})")]
+    UnknownReduce {
+        /// The shuffle.
+        shuffle: ShuffleId,
+        /// The reduce id asked for.
+        reduce: u32,
+        /// Its number of reduce partitions.
+        partitions: u32,
+    },
+    /// A map id at or beyond the shuffle's map task count.
+    #[error("shuffle {shuffle}: map id {map} out of range (map tasks: {maps})")]
+    UnknownMap {
+        /// The shuffle.
+        shuffle: ShuffleId,
+        /// The map id.
+        map: u32,
+        /// Its number of map tasks.
+        maps: u32,
+    },
+    /// A buffer this engine did not hand out, or one already produced.
+    #[error("buffer {buffer} was not acquired from this engine or was already produced")]
+    UnknownBuffer {
+        /// The buffer's id.
+        buffer: u64,
+    },
+    /// A buffer larger than the whole buffer pool.
+    #[error("a buffer of {asked} bytes exceeds the buffer pool of {pool} bytes")]
+    BufferTooLarge {
+        /// Bytes asked for.
+        asked: usize,
+        /// The pool's capacity.
+        pool: usize,
+    },
+    /// A record that does not fit the buffer it is written to.
+    #[error(
+        "a record of {record} bytes does not fit a buffer with {room} of {capacity} bytes free"
+    )]
+    RecordTooLarge {
+        /// The record's encoded size.
+        record: usize,
+        /// Bytes still free in the buffer.
+        room: usize,
+        /// The buffer's size.
+        capacity: usize,
+    },
+    /// The buffer pool is full and the caller asked not to wait.
+    #[error("the buffer pool is full ({used} of {capacity} bytes in use)")]
+    WouldBlock {
+        /// Bytes in use.
+        used: usize,
+        /// The pool's capacity.
+        capacity: usize,
+    },
+    /// The map stage of the shuffle has ended; no more map output is taken.
+    #[error("shuffle {0}: the map stage has ended")]
+    MapStageEnded(ShuffleId),
+    /// The map stage cannot end: some map tasks have no committed output.
+    #[error("shuffle {shuffle}: map tasks without committed output: {missing:?}")]
+    MissingMapOutput {
+        /// The shuffle.
+        shuffle: ShuffleId,
+        /// The first few map ids without output.
+        missing: Vec<u32>,
+    },
+    /// Reduce output was asked for before the map stage ended.
+    #[error("shuffle {0}: the map stage has not ended")]
+    MapStageRunning(ShuffleId),
+    /// The engine is shutting down.
+    #[error("the engine is shut down")]
+    Closed,
+    /// A map attempt's processing failed; the attempt is void.
+    #[error("shuffle {shuffle}, map {map} attempt {attempt}: {source}")]
+    Attempt {
+        /// The shuffle.
+        shuffle: ShuffleId,
+        /// The map id.
+        map: u32,
+        /// The attempt number.
+        attempt: u32,
+        /// Why.
+        #[source]
+        source: Box<EngineError>,
+    },
+    /// A reduce partition's second-round operator failed.
+    #[error("shuffle {shuffle}, reduce {reduce}: {source}")]
+    Reduce {
+        /// The shuffle.
+        shuffle: ShuffleId,
+        /// The reduce id.
+        reduce: u32,
+        /// Why.
+        #[source]
+        source: Box<EngineError>,
+    },
+    /// A reduce partition failed earlier (the first call was told why).
+    #[error("shuffle {shuffle}, reduce {reduce} failed earlier: {message}")]
+    PartitionFailed {
+        /// The shuffle.
+        shuffle: ShuffleId,
+        /// The reduce id.
+        reduce: u32,
+        /// The first error's message.
+        message: String,
+    },
+    /// An operator failed.
+    #[error(transparent)]
+    Reorg(#[from] ReorgError),
+    /// A record or block was malformed.
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// Persisting or reading back a partition failed.
+    #[error(transparent)]
+    Spill(#[from] SpillError),
+    /// An internal invariant did not hold (a bug, reported rather than
+    /// answered wrongly).
+    #[error("engine invariant broken: {0}")]
+    Invariant(String),
+    /// Starting a thread failed.
+    #[error("starting an engine thread failed: {0}")]
+    Thread(#[source] std::io::Error),
+}

@@ -1,0 +1,49 @@
+//! Sluice's embedded shuffle engine: map tasks hand filled buffers to a
+//! pool of offload workers with their own thread budget, which partition
+//! them and run the shuffle's data-reorganization operator; reduce tasks
+//! read the finished partitions. SmartShuffle's agent, traffic scheduler,
+//! workers and liquid offloading, and DShuffle's pipelined engine, in one
+//! process; what the Spark plugin and the daemon embed.
+//!
+//! - [`Engine`]: `register_shuffle`, `map_task` ([`MapTask::buf_acquire`],
+//!   [`MapTask::buf_produce`], [`MapTask::commit`]), `end_map_stage`,
+//!   `buf_consume`, `buf_release`.
+//! - `buffer`: the bounded, reused map buffer pool with back-pressure.
+//! - `scheduler`: one FCFS queue per shuffle, served round-robin.
+//! - `attempt`: per map attempt pipelines, discardable until commit.
+//! - `liquid`: the controller that moves work to host threads.
+//! - `reduce`, `store`: the second round per reduce partition and its
+//!   persisted result (memory within the budget, then checksummed disk).
+//!
+//! # Memory
+//! The budget is split in three [`MemoryPool`](sluice_core::memory::MemoryPool)s:
+//! reduce-side results held in memory ([`RESULTS_SHARE_PERCENT`] of the
+//! budget), and the rest in halves for map-side and reduce-side operator
+//! state, so no side starves the other; a refused operator spills, a
+//! refused result block goes to disk. Each reduce partition's final
+//! operator is capped at its share of the reduce-side pool. Bounded separately: map buffers (the buffer pool).
+//! Not accounted: partition staging pages of each pipeline (destinations x
+//! (256 KiB + one 16 KiB page)), and the output of an attempt's pipelines
+//! until it commits (at most the attempt's input after its operator).
+
+mod attempt;
+mod buffer;
+mod config;
+mod engine;
+mod error;
+pub mod liquid;
+mod reduce;
+mod scheduler;
+mod shuffle;
+mod store;
+
+pub use buffer::{BufferPool, MapBuffer, POOL_FREE_BUFFERS_MAX};
+pub use config::{
+    Backpressure, EngineConfig, BUFFER_POOL_BYTES_DEFAULT, MEMORY_BUDGET_DEFAULT,
+    RESULTS_SHARE_PERCENT, SEGMENT_BYTES_DEFAULT, SPILL_THRESHOLD_DEFAULT,
+};
+pub use engine::{Engine, EngineMetrics, MapTask, ReduceBlock};
+pub use error::{EngineError, ShuffleId};
+pub use liquid::Decision;
+pub use shuffle::{Commit, MapSideStats, ShuffleSpec, REDUCE_STATE_MIN_BYTES};
+pub use store::StoreStats;

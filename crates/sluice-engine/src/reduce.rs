@@ -1,0 +1,219 @@
+//! The reduce side of one partition: the second round of the shuffle's
+//! operator over every committed map output, then the result persisted
+//! for the reduce task.
+//!
+//! ```text
+//!  commit of map m ──► deliver(runs for p) ──► second round ──► (map stage ends) finish ──► Store ──► buf_consume
+//!                      (offload worker)        concat | final aggregate | merge sort | final distinct
+//! ```
+//! Deliveries run on offload workers as commits arrive, so the second round
+//! overlaps the map stage; `finish` runs once every map task committed.
+//! The final operators keep their state in the engine's memory pool and
+//! spill sorted runs to disk when it refuses (see `sluice_core::reorg`);
+//! the result goes to a [`Store`] (memory while granted, then disk).
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use sluice_core::format::{Layout, RecordBatch};
+use sluice_core::memory::MemoryPool;
+use sluice_core::reorg::aggregate::FinalAggregate;
+use sluice_core::reorg::distinct::{distinct_layout, FinalDistinct};
+use sluice_core::reorg::pipeline::StageSpec;
+use sluice_core::reorg::sort::SortMerge;
+use sluice_core::reorg::{Emitter, SpillConfig};
+
+use crate::error::{EngineError, ShuffleId};
+use crate::store::{Store, StoreStats};
+
+/// The second-round operator of a partition.
+#[derive(Debug)]
+enum Second {
+    /// Blocks kept as they come (partition only, filter).
+    Concat(Store),
+    Aggregate(Box<FinalAggregate>),
+    Sort(SortMerge),
+    Distinct(FinalDistinct),
+}
+
+#[derive(Debug)]
+enum State {
+    Collecting(Second),
+    Ready(Store),
+    Failed(String),
+    /// Transient, while an operation owns the state.
+    Busy,
+}
+
+/// What every reduce partition of a shuffle draws on.
+#[derive(Debug)]
+pub(crate) struct ReduceResources<'a> {
+    /// Operator state.
+    pub(crate) memory: &'a MemoryPool,
+    /// Results held in memory.
+    pub(crate) results: &'a MemoryPool,
+    /// Where runs and results beyond memory go.
+    pub(crate) spill: &'a SpillConfig,
+    /// Most state of one partition's final operator, bytes.
+    pub(crate) limit: usize,
+}
+
+/// One reduce partition.
+#[derive(Debug)]
+pub(crate) struct ReducePartition {
+    shuffle: ShuffleId,
+    reduce: u32,
+    /// Where finished results are held in memory.
+    results: MemoryPool,
+    spill: SpillConfig,
+    out_layout: Layout,
+    state: Mutex<State>,
+    ready: Condvar,
+}
+
+impl ReducePartition {
+    /// A partition receiving the map-side output of `op` over records in
+    /// `layout`.
+    pub(crate) fn new(
+        shuffle: ShuffleId,
+        reduce: u32,
+        layout: Layout,
+        op: &StageSpec,
+        with: &ReduceResources<'_>,
+    ) -> Self {
+        let (memory, results, limit) = (with.memory, with.results, with.limit);
+        let spill = with.spill.clone();
+        let (second, out_layout) = match op {
+            StageSpec::None | StageSpec::Filter(_) => {
+                (Second::Concat(Store::new(layout, results, spill.clone())), layout)
+            }
+            StageSpec::Aggregate(spec, _) => {
+                let f = FinalAggregate::with_limit(*spec, layout, memory, spill.clone(), limit);
+                let l = f.output_layout();
+                (Second::Aggregate(Box::new(f)), l)
+            }
+            StageSpec::Sort => {
+                (Second::Sort(SortMerge::new(layout, memory, spill.clone())), layout)
+            }
+            StageSpec::Distinct(by, _) => {
+                let f =
+                    FinalDistinct::new(*by, distinct_layout(*by, layout), memory, spill.clone());
+                let l = f.output_layout();
+                (Second::Distinct(f), l)
+            }
+        };
+        ReducePartition {
+            shuffle,
+            reduce,
+            results: results.clone(),
+            spill,
+            out_layout,
+            state: Mutex::new(State::Collecting(second)),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wrap(&self, e: EngineError) -> EngineError {
+        EngineError::Reduce { shuffle: self.shuffle, reduce: self.reduce, source: Box::new(e) }
+    }
+
+    /// Takes one committed map output: its sorted runs (or plain blocks)
+    /// for this partition.
+    pub(crate) fn deliver(&self, runs: Vec<Vec<RecordBatch>>) {
+        let mut st = self.lock();
+        let State::Collecting(second) = &mut *st else { return };
+        let result = match second {
+            Second::Concat(store) => runs.into_iter().flatten().try_for_each(|b| store.append(b)),
+            Second::Aggregate(f) => {
+                runs.iter().flatten().try_for_each(|b| f.push(&b.view())).map_err(EngineError::from)
+            }
+            Second::Sort(m) => {
+                runs.into_iter().try_for_each(|r| m.add_run(r)).map_err(EngineError::from)
+            }
+            Second::Distinct(f) => {
+                runs.iter().flatten().try_for_each(|b| f.push(&b.view())).map_err(EngineError::from)
+            }
+        };
+        if let Err(e) = result {
+            *st = State::Failed(self.wrap(e).to_string());
+            self.ready.notify_all();
+        }
+    }
+
+    /// Runs the second round's final step and persists the result.
+    pub(crate) fn finish(&self) {
+        let mut st = self.lock();
+        if !matches!(*st, State::Collecting(_)) {
+            // Failed already, or finished: nothing to do.
+            return;
+        }
+        let State::Collecting(second) = std::mem::replace(&mut *st, State::Busy) else {
+            return;
+        };
+        let result = self.complete(second);
+        *st = match result {
+            Ok(store) => State::Ready(store),
+            Err(e) => State::Failed(self.wrap(e).to_string()),
+        };
+        drop(st);
+        self.ready.notify_all();
+    }
+
+    fn complete(&self, second: Second) -> Result<Store, EngineError> {
+        let mut out = Emitter::new(self.out_layout);
+        match second {
+            Second::Concat(mut store) => {
+                store.seal()?;
+                return Ok(store);
+            }
+            Second::Aggregate(mut f) => f.finish(&mut out)?,
+            Second::Sort(mut m) => m.finish(&mut out)?,
+            Second::Distinct(mut f) => f.finish(&mut out)?,
+        }
+        let mut store = Store::new(self.out_layout, &self.results, self.spill.clone());
+        for b in out.into_batches() {
+            store.append(b)?;
+        }
+        store.seal()?;
+        Ok(store)
+    }
+
+    /// The next output block, waiting until the partition is finished.
+    pub(crate) fn next_block(&self) -> Result<Option<RecordBatch>, EngineError> {
+        let mut st = self.lock();
+        loop {
+            match &mut *st {
+                State::Ready(store) => return store.next_block().map_err(|e| self.wrap(e)),
+                State::Failed(message) => {
+                    return Err(EngineError::PartitionFailed {
+                        shuffle: self.shuffle,
+                        reduce: self.reduce,
+                        message: message.clone(),
+                    })
+                }
+                State::Collecting(_) | State::Busy => {
+                    st = self.ready.wait(st).unwrap_or_else(|p| p.into_inner());
+                }
+            }
+        }
+    }
+
+    /// What the partition's store did (after finishing).
+    pub(crate) fn store_stats(&self) -> StoreStats {
+        match &*self.lock() {
+            State::Ready(s) | State::Collecting(Second::Concat(s)) => s.stats(),
+            _ => StoreStats::default(),
+        }
+    }
+
+    /// The partition's spill file, if its result went to disk.
+    pub(crate) fn disk_path(&self) -> Option<std::path::PathBuf> {
+        match &*self.lock() {
+            State::Ready(s) => s.disk_path(),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! A registered shuffle: what it is (its [`ShuffleSpec`]) and where its map
+//! outputs stand.
+//!
+//! Each map id counts once: the first attempt to commit wins, later
+//! commits of the same map id are dropped (reported as
+//! [`Commit::Duplicate`]), and an attempt given up before committing
+//! leaves nothing behind. The map stage ends when every map id has a
+//! committed attempt; only then do reduce partitions finish.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use sluice_core::format::Layout;
+use sluice_core::memory::MemoryPool;
+use sluice_core::partition::{PagePool, Partitioner, PAGE_BYTES_DEFAULT};
+use sluice_core::reorg::pipeline::{MapPipeline, StageSpec};
+use sluice_core::reorg::SpillConfig;
+
+use crate::error::{EngineError, ShuffleId};
+use crate::reduce::{ReducePartition, ReduceResources};
+
+/// Least state a reduce partition's final operator may hold before it
+/// spills (4 KiB), however many partitions share the budget; partitions
+/// beyond what the pool then holds fail with a typed memory error.
+pub const REDUCE_STATE_MIN_BYTES: usize = 4 << 10;
+
+/// What `register_shuffle` takes (SmartShuffle's `registerShuffle`).
+#[derive(Debug, Clone)]
+pub struct ShuffleSpec {
+    /// The shuffle's id, unique among registered shuffles.
+    pub id: ShuffleId,
+    /// Number of map tasks (map ids `0..maps`).
+    pub maps: u32,
+    /// Layout of the records map tasks write.
+    pub layout: Layout,
+    /// Reduce partition of a key; its partition count is the number of
+    /// reduce tasks.
+    pub partitioner: Arc<dyn Partitioner>,
+    /// The data-reorganization operator and its spilling strategy
+    /// ([`StageSpec::None`] for partitioning only).
+    pub op: StageSpec,
+}
+
+/// What a commit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Commit {
+    /// The attempt's output is the map id's output.
+    Accepted,
+    /// Another attempt of the map id committed first; this one is dropped.
+    Duplicate,
+}
+
+/// Totals of a shuffle's map side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MapSideStats {
+    /// Input records of committed attempts.
+    pub input_records: u64,
+    /// Input payload bytes of committed attempts.
+    pub input_bytes: u64,
+    /// Records sent to the reduce side.
+    pub output_records: u64,
+    /// Payload bytes sent to the reduce side.
+    pub output_bytes: u64,
+    /// Operator spills (state spills, passed-through records, sorted runs).
+    pub spills: u64,
+}
+
+#[derive(Debug)]
+struct Maps {
+    committed: Vec<Option<u32>>,
+    ended: bool,
+    /// Reduce-side deliveries queued or running.
+    deliveries: usize,
+    stats: MapSideStats,
+}
+
+/// Engine-side state of one shuffle.
+#[derive(Debug)]
+pub(crate) struct ShuffleState {
+    pub(crate) spec: ShuffleSpec,
+    pub(crate) pages: Arc<PagePool>,
+    pub(crate) memory: MemoryPool,
+    pub(crate) threshold: usize,
+    pub(crate) reduce: Vec<Arc<ReducePartition>>,
+    maps: Mutex<Maps>,
+    delivered: Condvar,
+    /// Attempts given up or failed.
+    pub(crate) voided: AtomicU64,
+}
+
+impl ShuffleState {
+    pub(crate) fn new(
+        spec: ShuffleSpec,
+        memory: &MemoryPool,
+        reduce_memory: &MemoryPool,
+        results: &MemoryPool,
+        threshold: usize,
+        spill: &SpillConfig,
+    ) -> Result<Self, EngineError> {
+        let parts = spec.partitioner.partitions();
+        if parts == 0 || spec.maps == 0 {
+            return Err(EngineError::BadShuffle {
+                shuffle: spec.id,
+                reason: format!("{parts} reduce partitions and {} map tasks", spec.maps),
+            });
+        }
+        // The reduce-side pool shared evenly by the partitions (they all
+        // collect at once during the map stage), halved for the moment a
+        // growing table and its successor coexist.
+        let limit = (reduce_memory.budget() / 2 / parts as usize).max(REDUCE_STATE_MIN_BYTES);
+        let with = ReduceResources { memory: reduce_memory, results, spill, limit };
+        let reduce = (0..parts)
+            .map(|r| Arc::new(ReducePartition::new(spec.id, r, spec.layout, &spec.op, &with)))
+            .collect();
+        Ok(ShuffleState {
+            maps: Mutex::new(Maps {
+                committed: vec![None; spec.maps as usize],
+                ended: false,
+                deliveries: 0,
+                stats: MapSideStats::default(),
+            }),
+            spec,
+            pages: Arc::new(PagePool::new(PAGE_BYTES_DEFAULT)),
+            memory: memory.clone(),
+            threshold,
+            reduce,
+            delivered: Condvar::new(),
+            voided: AtomicU64::new(0),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Maps> {
+        self.maps.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A fresh map-side pipeline of this shuffle.
+    pub(crate) fn pipeline(&self) -> MapPipeline {
+        MapPipeline::new(
+            self.spec.layout,
+            self.spec.partitioner.clone(),
+            self.pages.clone(),
+            &self.spec.op,
+            self.threshold,
+            &self.memory,
+        )
+    }
+
+    pub(crate) fn check_map(&self, map: u32) -> Result<(), EngineError> {
+        if map >= self.spec.maps {
+            return Err(EngineError::UnknownMap {
+                shuffle: self.spec.id,
+                map,
+                maps: self.spec.maps,
+            });
+        }
+        if self.lock().ended {
+            return Err(EngineError::MapStageEnded(self.spec.id));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_reduce(&self, reduce: u32) -> Result<&Arc<ReducePartition>, EngineError> {
+        self.reduce.get(reduce as usize).ok_or(EngineError::UnknownReduce {
+            shuffle: self.spec.id,
+            reduce,
+            partitions: self.reduce.len() as u32,
+        })
+    }
+
+    /// Claims map id `map` for `attempt`; on success the caller must queue
+    /// `deliveries` deliveries and call [`ShuffleState::delivered`] for each.
+    pub(crate) fn claim(
+        &self,
+        map: u32,
+        attempt: u32,
+        deliveries: usize,
+        stats: MapSideStats,
+    ) -> Result<Commit, EngineError> {
+        let mut m = self.lock();
+        if m.ended {
+            return Err(EngineError::MapStageEnded(self.spec.id));
+        }
+        let slot = m.committed.get_mut(map as usize).ok_or(EngineError::UnknownMap {
+            shuffle: self.spec.id,
+            map,
+            maps: self.spec.maps,
+        })?;
+        if slot.is_some() {
+            return Ok(Commit::Duplicate);
+        }
+        *slot = Some(attempt);
+        m.deliveries += deliveries;
+        let s = &mut m.stats;
+        s.input_records += stats.input_records;
+        s.input_bytes += stats.input_bytes;
+        s.output_records += stats.output_records;
+        s.output_bytes += stats.output_bytes;
+        s.spills += stats.spills;
+        Ok(Commit::Accepted)
+    }
+
+    /// One delivery is done.
+    pub(crate) fn delivered(&self) {
+        let mut m = self.lock();
+        m.deliveries -= 1;
+        if m.deliveries == 0 {
+            drop(m);
+            self.delivered.notify_all();
+        }
+    }
+
+    /// Ends the map stage once every map id committed, and waits for the
+    /// deliveries in flight; returns the map side's totals.
+    pub(crate) fn end_map_stage(&self) -> Result<MapSideStats, EngineError> {
+        let mut m = self.lock();
+        if m.ended {
+            return Err(EngineError::MapStageEnded(self.spec.id));
+        }
+        let missing: Vec<u32> = m
+            .committed
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.is_none())
+            .map(|(i, _)| i as u32)
+            .take(8)
+            .collect();
+        if !missing.is_empty() {
+            return Err(EngineError::MissingMapOutput { shuffle: self.spec.id, missing });
+        }
+        m.ended = true;
+        while m.deliveries > 0 {
+            m = self.delivered.wait(m).unwrap_or_else(|p| p.into_inner());
+        }
+        Ok(m.stats)
+    }
+
+    pub(crate) fn map_stage_ended(&self) -> bool {
+        self.lock().ended
+    }
+
+    pub(crate) fn map_stats(&self) -> MapSideStats {
+        self.lock().stats
+    }
+
+    pub(crate) fn void_attempt(&self) {
+        self.voided.fetch_add(1, Ordering::Relaxed);
+    }
+}
