@@ -136,6 +136,7 @@ impl Engine {
                 .spawn(move || {
                     let liquid = inner.liquid.clone();
                     liquid.run(
+                        inner.buffers.capacity(),
                         || inner.buffers.used(),
                         || inner.scheduler.queued_map_bytes(),
                         || inner.buffers.inner().produced_bytes.load(Ordering::Relaxed),
@@ -267,10 +268,21 @@ impl Engine {
     ) -> Result<Option<ReduceBlock>, EngineError> {
         let state = self.shuffle(shuffle)?;
         let part = state.check_reduce(reduce)?;
-        if !state.map_stage_ended() {
+        if !state.sealed() {
             return Err(EngineError::MapStageRunning(shuffle));
         }
-        Ok(part.next_block()?.map(|batch| ReduceBlock { shuffle, reduce, batch }))
+        // With liquid offloading on, a reduce task that finds its partition
+        // not yet started (the workers are behind) finishes it itself.
+        let help = self.inner.liquid.enabled;
+        let t = Instant::now();
+        let block = part.next_block(help)?;
+        if help {
+            self.inner
+                .counters
+                .host_nanos
+                .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        }
+        Ok(block.map(|batch| ReduceBlock { shuffle, reduce, batch }))
     }
 
     /// Returns a consumed block (SmartShuffle's `bufRelease`); its memory
@@ -483,8 +495,18 @@ impl MapTask<'_> {
         if outcome == Commit::Duplicate {
             return Ok(outcome);
         }
-        self.engine.inner.liquid.task_done(self.started.elapsed());
-        let jobs: Vec<Job> = deliveries
+        let inner = &self.engine.inner;
+        inner.liquid.task_done(self.started.elapsed());
+        let share = if inner.liquid.enabled { inner.liquid.host_share() } else { 0.0 };
+        let (host, offload): (Vec<_>, Vec<_>) =
+            deliveries.into_iter().partition(|_| self.credit.take(share));
+        let t = Instant::now();
+        for (d, runs) in host {
+            self.state.reduce[d].deliver(runs);
+            self.state.delivered();
+        }
+        inner.counters.host_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let jobs: Vec<Job> = offload
             .into_iter()
             .map(|(d, runs)| {
                 let bytes = runs.iter().flatten().map(RecordBatch::payload_len).sum();

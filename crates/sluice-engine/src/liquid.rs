@@ -12,12 +12,18 @@
 //!   produced and `C` consumed by them, `R = P / C - 1` and the host takes
 //!   the share `R / (1 + R) = 1 - C / P` of what is produced, which is
 //!   what makes growth zero if the workers keep consuming `C`.
+//! - growth <= 0 but the pool is saturated (at least [`SATURATED_PERCENT`]
+//!   of it charged) with segments waiting: occupancy cannot grow any more
+//!   because producers wait for buffers, so `P` only mirrors what is
+//!   consumed and the rate says nothing; the host share steps up by
+//!   [`SHARE_STEP`] per window until the backlog drains.
 //! - growth <= 0 and no backlog queued: the workers keep up, and the host
 //!   share halves every such window (work moves back; below 1 % it is 0).
 //!
-//! The window is the mean duration of the map tasks committed so far
-//! (SmartShuffle sizes it from the map tasks), within [`WINDOW_MIN`] and
-//! [`WINDOW_MAX`], and [`WINDOW_DEFAULT`] before any commits. The host
+//! The window is half the mean duration of the map tasks committed so far
+//! ([`WINDOWS_PER_TASK`]; SmartShuffle sizes it from the map tasks),
+//! within [`WINDOW_MIN`] and [`WINDOW_MAX`], and [`WINDOW_DEFAULT`] before
+//! any commits. The host
 //! workers are the producing map tasks' own threads: `buf_produce` runs its
 //! share of segments in place, the same pipeline code the offload workers
 //! run. Every change of the share is recorded as a [`Decision`].
@@ -27,13 +33,21 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Window before any map task has committed.
-pub const WINDOW_DEFAULT: Duration = Duration::from_millis(50);
+pub const WINDOW_DEFAULT: Duration = Duration::from_millis(25);
+/// Windows per mean map-task duration: a burst of finishing tasks spans
+/// about two windows, and the controller reacts within half a task.
+pub const WINDOWS_PER_TASK: u32 = 2;
 /// Shortest window.
 pub const WINDOW_MIN: Duration = Duration::from_millis(10);
 /// Longest window.
 pub const WINDOW_MAX: Duration = Duration::from_secs(1);
 /// Largest host share (the offload workers always keep some work).
 pub const HOST_SHARE_MAX: f64 = 0.95;
+/// Occupancy, in percent of the pool, from which the pool counts as
+/// saturated.
+pub const SATURATED_PERCENT: usize = 85;
+/// Host share added per window while the pool is saturated.
+pub const SHARE_STEP: f64 = 0.1;
 /// A host share below this is rounded to zero when moving work back.
 pub const HOST_SHARE_MIN: f64 = 0.01;
 
@@ -109,7 +123,7 @@ impl Liquid {
             return WINDOW_DEFAULT;
         }
         let mean = Duration::from_nanos(self.task_nanos.load(Ordering::Relaxed) / n);
-        mean.clamp(WINDOW_MIN, WINDOW_MAX)
+        (mean / WINDOWS_PER_TASK).clamp(WINDOW_MIN, WINDOW_MAX)
     }
 
     pub(crate) fn decisions(&self) -> Vec<Decision> {
@@ -131,6 +145,7 @@ impl Liquid {
     /// scheduler; `produced` the bytes produced so far.
     pub(crate) fn run(
         self: &Arc<Self>,
+        capacity: usize,
         occupancy: impl Fn() -> usize,
         backlog: impl Fn() -> usize,
         produced: impl Fn() -> u64,
@@ -151,9 +166,13 @@ impl Liquid {
             let (p, c) = (now.1 - last.1, now.2 - last.2);
             last = now;
             let old = self.host_share();
+            let waiting = backlog();
+            let saturated = now.0 * 100 >= capacity * SATURATED_PERCENT;
             let new = if growth > 0 && p > 0 {
-                (1.0 - c as f64 / p as f64).clamp(0.0, HOST_SHARE_MAX)
-            } else if backlog() == 0 {
+                (1.0 - c as f64 / p as f64).clamp(old, HOST_SHARE_MAX)
+            } else if saturated && waiting > 0 {
+                (old + SHARE_STEP).min(HOST_SHARE_MAX)
+            } else if waiting == 0 {
                 let half = old / 2.0;
                 if half < HOST_SHARE_MIN {
                     0.0
@@ -221,6 +240,7 @@ mod tests {
                 (l.clone(), occ.clone(), produced.clone(), backlog.clone());
             std::thread::spawn(move || {
                 l.run(
+                    usize::MAX / 100,
                     || occ.load(Ordering::Relaxed) as usize,
                     || backlog.load(Ordering::Relaxed) as usize,
                     || produced.load(Ordering::Relaxed),

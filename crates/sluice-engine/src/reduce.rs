@@ -181,8 +181,13 @@ impl ReducePartition {
         Ok(store)
     }
 
-    /// The next output block, waiting until the partition is finished.
-    pub(crate) fn next_block(&self) -> Result<Option<RecordBatch>, EngineError> {
+    /// The next output block, waiting until the partition is finished;
+    /// with `help`, a partition nobody has started finishing is finished
+    /// on the caller's thread (a host worker taking over device work).
+    pub(crate) fn next_block(&self, help: bool) -> Result<Option<RecordBatch>, EngineError> {
+        if help {
+            self.finish();
+        }
         let mut st = self.lock();
         loop {
             match &mut *st {

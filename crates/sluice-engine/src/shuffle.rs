@@ -69,6 +69,8 @@ pub struct MapSideStats {
 struct Maps {
     committed: Vec<Option<u32>>,
     ended: bool,
+    /// Ended, and every delivery done: partitions may finish.
+    sealed: bool,
     /// Reduce-side deliveries queued or running.
     deliveries: usize,
     stats: MapSideStats,
@@ -116,6 +118,7 @@ impl ShuffleState {
             maps: Mutex::new(Maps {
                 committed: vec![None; spec.maps as usize],
                 ended: false,
+                sealed: false,
                 deliveries: 0,
                 stats: MapSideStats::default(),
             }),
@@ -231,11 +234,17 @@ impl ShuffleState {
         while m.deliveries > 0 {
             m = self.delivered.wait(m).unwrap_or_else(|p| p.into_inner());
         }
+        m.sealed = true;
         Ok(m.stats)
     }
 
     pub(crate) fn map_stage_ended(&self) -> bool {
         self.lock().ended
+    }
+
+    /// The map stage ended and every delivery is in: partitions may finish.
+    pub(crate) fn sealed(&self) -> bool {
+        self.lock().sealed
     }
 
     pub(crate) fn map_stats(&self) -> MapSideStats {

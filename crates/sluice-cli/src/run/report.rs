@@ -55,6 +55,8 @@ pub(crate) struct Summary {
     pub(crate) host_migrated_busy_seconds: f64,
     pub(crate) migrated_share: f64,
     pub(crate) migration_decisions: usize,
+    /// (ms since start, occupancy bytes, growth bytes, host share) per decision.
+    pub(crate) migration_trace: Vec<(u64, usize, i64, f64)>,
     pub(crate) buffer_peak_bytes: usize,
     pub(crate) memory_peak_bytes: usize,
     pub(crate) memory_budget_bytes: usize,
@@ -118,6 +120,11 @@ impl Summary {
             host_migrated_busy_seconds: m.host_busy.as_secs_f64(),
             migrated_share: m.migrated_bytes as f64 / m.produced_bytes.max(1) as f64,
             migration_decisions: m.decisions.len(),
+            migration_trace: m
+                .decisions
+                .iter()
+                .map(|d| (d.at_ms, d.occupancy, d.growth, d.host_share))
+                .collect(),
             buffer_peak_bytes: m.buffer_peak,
             memory_peak_bytes: m.memory_peak + m.results_peak,
             memory_budget_bytes: args.memory_mib << 20,
