@@ -8,24 +8,25 @@
 //!           │                                      FCFS queue per shuffle (scheduler)
 //!           │                                                           ▼
 //!           └──────────► attempt pipelines: partition + map-side op ◄── offload workers
-//!  commit ─► finish pipelines ─► deliver per reduce partition (offload workers): second round
+//!  commit ─► finish pipelines ─► deliver per node (offload workers) ─► split per reduce id ─► second round
 //!  end_map_stage ─► finish partitions ─► Store (memory, then disk) ─► buf_consume / buf_release
 //! ```
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use sluice_core::format::{BatchView, Layout, RecordBatch};
+use sluice_core::format::{BatchView, RecordBatch};
 use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::SpillConfig;
 
 use crate::attempt::Attempt;
-use crate::buffer::{BufferOwner, BufferPool, MapBuffer, ProducedBuffer};
+use crate::buffer::{BufferOwner, BufferPool, MapBuffer};
 use crate::error::{EngineError, ShuffleId};
 use crate::liquid::{Decision, HostCredit, Liquid};
 use crate::scheduler::{Job, Scheduler, Side};
+use crate::segment::{cut, SegmentTask};
 use crate::shuffle::{Commit, MapSideStats, ShuffleSpec, ShuffleState};
 use crate::store::StoreStats;
 use crate::{EngineConfig, RESULTS_SHARE_PERCENT};
@@ -225,6 +226,7 @@ impl Engine {
             state,
             attempt: Arc::new(Attempt::default()),
             credit: HostCredit::default(),
+            pending: Vec::new(),
             started: Instant::now(),
             done: false,
         })
@@ -248,6 +250,7 @@ impl Engine {
                         let t = Instant::now();
                         p.finish();
                         inner.reduce_time(t.elapsed());
+                        true
                     }),
                 }
             })
@@ -372,7 +375,10 @@ fn worker(inner: &Inner) {
     while let Some(job) = inner.scheduler.pop() {
         let t = Instant::now();
         let (side, bytes) = (job.side, job.bytes);
-        (job.run)();
+        if !(job.run)() {
+            // A host thread ran it first.
+            continue;
+        }
         let busy = t.elapsed();
         if side == Side::Map {
             inner.counters.offload_nanos.fetch_add(busy.as_nanos() as u64, Ordering::Relaxed);
@@ -391,6 +397,9 @@ pub struct MapTask<'e> {
     state: Arc<ShuffleState>,
     attempt: Arc<Attempt>,
     credit: HostCredit,
+    /// Queued segments, for helping at commit (weak: a finished segment
+    /// frees its buffer share at once).
+    pending: Vec<Weak<SegmentTask>>,
     started: Instant,
     done: bool,
 }
@@ -399,13 +408,6 @@ impl std::fmt::Debug for MapTask<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MapTask").field("owner", &self.owner).finish()
     }
-}
-
-/// A range of a produced buffer.
-struct Segment {
-    start: usize,
-    end: usize,
-    records: u32,
 }
 
 impl MapTask<'_> {
@@ -434,33 +436,52 @@ impl MapTask<'_> {
         let share = if inner.liquid.enabled { inner.liquid.host_share() } else { 0.0 };
         let mut host = Vec::new();
         let mut jobs = Vec::new();
+        self.attempt.add_segments(segments.len());
         for s in segments {
+            let task = Arc::new(SegmentTask::new(
+                self.state.clone(),
+                self.attempt.clone(),
+                produced.clone(),
+                s,
+            ));
             if self.credit.take(share) {
-                host.push(s);
+                host.push(task);
                 continue;
             }
-            let (produced, attempt, state) =
-                (produced.clone(), self.attempt.clone(), self.state.clone());
+            self.pending.push(Arc::downgrade(&task));
             jobs.push(Job {
-                bytes: s.end - s.start,
+                bytes: task.bytes(),
                 side: Side::Map,
-                run: Box::new(move || run_segment(&state, &attempt, &produced, &s)),
+                run: Box::new(move || task.run()),
             });
         }
-        self.attempt.add_segments(jobs.len() + host.len());
-        let queued = jobs.len();
-        if !inner.scheduler.push(self.owner.shuffle, jobs) {
-            for _ in 0..queued {
-                self.attempt.segment_failed(EngineError::UnknownShuffle(self.owner.shuffle));
-            }
-        }
-        for s in host {
-            let t = Instant::now();
-            run_segment(&self.state, &self.attempt, &produced, &s);
-            inner.counters.host_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            inner.liquid.migrated.fetch_add((s.end - s.start) as u64, Ordering::Relaxed);
+        // If the shuffle is gone the jobs are dropped unrun, and each counts
+        // as a failed segment of the attempt (see `SegmentTask`'s drop).
+        inner.scheduler.push(self.owner.shuffle, jobs);
+        for task in host {
+            self.run_here(&task);
         }
         Ok(())
+    }
+
+    /// Runs a segment on this (host) thread, if no worker took it.
+    fn run_here(&self, task: &SegmentTask) {
+        let inner = &self.engine.inner;
+        let t = Instant::now();
+        if task.run() {
+            inner.counters.host_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            inner.liquid.migrated.fetch_add(task.bytes() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// With liquid offloading on, runs this attempt's segments that still
+    /// wait for a worker on this thread (the workers are behind).
+    fn help(&mut self) {
+        for weak in std::mem::take(&mut self.pending) {
+            if let Some(task) = weak.upgrade() {
+                self.run_here(&task);
+            }
+        }
     }
 
     /// Waits for the attempt's segments, flushes its pipelines and, if no
@@ -471,11 +492,14 @@ impl MapTask<'_> {
         let (shuffle, map, attempt) = (self.owner.shuffle, self.owner.map, self.owner.attempt);
         let wrap =
             |e: EngineError| EngineError::Attempt { shuffle, map, attempt, source: Box::new(e) };
+        if self.engine.inner.liquid.enabled {
+            self.help();
+        }
         let pipelines = self.attempt.drain().map_err(|e| {
             self.state.void_attempt();
             wrap(e)
         })?;
-        let parts = self.state.reduce.len();
+        let parts = self.state.destinations as usize;
         let mut per_dest: Vec<Vec<Vec<RecordBatch>>> = (0..parts).map(|_| Vec::new()).collect();
         let mut stats = MapSideStats::default();
         for mut p in pipelines {
@@ -502,7 +526,7 @@ impl MapTask<'_> {
             deliveries.into_iter().partition(|_| self.credit.take(share));
         let t = Instant::now();
         for (d, runs) in host {
-            self.state.reduce[d].deliver(runs);
+            self.state.deliver(d as u32, runs);
             self.state.delivered();
         }
         inner.counters.host_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
@@ -516,9 +540,10 @@ impl MapTask<'_> {
                     side: Side::Reduce,
                     run: Box::new(move || {
                         let t = Instant::now();
-                        state.reduce[d].deliver(runs);
+                        state.deliver(d as u32, runs);
                         inner.reduce_time(t.elapsed());
                         state.delivered();
+                        true
                     }),
                 }
             })
@@ -551,55 +576,6 @@ impl Drop for MapTask<'_> {
     fn drop(&mut self) {
         self.give_up();
     }
-}
-
-/// Runs one segment of a produced buffer through the attempt's pipelines.
-fn run_segment(state: &ShuffleState, attempt: &Attempt, produced: &ProducedBuffer, s: &Segment) {
-    let Some(batch) = produced.batch() else {
-        attempt.segment_failed(EngineError::Invariant("segment of an empty buffer".into()));
-        return;
-    };
-    let bytes = batch.payload().get(s.start..s.end).unwrap_or_default();
-    match BatchView::new(batch.layout(), s.records, bytes) {
-        Ok(view) => attempt.run_segment(&view, || state.pipeline()),
-        Err(e) => attempt.segment_failed(e.into()),
-    }
-}
-
-/// Cuts a batch into segments of about `target` bytes at record
-/// boundaries (one record at least per segment).
-fn cut(batch: &RecordBatch, target: usize) -> Vec<Segment> {
-    let target = target.max(1);
-    let total = batch.payload_len();
-    let mut out = Vec::new();
-    match batch.layout() {
-        Layout::Fixed { .. } => {
-            let width = batch.layout().fixed_record_bytes().unwrap_or(1).max(1);
-            let per = (target / width).max(1);
-            let mut start = 0;
-            while start < total {
-                let n = per.min((total - start) / width);
-                out.push(Segment { start, end: start + n * width, records: n as u32 });
-                start += n * width;
-            }
-        }
-        Layout::Variable => {
-            let (mut start, mut end, mut n) = (0, 0, 0u32);
-            let mut raw = batch.view().raw();
-            while let Some(r) = raw.next_raw() {
-                end += r.bytes.len();
-                n += 1;
-                if end - start >= target {
-                    out.push(Segment { start, end, records: n });
-                    (start, n) = (end, 0);
-                }
-            }
-            if n > 0 {
-                out.push(Segment { start, end, records: n });
-            }
-        }
-    }
-    out
 }
 
 /// An output block of a reduce partition, handed to a reduce task.

@@ -12,6 +12,8 @@
 //! - `scheduler`: one FCFS queue per shuffle, served round-robin.
 //! - `attempt`: per map attempt pipelines, discardable until commit.
 //! - `liquid`: the controller that moves work to host threads.
+//! - `node`: two-level partitioning (map side by node, reduce side by
+//!   reduce id).
 //! - `reduce`, `store`: the second round per reduce partition and its
 //!   persisted result (memory within the budget, then checksummed disk).
 //!
@@ -32,8 +34,10 @@ mod config;
 mod engine;
 mod error;
 pub mod liquid;
+mod node;
 mod reduce;
 mod scheduler;
+mod segment;
 mod shuffle;
 mod store;
 
@@ -45,5 +49,7 @@ pub use config::{
 pub use engine::{Engine, EngineMetrics, MapTask, ReduceBlock};
 pub use error::{EngineError, ShuffleId};
 pub use liquid::Decision;
-pub use shuffle::{Commit, MapSideStats, ShuffleSpec, REDUCE_STATE_MIN_BYTES};
+pub use shuffle::{
+    Commit, MapSideStats, ShuffleSpec, PAGE_POOL_FREE_BYTES, REDUCE_STATE_MIN_BYTES,
+};
 pub use store::StoreStats;

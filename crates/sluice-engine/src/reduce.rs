@@ -143,6 +143,12 @@ impl ReducePartition {
         }
     }
 
+    /// Marks the partition failed (its input could not be delivered).
+    pub(crate) fn fail(&self, message: &str) {
+        *self.lock() = State::Failed(message.to_string());
+        self.ready.notify_all();
+    }
+
     /// Runs the second round's final step and persists the result.
     pub(crate) fn finish(&self) {
         let mut st = self.lock();

@@ -29,7 +29,9 @@ pub(crate) struct Job {
     /// Input bytes the job reads.
     pub(crate) bytes: usize,
     pub(crate) side: Side,
-    pub(crate) run: Box<dyn FnOnce() + Send>,
+    /// The work; false if there was none left to do (another thread did
+    /// it first).
+    pub(crate) run: Box<dyn FnOnce() -> bool + Send>,
 }
 
 impl std::fmt::Debug for Job {
@@ -151,7 +153,10 @@ mod tests {
         Job {
             bytes: 10,
             side: Side::Map,
-            run: Box::new(move || log.lock().expect("log").push((shuffle, i))),
+            run: Box::new(move || {
+                log.lock().expect("log").push((shuffle, i));
+                true
+            }),
         }
     }
 

@@ -10,19 +10,23 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use sluice_core::format::Layout;
+use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
 use sluice_core::partition::{PagePool, Partitioner, PAGE_BYTES_DEFAULT};
 use sluice_core::reorg::pipeline::{MapPipeline, StageSpec};
 use sluice_core::reorg::SpillConfig;
 
 use crate::error::{EngineError, ShuffleId};
+use crate::node::{reduce_ids, split_runs, NodePartitioner};
 use crate::reduce::{ReducePartition, ReduceResources};
 
 /// Least state a reduce partition's final operator may hold before it
 /// spills (4 KiB), however many partitions share the budget; partitions
 /// beyond what the pool then holds fail with a typed memory error.
 pub const REDUCE_STATE_MIN_BYTES: usize = 4 << 10;
+
+/// Free partition pages a shuffle keeps for reuse at most (16 MiB).
+pub const PAGE_POOL_FREE_BYTES: usize = 16 << 20;
 
 /// What `register_shuffle` takes (SmartShuffle's `registerShuffle`).
 #[derive(Debug, Clone)]
@@ -39,6 +43,11 @@ pub struct ShuffleSpec {
     /// The data-reorganization operator and its spilling strategy
     /// ([`StageSpec::None`] for partitioning only).
     pub op: StageSpec,
+    /// Two-level partitioning: the map side partitions into this many
+    /// destination nodes, each node's chunks are repartitioned into its
+    /// reduce partitions on the reduce side (see `node`). `None`: one level,
+    /// a destination per reduce partition.
+    pub nodes: Option<u32>,
 }
 
 /// What a commit did.
@@ -80,6 +89,9 @@ struct Maps {
 #[derive(Debug)]
 pub(crate) struct ShuffleState {
     pub(crate) spec: ShuffleSpec,
+    /// Destinations of the map side (nodes, or reduce partitions).
+    pub(crate) destinations: u32,
+    map_partitioner: Arc<dyn Partitioner>,
     pub(crate) pages: Arc<PagePool>,
     pub(crate) memory: MemoryPool,
     pub(crate) threshold: usize,
@@ -106,6 +118,18 @@ impl ShuffleState {
                 reason: format!("{parts} reduce partitions and {} map tasks", spec.maps),
             });
         }
+        let destinations = spec.nodes.unwrap_or(parts);
+        if destinations == 0 || destinations > parts {
+            return Err(EngineError::BadShuffle {
+                shuffle: spec.id,
+                reason: format!("{destinations} nodes for {parts} reduce partitions"),
+            });
+        }
+        let map_partitioner: Arc<dyn Partitioner> = if destinations == parts {
+            spec.partitioner.clone()
+        } else {
+            Arc::new(NodePartitioner::new(spec.partitioner.clone(), destinations))
+        };
         // The reduce-side pool shared evenly by the partitions (they all
         // collect at once during the map stage), halved for the moment a
         // growing table and its successor coexist.
@@ -123,7 +147,9 @@ impl ShuffleState {
                 stats: MapSideStats::default(),
             }),
             spec,
-            pages: Arc::new(PagePool::new(PAGE_BYTES_DEFAULT)),
+            destinations,
+            map_partitioner,
+            pages: Arc::new(PagePool::with_free_limit(PAGE_BYTES_DEFAULT, PAGE_POOL_FREE_BYTES)),
             memory: memory.clone(),
             threshold,
             reduce,
@@ -140,7 +166,7 @@ impl ShuffleState {
     pub(crate) fn pipeline(&self) -> MapPipeline {
         MapPipeline::new(
             self.spec.layout,
-            self.spec.partitioner.clone(),
+            self.map_partitioner.clone(),
             self.pages.clone(),
             &self.spec.op,
             self.threshold,
@@ -200,6 +226,34 @@ impl ShuffleState {
         s.output_bytes += stats.output_bytes;
         s.spills += stats.spills;
         Ok(Commit::Accepted)
+    }
+
+    /// Hands destination `d`'s runs of one committed attempt to the reduce
+    /// side: straight to the partition, or split per reduce id of node `d`.
+    pub(crate) fn deliver(&self, d: u32, runs: Vec<Vec<RecordBatch>>) {
+        let parts = self.reduce.len() as u32;
+        if self.destinations == parts {
+            if let Some(p) = self.reduce.get(d as usize) {
+                p.deliver(runs);
+            }
+            return;
+        }
+        let ids = reduce_ids(d, parts, self.destinations);
+        match split_runs(runs, &*self.spec.partitioner, ids.clone()) {
+            Ok(per_reduce) => {
+                for (r, runs) in ids.zip(per_reduce) {
+                    if !runs.is_empty() {
+                        self.reduce[r as usize].deliver(runs);
+                    }
+                }
+            }
+            Err(e) => {
+                let message = e.to_string();
+                for r in ids {
+                    self.reduce[r as usize].fail(&message);
+                }
+            }
+        }
     }
 
     /// One delivery is done.

@@ -152,6 +152,7 @@ fn repartition_delivers_every_record_once_in_its_partition() {
         layout: layout(),
         partitioner: f.clone(),
         op: StageSpec::None,
+        nodes: None,
     };
     let parts = shuffle_all(&e, spec, &maps, 3);
     for (r, recs) in parts.iter().enumerate() {
@@ -184,6 +185,7 @@ fn aggregate_spills_both_ways_and_stays_exact() {
             layout: layout(),
             partitioner: f.clone(),
             op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), strategy),
+            nodes: None,
         };
         let parts = shuffle_all(&e, spec, &maps, 2);
         check_sums(&parts, &sums(&maps), &*f);
@@ -208,8 +210,14 @@ fn range_partitioned_sort_is_globally_ordered() {
         maps.iter().flatten().step_by(50).map(|(k, _)| k.as_slice()).collect();
     let f: Arc<dyn Partitioner> =
         Arc::new(RangePartitioner::from_sample(&mut sample, 6).expect("range"));
-    let spec =
-        ShuffleSpec { id: 3, maps: 5, layout: layout(), partitioner: f, op: StageSpec::Sort };
+    let spec = ShuffleSpec {
+        id: 3,
+        maps: 5,
+        layout: layout(),
+        partitioner: f,
+        op: StageSpec::Sort,
+        nodes: None,
+    };
     let parts = shuffle_all(&e, spec, &maps, 2);
     let all: Vec<Rec> = parts.concat();
     assert!(all.windows(2).all(|w| w[0].0 <= w[1].0), "output out of key order");
@@ -228,6 +236,7 @@ fn distinct_keys_come_out_once() {
         layout: layout(),
         partitioner: fold(2),
         op: StageSpec::Distinct(DistinctBy::Key, SpillStrategy::State),
+        nodes: None,
     };
     let parts = shuffle_all(&e, spec, &maps, 3);
     let mut keys: Vec<Vec<u8>> = parts.concat().into_iter().map(|(k, _)| k).collect();
@@ -243,7 +252,9 @@ fn distinct_keys_come_out_once() {
 #[test]
 fn concurrent_shuffles_keep_their_data_apart() {
     let dir = tempdir("concurrent");
-    let e = Engine::new(small_config(&dir)).expect("engine");
+    // Pinned workers (to cores 0 and 1, or whatever cores there are).
+    let config = EngineConfig { pin_offload_threads: true, ..small_config(&dir) };
+    let e = Engine::new(config).expect("engine");
     let a = inputs(4, 6_000, 5_000, 5);
     let b = inputs(4, 6_000, 1 << 40, 6);
     let fa = fold(3);
@@ -253,6 +264,7 @@ fn concurrent_shuffles_keep_their_data_apart() {
         layout: layout(),
         partitioner: fa.clone(),
         op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
+        nodes: None,
     };
     let sb = ShuffleSpec {
         id: 11,
@@ -260,6 +272,7 @@ fn concurrent_shuffles_keep_their_data_apart() {
         layout: layout(),
         partitioner: fold(5),
         op: StageSpec::None,
+        nodes: None,
     };
     let (pa, pb) = std::thread::scope(|s| {
         let ha = s.spawn(|| shuffle_all(&e, sa, &a, 2));
@@ -288,6 +301,7 @@ fn a_slow_device_moves_work_to_the_map_threads_and_results_stay_exact() {
         layout: layout(),
         partitioner: f.clone(),
         op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
+        nodes: None,
     };
     let parts = shuffle_all(&e, spec, &maps, 2);
     check_sums(&parts, &sums(&maps), &*f);
@@ -303,8 +317,14 @@ fn without_migration_nothing_moves() {
     let config = EngineConfig { device_speed: 0.2, migration: false, ..small_config(&dir) };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(2, 5_000, 1 << 40, 8);
-    let spec =
-        ShuffleSpec { id: 6, maps: 2, layout: layout(), partitioner: fold(2), op: StageSpec::None };
+    let spec = ShuffleSpec {
+        id: 6,
+        maps: 2,
+        layout: layout(),
+        partitioner: fold(2),
+        op: StageSpec::None,
+        nodes: None,
+    };
     let parts = shuffle_all(&e, spec, &maps, 2);
     assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
     let m = e.metrics();
@@ -318,8 +338,14 @@ fn a_failed_attempt_is_discarded_and_the_retry_leaves_no_duplicates() {
     let e = Engine::new(small_config(&dir)).expect("engine");
     let maps = inputs(3, 10_000, 1 << 40, 9);
     let f = fold(4);
-    let spec =
-        ShuffleSpec { id: 7, maps: 3, layout: layout(), partitioner: f, op: StageSpec::None };
+    let spec = ShuffleSpec {
+        id: 7,
+        maps: 3,
+        layout: layout(),
+        partitioner: f,
+        op: StageSpec::None,
+        nodes: None,
+    };
     e.register_shuffle(spec).expect("register");
     // Map 1, attempt 0, fails halfway: half its records produced, then the
     // task is dropped without committing.
@@ -351,16 +377,28 @@ fn misuse_gets_typed_errors_and_leaves_other_shuffles_alone() {
     let dir = tempdir("misuse");
     let config = EngineConfig { backpressure: Backpressure::WouldBlock, ..small_config(&dir) };
     let e = Engine::new(config).expect("engine");
-    let spec =
-        ShuffleSpec { id: 1, maps: 2, layout: layout(), partitioner: fold(2), op: StageSpec::None };
+    let spec = ShuffleSpec {
+        id: 1,
+        maps: 2,
+        layout: layout(),
+        partitioner: fold(2),
+        op: StageSpec::None,
+        nodes: None,
+    };
     e.register_shuffle(spec.clone()).expect("register");
     assert!(matches!(e.register_shuffle(spec), Err(EngineError::ShuffleExists(1))));
     assert!(matches!(e.map_task(99, 0, 0), Err(EngineError::UnknownShuffle(99))));
     assert!(matches!(e.map_task(1, 2, 0), Err(EngineError::UnknownMap { map: 2, .. })));
     assert!(matches!(e.buf_consume(1, 5), Err(EngineError::UnknownReduce { reduce: 5, .. })));
     assert!(matches!(e.buf_consume(1, 0), Err(EngineError::MapStageRunning(1))));
-    let bad =
-        ShuffleSpec { id: 2, maps: 0, layout: layout(), partitioner: fold(2), op: StageSpec::None };
+    let bad = ShuffleSpec {
+        id: 2,
+        maps: 0,
+        layout: layout(),
+        partitioner: fold(2),
+        op: StageSpec::None,
+        nodes: None,
+    };
     assert!(matches!(e.register_shuffle(bad), Err(EngineError::BadShuffle { .. })));
 
     let mut t0 = e.map_task(1, 0, 0).expect("task");
@@ -403,8 +441,14 @@ fn a_corrupt_persisted_partition_is_reported_with_file_and_offset() {
     let config = EngineConfig { memory_budget: 0, ..small_config(&dir) };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(2, 20_000, 1 << 40, 10);
-    let spec =
-        ShuffleSpec { id: 8, maps: 2, layout: layout(), partitioner: fold(1), op: StageSpec::None };
+    let spec = ShuffleSpec {
+        id: 8,
+        maps: 2,
+        layout: layout(),
+        partitioner: fold(1),
+        op: StageSpec::None,
+        nodes: None,
+    };
     e.register_shuffle(spec).expect("register");
     for (m, recs) in maps.iter().enumerate() {
         run_map(&e, 8, m as u32, 0, recs, 64 << 10);
@@ -432,4 +476,65 @@ fn a_corrupt_persisted_partition_is_reported_with_file_and_offset() {
     let msg = err.expect("the corruption is detected").to_string();
     assert!(msg.contains(&path.display().to_string()), "{msg}");
     assert!(msg.contains("offset"), "{msg}");
+}
+
+#[test]
+fn two_level_partitioning_by_node_then_reduce_id_stays_exact() {
+    let dir = tempdir("nodes");
+    let e = Engine::new(small_config(&dir)).expect("engine");
+    let maps = inputs(4, 6_000, 3_000, 11);
+    // Partition only, 7 reduce partitions on 3 nodes.
+    let f = fold(7);
+    let spec = ShuffleSpec {
+        id: 20,
+        maps: 4,
+        layout: layout(),
+        partitioner: f.clone(),
+        op: StageSpec::None,
+        nodes: Some(3),
+    };
+    let parts = shuffle_all(&e, spec, &maps, 2);
+    for (r, recs) in parts.iter().enumerate() {
+        assert!(recs.iter().all(|(k, _)| f.partition(k) as usize == r), "partition {r}");
+    }
+    assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
+    // Aggregate on one node: the map side aggregates across all keys.
+    let f = fold(4);
+    let spec = ShuffleSpec {
+        id: 21,
+        maps: 4,
+        layout: layout(),
+        partitioner: f.clone(),
+        op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
+        nodes: Some(1),
+    };
+    let parts = shuffle_all(&e, spec, &maps, 2);
+    check_sums(&parts, &sums(&maps), &*f);
+    // Sort, 6 range partitions on 4 nodes: order holds across the split.
+    let mut sample: Vec<&[u8]> =
+        maps.iter().flatten().step_by(40).map(|(k, _)| k.as_slice()).collect();
+    let f: Arc<dyn Partitioner> =
+        Arc::new(RangePartitioner::from_sample(&mut sample, 6).expect("range"));
+    let spec = ShuffleSpec {
+        id: 22,
+        maps: 4,
+        layout: layout(),
+        partitioner: f,
+        op: StageSpec::Sort,
+        nodes: Some(4),
+    };
+    let parts = shuffle_all(&e, spec, &maps, 2);
+    let all = parts.concat();
+    assert!(all.windows(2).all(|w| w[0].0 <= w[1].0), "output out of key order");
+    assert_eq!(sorted(all), sorted(maps.concat()));
+    // More nodes than reduce partitions is refused.
+    let bad = ShuffleSpec {
+        id: 23,
+        maps: 1,
+        layout: layout(),
+        partitioner: fold(2),
+        op: StageSpec::None,
+        nodes: Some(3),
+    };
+    assert!(matches!(e.register_shuffle(bad), Err(EngineError::BadShuffle { .. })));
 }

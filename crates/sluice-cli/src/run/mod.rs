@@ -42,6 +42,10 @@ pub(crate) struct RunArgs {
     /// Reduce partitions.
     #[arg(long, default_value_t = 8)]
     pub(crate) reduces: u32,
+    /// Destination nodes of the map side (two-level partitioning); 0: one
+    /// level, a destination per reduce partition.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) nodes: u32,
     /// Host threads running map and reduce tasks.
     #[arg(long, default_value_t = 1)]
     pub(crate) map_threads: usize,
@@ -107,6 +111,7 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
         layout: input.layout,
         partitioner: input.partitioner.clone(),
         op: input.op.clone(),
+        nodes: (args.nodes > 0).then_some(args.nodes),
     };
     engine.register_shuffle(spec).map_err(|e| e.to_string())?;
     let bar = ProgressBar::new(u64::from(args.maps) + u64::from(args.reduces));

@@ -60,7 +60,17 @@ pub(crate) struct Summary {
     pub(crate) buffer_peak_bytes: usize,
     pub(crate) memory_peak_bytes: usize,
     pub(crate) memory_budget_bytes: usize,
+    /// The process's peak resident set (Linux `VmHWM`), input included.
+    pub(crate) peak_rss_bytes: Option<u64>,
     pub(crate) validated: bool,
+}
+
+/// The process's peak resident set size, from `/proc/self/status`.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib << 10)
 }
 
 impl Summary {
@@ -128,6 +138,7 @@ impl Summary {
             buffer_peak_bytes: m.buffer_peak,
             memory_peak_bytes: m.memory_peak + m.results_peak,
             memory_budget_bytes: args.memory_mib << 20,
+            peak_rss_bytes: peak_rss(),
             validated: true,
         }
     }
@@ -189,5 +200,12 @@ impl Summary {
             mb(self.memory_budget_bytes as u64),
             mb(self.buffer_peak_bytes as u64)
         );
+        if let Some(rss) = self.peak_rss_bytes {
+            println!(
+                "  process peak RSS        {:.1} MB (the generated input, {:.1} MB, included)",
+                mb(rss),
+                mb(self.input_bytes)
+            );
+        }
     }
 }

@@ -117,6 +117,8 @@ impl Page {
 #[derive(Debug)]
 pub struct PagePool {
     page_bytes: usize,
+    /// Bytes of free pages kept for reuse at most.
+    free_max: usize,
     free: Mutex<Vec<Vec<u8>>>,
     buffers: Mutex<Vec<Vec<u8>>>,
 }
@@ -127,8 +129,15 @@ pub const POOL_FREE_BUFFERS_MAX: usize = 8;
 impl PagePool {
     /// A pool of `page_bytes`-byte pages (at least 64 bytes).
     pub fn new(page_bytes: usize) -> Self {
+        Self::with_free_limit(page_bytes, POOL_FREE_BYTES_MAX)
+    }
+
+    /// A pool that keeps at most `free_max` bytes of free pages (an engine
+    /// with many shuffles bounds what idle pools hold this way).
+    pub fn with_free_limit(page_bytes: usize, free_max: usize) -> Self {
         PagePool {
             page_bytes: page_bytes.max(64),
+            free_max,
             free: Mutex::new(Vec::new()),
             buffers: Mutex::new(Vec::new()),
         }
@@ -163,7 +172,7 @@ impl PagePool {
             return;
         }
         if let Ok(mut f) = self.free.lock() {
-            if (f.len() + 1) * self.page_bytes <= POOL_FREE_BYTES_MAX {
+            if (f.len() + 1) * self.page_bytes <= self.free_max {
                 f.push(buf);
             }
         }
