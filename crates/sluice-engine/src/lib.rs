@@ -52,4 +52,4 @@ pub use liquid::Decision;
 pub use shuffle::{
     Commit, MapSideStats, ShuffleSpec, PAGE_POOL_FREE_BYTES, REDUCE_STATE_MIN_BYTES,
 };
-pub use store::StoreStats;
+pub use store::{StoreStats, BLOCK_BYTES};

@@ -1,7 +1,9 @@
 //! A reduce partition's persisted output: blocks kept in memory while the
 //! memory pool grants them, and beyond that written to disk.
 //!
-//! Blocks are appended in order. While reservations succeed they stay in
+//! Blocks are appended in order, small ones gathered into blocks of about
+//! [`BLOCK_BYTES`] (partition pages from the map side are 16 KiB; reduce
+//! tasks read large blocks). While reservations succeed they stay in
 //! memory; from the first refusal on, every further block goes to one
 //! spill file per partition (the block format: header and payload CRCs;
 //! writes gathered to at least 1 MiB), so the order of reading is memory
@@ -17,6 +19,10 @@ use sluice_core::reorg::SpillConfig;
 use sluice_core::spill::{SpillFile, SpillWriter};
 
 use crate::error::EngineError;
+
+/// Payload bytes of the blocks a store keeps (1 MiB, the operators' output
+/// batch size).
+pub const BLOCK_BYTES: usize = sluice_core::reorg::EMIT_BATCH_BYTES;
 
 /// What a store did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -47,6 +53,8 @@ enum Disk {
 pub(crate) struct Store {
     layout: Layout,
     memory: VecDeque<RecordBatch>,
+    /// Small blocks being gathered into one.
+    gather: Option<RecordBatch>,
     reservation: Reservation,
     disk: Disk,
     disk_blocks: usize,
@@ -60,6 +68,7 @@ impl Store {
         Store {
             layout,
             memory: VecDeque::new(),
+            gather: None,
             reservation: pool.reservation(),
             disk: Disk::None,
             disk_blocks: 0,
@@ -73,11 +82,40 @@ impl Store {
         self.stats
     }
 
-    /// Appends one block (empty ones are skipped).
+    /// Appends one block (empty ones are skipped). Blocks under half of
+    /// [`BLOCK_BYTES`] are gathered into one of about that size first, so
+    /// reduce tasks read large blocks whatever the map side sent.
     pub(crate) fn append(&mut self, batch: RecordBatch) -> Result<(), EngineError> {
         if batch.is_empty() {
             return Ok(());
         }
+        if batch.payload_len() >= BLOCK_BYTES / 2 {
+            // What was gathered goes first: order is kept.
+            if let Some(g) = self.gather.take() {
+                self.keep(g)?;
+            }
+            return self.keep(batch);
+        }
+        let acc =
+            self.gather.get_or_insert_with(|| RecordBatch::with_capacity(self.layout, BLOCK_BYTES));
+        match self.layout {
+            Layout::Fixed { .. } => acc.extend_fixed(batch.payload())?,
+            Layout::Variable => {
+                for r in batch.iter() {
+                    acc.push(r.key, r.value)?;
+                }
+            }
+        }
+        if acc.payload_len() >= BLOCK_BYTES {
+            if let Some(full) = self.gather.take() {
+                self.keep(full)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps one block: in memory while the pool grants it, else on disk.
+    fn keep(&mut self, batch: RecordBatch) -> Result<(), EngineError> {
         self.stats.records += batch.len() as u64;
         self.stats.bytes += batch.payload_len() as u64;
         if matches!(self.disk, Disk::None)
@@ -103,6 +141,9 @@ impl Store {
     /// Ends appending: the disk part, if any, is flushed and becomes
     /// readable.
     pub(crate) fn seal(&mut self) -> Result<(), EngineError> {
+        if let Some(rest) = self.gather.take() {
+            self.keep(rest)?;
+        }
         if let Disk::Writing(w) = std::mem::replace(&mut self.disk, Disk::None) {
             let file = w.finish()?;
             let s = file.stats();

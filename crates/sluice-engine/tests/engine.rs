@@ -440,7 +440,9 @@ fn a_corrupt_persisted_partition_is_reported_with_file_and_offset() {
     // No memory for results: every partition goes to disk.
     let config = EngineConfig { memory_budget: 0, ..small_config(&dir) };
     let e = Engine::new(config).expect("engine");
-    let maps = inputs(2, 20_000, 1 << 40, 10);
+    // 4.8 MB: several 1 MiB blocks, so the last can be corrupted after the
+    // first was read.
+    let maps = inputs(2, 200_000, 1 << 40, 10);
     let spec = ShuffleSpec {
         id: 8,
         maps: 2,

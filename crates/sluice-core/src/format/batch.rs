@@ -53,6 +53,12 @@ impl RecordBatch {
         RecordBatch { layout, data: buffer, count: 0 }
     }
 
+    /// A batch over `data`, which already holds `count` whole records in
+    /// `layout` (a partition page: valid by construction).
+    pub(crate) fn from_valid(layout: Layout, data: Vec<u8>, count: u32) -> Self {
+        RecordBatch { layout, data, count }
+    }
+
     /// The batch's byte buffer, for reuse.
     pub fn into_buffer(self) -> Vec<u8> {
         self.data

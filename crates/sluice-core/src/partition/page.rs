@@ -14,7 +14,7 @@
 
 use std::sync::Mutex;
 
-use crate::format::{BatchView, Layout};
+use crate::format::{BatchView, Layout, RecordBatch};
 
 /// Default page size in bytes (16 KiB).
 ///
@@ -109,6 +109,12 @@ impl Page {
     /// The buffer, for returning it to a pool.
     pub fn into_buffer(self) -> Vec<u8> {
         self.data
+    }
+
+    /// The page as a record batch in `layout` (the layout it was filled
+    /// in), without copying.
+    pub fn into_batch(self, layout: Layout) -> RecordBatch {
+        RecordBatch::from_valid(layout, self.data, self.count)
     }
 }
 

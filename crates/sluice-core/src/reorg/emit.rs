@@ -53,6 +53,20 @@ impl Emitter {
         Ok(())
     }
 
+    /// Appends a whole batch as it is (no copy): the partly filled batch is
+    /// sealed first, so order is kept.
+    pub fn push_batch(&mut self, batch: RecordBatch) {
+        if batch.is_empty() {
+            return;
+        }
+        if !self.current.is_empty() {
+            self.seal();
+        }
+        self.records += batch.len() as u64;
+        self.bytes += batch.payload_len() as u64;
+        self.done.push(batch);
+    }
+
     /// Appends one raw record of a payload in the emitter's layout.
     #[inline]
     pub fn emit_raw(&mut self, raw: RawRecord<'_>) -> Result<(), FormatError> {

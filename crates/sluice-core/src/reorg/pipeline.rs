@@ -4,7 +4,8 @@
 //! ```text
 //!  batch ──► partition (LocalPagesAndMerge, 1 thread) ──► pages of p ──► op[p] ──► out[p]
 //! ```
-//! With no operator the pages' records are copied to `out[p]` as they are.
+//! With no operator the pages themselves become `out[p]`'s batches (no
+//! copy); shipped batches handed back return to the page pool.
 //! Partitioned pages are staged per destination until [`STAGE_BYTES`] have
 //! gathered, then the destination's operator runs over all of them at once.
 //! Each destination has its own operator instance and output, so state
@@ -14,7 +15,7 @@
 
 use std::sync::Arc;
 
-use crate::format::{BatchView, Layout, RawRecord, RecordBatch};
+use crate::format::{BatchView, Layout, RecordBatch};
 use crate::memory::MemoryPool;
 use crate::partition::strategy::LocalPagesAndMerge;
 use crate::partition::{Page, PagePool, PartitionJob, PartitionStrategy, Partitioned, Partitioner};
@@ -170,11 +171,19 @@ impl MapPipeline {
         let pages = std::mem::take(&mut self.staged[p]);
         self.staged_bytes[p] = 0;
         let (stage, out) = (&mut self.stages[p], &mut self.outs[p]);
+        if let Stage::None = stage {
+            // Partition only: the pages are the output.
+            for page in pages {
+                out.push_batch(page.into_batch(self.layout));
+            }
+            return Ok(());
+        }
         let mut result = Ok(());
         for page in &pages {
             let v = page.view(self.layout);
             result = match stage {
-                Stage::None => copy_out(&v, out),
+                // Handled above.
+                Stage::None => Ok(()),
                 Stage::Aggregate(op) => op.push(&v, out),
                 Stage::Sort(op) => op.push(&v, out),
                 Stage::Distinct(op) => op.push(&v, out),
@@ -200,8 +209,13 @@ impl MapPipeline {
         self.outs.get_mut(p).map(Emitter::take_runs).unwrap_or_default()
     }
 
-    /// Returns shipped batches of destination `p` for reuse.
+    /// Returns shipped batches of destination `p` for reuse (partition
+    /// only: their buffers are pages, back to the page pool).
     pub fn recycle_output(&mut self, p: usize, batches: Vec<RecordBatch>) {
+        if matches!(self.stages.get(p), Some(Stage::None)) {
+            self.pages.recycle_all(batches.into_iter().map(|b| Page::from_buffer(b.into_buffer())));
+            return;
+        }
         if let Some(o) = self.outs.get_mut(p) {
             o.recycle(batches);
         }
@@ -246,19 +260,4 @@ impl MapPipeline {
         stats.spills = spills;
         Ok(stats)
     }
-}
-
-/// Partition only: the destination's records go to its output as they are
-/// (fixed-width records in one bulk copy per page).
-fn copy_out(v: &BatchView<'_>, out: &mut Emitter) -> Result<(), ReorgError> {
-    match v.layout() {
-        Layout::Fixed { .. } => out.emit_fixed_records(v.payload())?,
-        Layout::Variable => {
-            let mut raw = v.raw();
-            while let Some(r) = raw.next_raw() {
-                out.emit_raw(RawRecord { key: r.key, bytes: r.bytes })?;
-            }
-        }
-    }
-    Ok(())
 }
