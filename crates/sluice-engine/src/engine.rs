@@ -31,6 +31,10 @@ use crate::shuffle::{Commit, MapSideStats, ShuffleSpec, ShuffleState};
 use crate::store::StoreStats;
 use crate::{EngineConfig, RESULTS_SHARE_PERCENT};
 
+/// Name prefix of the offload worker threads (15 bytes: what Linux keeps
+/// of a thread name).
+pub const OFFLOAD_THREAD_NAME: &str = "sluice-offload";
+
 /// Counters of a running engine.
 #[derive(Debug, Default)]
 struct Counters {
@@ -73,6 +77,8 @@ pub struct EngineMetrics {
     pub host_share: f64,
     /// Every change of the host share.
     pub decisions: Vec<Decision>,
+    /// CPU time of the offload workers so far (Linux; `None` elsewhere).
+    pub offload_cpu: Option<Duration>,
     /// Most bytes of map buffers out at once.
     pub buffer_peak: usize,
     /// Most bytes of operator state at once (map side plus reduce side).
@@ -120,7 +126,7 @@ impl Engine {
             let inner = engine.inner.clone();
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
             let t = std::thread::Builder::new()
-                .name(format!("sluice-offload-{i}"))
+                .name(format!("{OFFLOAD_THREAD_NAME}-{i}"))
                 .spawn(move || {
                     if let Some(c) = core {
                         core_affinity::set_for_current(c);
@@ -334,6 +340,7 @@ impl Engine {
             host_busy: Duration::from_nanos(c.host_nanos.load(Ordering::Relaxed)),
             host_share: i.liquid.host_share(),
             decisions: i.liquid.decisions(),
+            offload_cpu: crate::cpu::threads_cpu(OFFLOAD_THREAD_NAME),
             buffer_peak: i.buffers.peak(),
             memory_peak: i.memory.peak() + i.reduce_memory.peak(),
             results_peak: i.results.peak(),

@@ -31,6 +31,7 @@
 mod attempt;
 mod buffer;
 mod config;
+pub mod cpu;
 mod engine;
 mod error;
 pub mod liquid;
@@ -46,7 +47,7 @@ pub use config::{
     Backpressure, EngineConfig, BUFFER_POOL_BYTES_DEFAULT, MEMORY_BUDGET_DEFAULT,
     RESULTS_SHARE_PERCENT, SEGMENT_BYTES_DEFAULT, SPILL_THRESHOLD_DEFAULT,
 };
-pub use engine::{Engine, EngineMetrics, MapTask, ReduceBlock};
+pub use engine::{Engine, EngineMetrics, MapTask, ReduceBlock, OFFLOAD_THREAD_NAME};
 pub use error::{EngineError, ShuffleId};
 pub use liquid::Decision;
 pub use shuffle::{

@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::sort::SortRuns;
 use sluice_core::reorg::Emitter;
-use sluice_engine::{Engine, EngineConfig, ReduceBlock, ShuffleSpec};
+use sluice_engine::{cpu, Engine, EngineConfig, ReduceBlock, ShuffleSpec};
 
 pub(crate) use workload::Kind;
 use workload::{check_all, generate, Input, PartitionCheck};
@@ -121,12 +121,14 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
             .progress_chars("=> "),
     );
     bar.set_message("map");
+    let cpu_before = (cpu::process_cpu(), engine.metrics().offload_cpu);
     let started = Instant::now();
     let map_time = run_maps(&engine, &input, args, &bar)?;
     let map_stats = engine.end_map_stage(1).map_err(|e| e.to_string())?;
     bar.set_message("reduce");
     let blocks = run_reduces(&engine, args, &bar)?;
     let total = started.elapsed();
+    let cpu_after = (cpu::process_cpu(), engine.metrics().offload_cpu);
     bar.finish_and_clear();
     let checks = (0..args.reduces)
         .zip(blocks)
@@ -136,7 +138,13 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
     let store: Vec<_> = (0..args.reduces)
         .map(|r| engine.partition_store_stats(1, r).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
-    let times = report::Timings { map_stage: map_time, total, baseline };
+    // CPU over the timed part: the offload workers', and the rest of the
+    // process's (host threads: map and reduce tasks, the controller).
+    let delta = |a: Option<Duration>, b: Option<Duration>| Some(b?.saturating_sub(a?));
+    let offload_cpu = delta(cpu_before.1, cpu_after.1);
+    let host_cpu =
+        delta(cpu_before.0, cpu_after.0).zip(offload_cpu).map(|(all, off)| all.saturating_sub(off));
+    let times = report::Timings { map_stage: map_time, total, baseline, offload_cpu, host_cpu };
     Ok(report::Summary::new(args, &input, &engine, (map_stats, &store), times))
 }
 

@@ -21,6 +21,10 @@ pub(crate) struct Timings {
     pub(crate) map_stage: Duration,
     pub(crate) total: Duration,
     pub(crate) baseline: Option<Baseline>,
+    /// CPU time of the offload workers over the timed part.
+    pub(crate) offload_cpu: Option<Duration>,
+    /// CPU time of the rest of the process over the timed part.
+    pub(crate) host_cpu: Option<Duration>,
 }
 
 /// What a run did.
@@ -50,6 +54,8 @@ pub(crate) struct Summary {
     pub(crate) disk_bytes_written: u64,
     pub(crate) disk_writes: u64,
     pub(crate) disk_blocks_read: u64,
+    pub(crate) offload_cpu_seconds: Option<f64>,
+    pub(crate) host_cpu_seconds: Option<f64>,
     pub(crate) offload_busy_seconds: f64,
     pub(crate) reduce_busy_seconds: f64,
     pub(crate) host_migrated_busy_seconds: f64,
@@ -82,7 +88,7 @@ impl Summary {
         times: Timings,
     ) -> Summary {
         let (map, store) = totals;
-        let Timings { map_stage: map_time, total, baseline } = times;
+        let Timings { map_stage: map_time, total, baseline, offload_cpu, host_cpu } = times;
         let m = engine.metrics();
         let secs = total.as_secs_f64();
         let mbps = |s: f64| input.bytes as f64 / 1e6 / s;
@@ -125,6 +131,8 @@ impl Summary {
             disk_bytes_written: sum(|s| s.disk_bytes_written),
             disk_writes: sum(|s| s.disk_writes),
             disk_blocks_read: sum(|s| s.disk_blocks_read),
+            offload_cpu_seconds: offload_cpu.map(|d| d.as_secs_f64()),
+            host_cpu_seconds: host_cpu.map(|d| d.as_secs_f64()),
             offload_busy_seconds: m.offload_busy.as_secs_f64(),
             reduce_busy_seconds: m.reduce_busy.as_secs_f64(),
             host_migrated_busy_seconds: m.host_busy.as_secs_f64(),
@@ -185,6 +193,9 @@ impl Summary {
             mb(self.disk_bytes_written),
             self.disk_blocks_read
         );
+        if let (Some(o), Some(h)) = (self.offload_cpu_seconds, self.host_cpu_seconds) {
+            println!("  cpu                     offload threads {o:.2} s, host threads {h:.2} s");
+        }
         println!(
             "  busy                    offload {:.3} s (map segments), reduce side {:.3} s, host (migrated) {:.3} s",
             self.offload_busy_seconds, self.reduce_busy_seconds, self.host_migrated_busy_seconds
