@@ -212,8 +212,12 @@ impl Engine {
             let mut map = self.inner.shuffles.write().unwrap_or_else(|p| p.into_inner());
             map.remove(&id)
         };
-        removed.ok_or(EngineError::UnknownShuffle(id))?;
+        let state = removed.ok_or(EngineError::UnknownShuffle(id))?;
         self.inner.scheduler.remove_group(id);
+        // Reduce tasks still waiting on a partition wake with an error.
+        for p in &state.reduce {
+            p.abandon(&format!("shuffle {id} was unregistered"));
+        }
         Ok(())
     }
 
@@ -372,7 +376,8 @@ impl Inner {
     fn emulate_device(&self, busy: Duration) {
         let speed = self.config.device_speed;
         if speed > 0.0 && speed < 1.0 {
-            std::thread::sleep(busy.mul_f64(1.0 / speed - 1.0));
+            // Interrupted when the engine shuts down.
+            self.scheduler.pause(busy.mul_f64(1.0 / speed - 1.0));
         }
     }
 }
@@ -382,7 +387,10 @@ fn worker(inner: &Inner) {
     while let Some(job) = inner.scheduler.pop() {
         let t = Instant::now();
         let (side, bytes) = (job.side, job.bytes);
-        if !(job.run)() {
+        // Jobs contain their operators' panics; this keeps the worker
+        // alive should bookkeeping around them panic too.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job.run));
+        if !ran.unwrap_or(true) {
             // A host thread ran it first.
             continue;
         }

@@ -143,6 +143,10 @@ pub enum EngineError {
     /// Persisting or reading back a partition failed.
     #[error(transparent)]
     Spill(#[from] SpillError),
+    /// An operator panicked on some input; the attempt or partition it
+    /// worked for is void, the engine and every other shuffle go on.
+    #[error("an operator panicked: {0}")]
+    Panicked(String),
     /// An internal invariant did not hold (a bug, reported rather than
     /// answered wrongly).
     #[error("engine invariant broken: {0}")]
@@ -150,4 +154,15 @@ pub enum EngineError {
     /// Starting a thread failed.
     #[error("starting an engine thread failed: {0}")]
     Thread(#[source] std::io::Error),
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
 }

@@ -17,6 +17,15 @@
 //! - `reduce`, `store`: the second round per reduce partition and its
 //!   persisted result (memory within the budget, then checksummed disk).
 //!
+//! # Failures
+//! Misuse is a typed [`EngineError`] that leaves other shuffles alone. An
+//! operator that panics on some input voids the attempt (its commit
+//! returns [`EngineError::Panicked`] inside [`EngineError::Attempt`]) or
+//! fails the partition it worked for; workers survive. Unregistering a
+//! shuffle wakes reduce tasks waiting on its unfinished partitions with an
+//! error. Persisted partitions are checksummed; a corrupt block is an error
+//! naming the file and offset.
+//!
 //! # Memory
 //! The budget is split in three [`MemoryPool`](sluice_core::memory::MemoryPool)s:
 //! reduce-side results held in memory ([`RESULTS_SHARE_PERCENT`] of the

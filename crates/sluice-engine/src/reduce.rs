@@ -22,7 +22,7 @@ use sluice_core::reorg::pipeline::StageSpec;
 use sluice_core::reorg::sort::SortMerge;
 use sluice_core::reorg::{Emitter, SpillConfig};
 
-use crate::error::{EngineError, ShuffleId};
+use crate::error::{panic_message, EngineError, ShuffleId};
 use crate::store::{Store, StoreStats};
 
 /// The second-round operator of a partition.
@@ -123,6 +123,18 @@ impl ReducePartition {
     /// Takes one committed map output: its sorted runs (or plain blocks)
     /// for this partition.
     pub(crate) fn deliver(&self, runs: Vec<Vec<RecordBatch>>) {
+        self.contained(|| self.deliver_inner(runs));
+    }
+
+    /// Runs `f`; a panic in it fails the partition instead of the thread.
+    fn contained(&self, f: impl FnOnce()) {
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            let e = EngineError::Panicked(panic_message(&*payload));
+            self.fail(&self.wrap(e).to_string());
+        }
+    }
+
+    fn deliver_inner(&self, runs: Vec<Vec<RecordBatch>>) {
         let mut st = self.lock();
         let State::Collecting(second) = &mut *st else { return };
         let result = match second {
@@ -149,8 +161,23 @@ impl ReducePartition {
         self.ready.notify_all();
     }
 
+    /// Fails the partition if it is still collecting (its shuffle is being
+    /// unregistered): whoever waits for it wakes with an error.
+    pub(crate) fn abandon(&self, message: &str) {
+        let mut st = self.lock();
+        if matches!(*st, State::Collecting(_)) {
+            *st = State::Failed(message.to_string());
+            drop(st);
+            self.ready.notify_all();
+        }
+    }
+
     /// Runs the second round's final step and persists the result.
     pub(crate) fn finish(&self) {
+        self.contained(|| self.finish_inner());
+    }
+
+    fn finish_inner(&self) {
         let mut st = self.lock();
         if !matches!(*st, State::Collecting(_)) {
             // Failed already, or finished: nothing to do.

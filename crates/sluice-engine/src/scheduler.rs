@@ -55,6 +55,8 @@ struct Queues {
 pub(crate) struct Scheduler {
     queues: Mutex<Queues>,
     ready: Condvar,
+    /// Signalled once, by `close`.
+    closing: Condvar,
 }
 
 impl Scheduler {
@@ -140,6 +142,20 @@ impl Scheduler {
     pub(crate) fn close(&self) {
         self.lock().closed = true;
         self.ready.notify_all();
+        self.closing.notify_all();
+    }
+
+    /// Sleeps for `d`, or until the scheduler closes.
+    pub(crate) fn pause(&self, d: std::time::Duration) {
+        let deadline = std::time::Instant::now() + d;
+        let mut q = self.lock();
+        while !q.closed {
+            let now = std::time::Instant::now();
+            if now >= deadline {
+                return;
+            }
+            q = self.closing.wait_timeout(q, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use sluice_core::format::{BatchView, Layout, RecordBatch};
 
 use crate::attempt::Attempt;
 use crate::buffer::ProducedBuffer;
-use crate::error::EngineError;
+use crate::error::{panic_message, EngineError};
 use crate::shuffle::ShuffleState;
 
 /// A range of a produced buffer at record boundaries.
@@ -64,7 +64,13 @@ impl SegmentTask {
         };
         let bytes = batch.payload().get(s.start..s.end).unwrap_or_default();
         match BatchView::new(batch.layout(), s.records, bytes) {
-            Ok(view) => self.attempt.run_segment(&view, || self.state.pipeline()),
+            Ok(view) => {
+                let run = || self.attempt.run_segment(&view, || self.state.pipeline());
+                if let Err(p) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+                    // The pipeline it held unwound with it; the attempt is void.
+                    self.attempt.segment_failed(EngineError::Panicked(panic_message(&*p)));
+                }
+            }
             Err(e) => self.attempt.segment_failed(e.into()),
         }
         true

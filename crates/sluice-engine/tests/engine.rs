@@ -540,3 +540,103 @@ fn two_level_partitioning_by_node_then_reduce_id_stays_exact() {
     };
     assert!(matches!(e.register_shuffle(bad), Err(EngineError::BadShuffle { .. })));
 }
+
+/// A partitioner that panics on one key: an operator bug on some input.
+#[derive(Debug)]
+struct PanicsOn(Vec<u8>);
+
+impl Partitioner for PanicsOn {
+    fn partitions(&self) -> u32 {
+        2
+    }
+
+    fn partition(&self, key: &[u8]) -> u32 {
+        assert!(key != self.0.as_slice(), "the poisoned key");
+        u32::from(key.first().copied().unwrap_or(0) & 1)
+    }
+
+    fn name(&self) -> &'static str {
+        "panics-on"
+    }
+}
+
+#[test]
+fn an_operator_panic_voids_its_attempt_and_the_engine_goes_on() {
+    let dir = tempdir("panic");
+    // Migration off: the panic happens on an offload worker.
+    let config = EngineConfig { offload_threads: 1, migration: false, ..small_config(&dir) };
+    let e = Engine::new(config).expect("engine");
+    let poison = vec![0xEE; 8];
+    let spec = ShuffleSpec {
+        id: 30,
+        maps: 1,
+        layout: layout(),
+        partitioner: Arc::new(PanicsOn(poison.clone())),
+        op: StageSpec::None,
+        nodes: None,
+    };
+    e.register_shuffle(spec).expect("register");
+    let mut t = e.map_task(30, 0, 0).expect("task");
+    let mut b = t.buf_acquire(1 << 10).expect("acquire");
+    b.push(&[1; 8], &[0; 4]).expect("push");
+    b.push(&poison, &[0; 4]).expect("push");
+    t.buf_produce(b).expect("produce");
+    match t.commit() {
+        Err(EngineError::Attempt { source, .. }) => {
+            assert!(
+                matches!(*source, EngineError::Panicked(ref m) if m.contains("poisoned")),
+                "{source}"
+            );
+        }
+        other => panic!("expected the attempt to fail, got {other:?}"),
+    }
+    // The same worker still serves a new shuffle.
+    let maps = inputs(2, 3_000, 1 << 40, 12);
+    let spec = ShuffleSpec {
+        id: 31,
+        maps: 2,
+        layout: layout(),
+        partitioner: fold(3),
+        op: StageSpec::None,
+        nodes: None,
+    };
+    let parts = shuffle_all(&e, spec, &maps, 1);
+    assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
+}
+
+#[test]
+fn unregistering_wakes_reduce_tasks_waiting_on_unfinished_partitions() {
+    let dir = tempdir("unregister");
+    // A very slow device and no migration: partitions finish long after
+    // the map stage ends.
+    let config = EngineConfig {
+        offload_threads: 1,
+        migration: false,
+        device_speed: 0.001,
+        ..small_config(&dir)
+    };
+    let e = Engine::new(config).expect("engine");
+    let maps = inputs(1, 2_000, 1 << 40, 13);
+    let spec = ShuffleSpec {
+        id: 40,
+        maps: 1,
+        layout: layout(),
+        partitioner: fold(8),
+        op: StageSpec::Sort,
+        nodes: None,
+    };
+    e.register_shuffle(spec).expect("register");
+    run_map(&e, 40, 0, 0, &maps[0], 64 << 10);
+    e.end_map_stage(40).expect("end");
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| e.buf_consume(40, 7));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        e.unregister_shuffle(40).expect("unregister");
+        match waiter.join().expect("waiter") {
+            Err(EngineError::PartitionFailed { message, .. }) => {
+                assert!(message.contains("unregistered"), "{message}");
+            }
+            other => panic!("partition 7 finished before the unregister: {other:?}"),
+        }
+    });
+}
