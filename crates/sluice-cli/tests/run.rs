@@ -52,6 +52,10 @@ fn a_small_memory_budget_spills_to_disk_and_stays_exact() {
         assert!(s["disk_writes"].as_u64().unwrap_or(0) > 0, "{s}");
         assert!(s["disk_blocks_read"].as_u64().unwrap_or(0) > 0, "{s}");
     }
+    // The final aggregate under that budget spills sorted runs too.
+    let s = run("spill-runs", "aggregate", &["--memory-mib", "1", "--no-baseline"]);
+    assert!(s["reduce_side_spilled_runs"].as_u64().unwrap_or(0) > 0, "{s}");
+    assert!(s["reduce_side_spill_bytes"].as_u64().unwrap_or(0) > 0, "{s}");
 }
 
 #[test]

@@ -315,6 +315,17 @@ impl Engine {
         Ok(state.check_reduce(reduce)?.store_stats())
     }
 
+    /// Sorted runs a partition's final operator spilled to disk, and their
+    /// bytes (after it finished).
+    pub fn partition_operator_spills(
+        &self,
+        shuffle: ShuffleId,
+        reduce: u32,
+    ) -> Result<(u64, u64), EngineError> {
+        let state = self.shuffle(shuffle)?;
+        Ok(state.check_reduce(reduce)?.operator_spills())
+    }
+
     /// The spill file of a partition whose result went to disk.
     pub fn partition_disk_path(
         &self,

@@ -12,6 +12,7 @@
 //! spill sorted runs to disk when it refuses (see `sluice_core::reorg`);
 //! the result goes to a [`Store`] (memory while granted, then disk).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use sluice_core::format::{Layout, RecordBatch};
@@ -66,6 +67,9 @@ pub(crate) struct ReducePartition {
     results: MemoryPool,
     spill: SpillConfig,
     out_layout: Layout,
+    /// Runs the final operator spilled to disk, and their bytes.
+    spilled_runs: AtomicU64,
+    spilled_bytes: AtomicU64,
     state: Mutex<State>,
     ready: Condvar,
 }
@@ -107,6 +111,8 @@ impl ReducePartition {
             results: results.clone(),
             spill,
             out_layout,
+            spilled_runs: AtomicU64::new(0),
+            spilled_bytes: AtomicU64::new(0),
             state: Mutex::new(State::Collecting(second)),
             ready: Condvar::new(),
         }
@@ -195,6 +201,17 @@ impl ReducePartition {
         self.ready.notify_all();
     }
 
+    fn record_spills(&self, runs: u64, bytes: u64) {
+        self.spilled_runs.store(runs, Ordering::Relaxed);
+        self.spilled_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    /// Sorted runs the final operator wrote to disk, and their bytes
+    /// (known once the partition finished).
+    pub(crate) fn operator_spills(&self) -> (u64, u64) {
+        (self.spilled_runs.load(Ordering::Relaxed), self.spilled_bytes.load(Ordering::Relaxed))
+    }
+
     fn complete(&self, second: Second) -> Result<Store, EngineError> {
         let mut out = Emitter::new(self.out_layout);
         match second {
@@ -202,9 +219,21 @@ impl ReducePartition {
                 store.seal()?;
                 return Ok(store);
             }
-            Second::Aggregate(mut f) => f.finish(&mut out)?,
-            Second::Sort(mut m) => m.finish(&mut out)?,
-            Second::Distinct(mut f) => f.finish(&mut out)?,
+            Second::Aggregate(mut f) => {
+                f.finish(&mut out)?;
+                let s = f.stats();
+                self.record_spills(s.state_spills, s.spill_bytes);
+            }
+            Second::Sort(mut m) => {
+                m.finish(&mut out)?;
+                let s = m.stats();
+                self.record_spills(s.spilled_runs, s.spill_bytes);
+            }
+            Second::Distinct(mut f) => {
+                f.finish(&mut out)?;
+                let s = f.stats();
+                self.record_spills(s.state_spills, s.spill_bytes);
+            }
         }
         let mut store = Store::new(self.out_layout, &self.results, self.spill.clone());
         for b in out.into_batches() {

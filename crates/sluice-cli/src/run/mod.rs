@@ -138,6 +138,11 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
     let store: Vec<_> = (0..args.reduces)
         .map(|r| engine.partition_store_stats(1, r).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
+    let mut reduce_spills = (0, 0);
+    for r in 0..args.reduces {
+        let (runs, bytes) = engine.partition_operator_spills(1, r).map_err(|e| e.to_string())?;
+        reduce_spills = (reduce_spills.0 + runs, reduce_spills.1 + bytes);
+    }
     // CPU over the timed part: the offload workers', and the rest of the
     // process's (host threads: map and reduce tasks, the controller).
     let delta = |a: Option<Duration>, b: Option<Duration>| Some(b?.saturating_sub(a?));
@@ -145,7 +150,7 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
     let host_cpu =
         delta(cpu_before.0, cpu_after.0).zip(offload_cpu).map(|(all, off)| all.saturating_sub(off));
     let times = report::Timings { map_stage: map_time, total, baseline, offload_cpu, host_cpu };
-    Ok(report::Summary::new(args, &input, &engine, (map_stats, &store), times))
+    Ok(report::Summary::new(args, &input, &engine, (map_stats, &store, reduce_spills), times))
 }
 
 /// Map tasks on host threads, each taking the next map id.

@@ -48,6 +48,9 @@ pub(crate) struct Summary {
     pub(crate) shuffled_bytes: u64,
     pub(crate) shuffled_records: u64,
     pub(crate) map_side_spills: u64,
+    /// Sorted runs the reduce side's final operators spilled to disk.
+    pub(crate) reduce_side_spilled_runs: u64,
+    pub(crate) reduce_side_spill_bytes: u64,
     pub(crate) aggregation_rate: Option<f64>,
     pub(crate) result_bytes: u64,
     pub(crate) result_bytes_on_disk: u64,
@@ -84,10 +87,10 @@ impl Summary {
         args: &RunArgs,
         input: &Input,
         engine: &Engine,
-        totals: (MapSideStats, &[StoreStats]),
+        totals: (MapSideStats, &[StoreStats], (u64, u64)),
         times: Timings,
     ) -> Summary {
-        let (map, store) = totals;
+        let (map, store, reduce_spills) = totals;
         let Timings { map_stage: map_time, total, baseline, offload_cpu, host_cpu } = times;
         let m = engine.metrics();
         let secs = total.as_secs_f64();
@@ -125,6 +128,8 @@ impl Summary {
             shuffled_bytes: map.output_bytes,
             shuffled_records: map.output_records,
             map_side_spills: map.spills,
+            reduce_side_spilled_runs: reduce_spills.0,
+            reduce_side_spill_bytes: reduce_spills.1,
             aggregation_rate,
             result_bytes: sum(|s| s.bytes),
             result_bytes_on_disk: sum(|s| s.disk_payload_bytes),
@@ -181,6 +186,11 @@ impl Summary {
             mb(self.shuffled_bytes),
             self.shuffled_records,
             self.map_side_spills
+        );
+        println!(
+            "  reduce-side spills      {} runs, {:.1} MB written",
+            self.reduce_side_spilled_runs,
+            mb(self.reduce_side_spill_bytes)
         );
         if let Some(a) = self.aggregation_rate {
             println!("  aggregation rate        {a:.3}");
