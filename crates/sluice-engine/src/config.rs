@@ -53,9 +53,12 @@ pub struct EngineConfig {
     /// (0, 1]: a worker that took `t` for a segment then idles
     /// `t (1 / speed - 1)`, emulating a weaker device.
     pub device_speed: f64,
-    /// Liquid offloading: move work to the producing threads when the
-    /// offload workers fall behind.
+    /// Liquid offloading: move work to host threads when the offload
+    /// workers fall behind.
     pub migration: bool,
+    /// Extra host threads for migrated segments; 0: the producing map
+    /// tasks run their migrated share themselves.
+    pub host_threads: usize,
     /// What a full buffer pool does to `buf_acquire`.
     pub backpressure: Backpressure,
 }
@@ -72,6 +75,7 @@ impl Default for EngineConfig {
             spill_dir: std::env::temp_dir(),
             device_speed: 1.0,
             migration: true,
+            host_threads: 0,
             backpressure: Backpressure::Wait,
         }
     }

@@ -35,6 +35,9 @@ use crate::{EngineConfig, RESULTS_SHARE_PERCENT};
 /// of a thread name).
 pub const OFFLOAD_THREAD_NAME: &str = "sluice-offload";
 
+/// Name prefix of the extra host threads.
+pub const HOST_THREAD_NAME: &str = "sluice-host";
+
 /// Counters of a running engine.
 #[derive(Debug, Default)]
 struct Counters {
@@ -51,6 +54,8 @@ struct Inner {
     results: MemoryPool,
     spill: SpillConfig,
     scheduler: Scheduler,
+    /// Migrated segments waiting for an extra host thread.
+    host_queue: Scheduler,
     shuffles: RwLock<std::collections::HashMap<ShuffleId, Arc<ShuffleState>>>,
     liquid: Arc<Liquid>,
     counters: Counters,
@@ -111,6 +116,7 @@ impl Engine {
             results: MemoryPool::new(config.memory_budget - operators(config.memory_budget)),
             spill: SpillConfig { dir: config.spill_dir.clone(), ..SpillConfig::default() },
             scheduler: Scheduler::default(),
+            host_queue: Scheduler::default(),
             shuffles: RwLock::new(std::collections::HashMap::new()),
             liquid: Arc::new(Liquid::new(config.migration)),
             counters: Counters::default(),
@@ -133,6 +139,16 @@ impl Engine {
                     }
                     worker(&inner);
                 })
+                .map_err(EngineError::Thread)?;
+            engine.threads.push(t);
+        }
+        let host_threads =
+            if engine.inner.config.migration { engine.inner.config.host_threads } else { 0 };
+        for i in 0..host_threads {
+            let inner = engine.inner.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("{HOST_THREAD_NAME}-{i}"))
+                .spawn(move || host_worker(&inner))
                 .map_err(EngineError::Thread)?;
             engine.threads.push(t);
         }
@@ -202,6 +218,7 @@ impl Engine {
         }
         map.insert(id, Arc::new(state));
         self.inner.scheduler.add_group(id);
+        self.inner.host_queue.add_group(id);
         Ok(())
     }
 
@@ -214,6 +231,7 @@ impl Engine {
         };
         let state = removed.ok_or(EngineError::UnknownShuffle(id))?;
         self.inner.scheduler.remove_group(id);
+        self.inner.host_queue.remove_group(id);
         // Reduce tasks still waiting on a partition wake with an error.
         for p in &state.reduce {
             p.abandon(&format!("shuffle {id} was unregistered"));
@@ -366,6 +384,7 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.inner.scheduler.close();
+        self.inner.host_queue.close();
         self.inner.liquid.stop();
         for t in self.threads.drain(..) {
             let _ = t.join();
@@ -389,6 +408,20 @@ impl Inner {
         if speed > 0.0 && speed < 1.0 {
             // Interrupted when the engine shuts down.
             self.scheduler.pause(busy.mul_f64(1.0 / speed - 1.0));
+        }
+    }
+}
+
+/// An extra host thread: runs migrated segments at host speed until the
+/// engine shuts down.
+fn host_worker(inner: &Inner) {
+    while let Some(job) = inner.host_queue.pop() {
+        let t = Instant::now();
+        let bytes = job.bytes;
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job.run));
+        if ran.unwrap_or(true) {
+            inner.counters.host_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            inner.liquid.migrated.fetch_add(bytes as u64, Ordering::Relaxed);
         }
     }
 }
@@ -484,8 +517,21 @@ impl MapTask<'_> {
         // If the shuffle is gone the jobs are dropped unrun, and each counts
         // as a failed segment of the attempt (see `SegmentTask`'s drop).
         inner.scheduler.push(self.owner.shuffle, jobs);
-        for task in host {
-            self.run_here(&task);
+        if inner.config.host_threads > 0 {
+            // The extra host threads take the migrated share; the commit
+            // still runs whatever of it is left.
+            let jobs = host
+                .into_iter()
+                .map(|task| {
+                    self.pending.push(Arc::downgrade(&task));
+                    Job { bytes: task.bytes(), side: Side::Map, run: Box::new(move || task.run()) }
+                })
+                .collect();
+            inner.host_queue.push(self.owner.shuffle, jobs);
+        } else {
+            for task in host {
+                self.run_here(&task);
+            }
         }
         Ok(())
     }

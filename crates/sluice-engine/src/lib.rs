@@ -56,7 +56,9 @@ pub use config::{
     Backpressure, EngineConfig, BUFFER_POOL_BYTES_DEFAULT, MEMORY_BUDGET_DEFAULT,
     RESULTS_SHARE_PERCENT, SEGMENT_BYTES_DEFAULT, SPILL_THRESHOLD_DEFAULT,
 };
-pub use engine::{Engine, EngineMetrics, MapTask, ReduceBlock, OFFLOAD_THREAD_NAME};
+pub use engine::{
+    Engine, EngineMetrics, MapTask, ReduceBlock, HOST_THREAD_NAME, OFFLOAD_THREAD_NAME,
+};
 pub use error::{EngineError, ShuffleId};
 pub use liquid::Decision;
 pub use shuffle::{

@@ -23,10 +23,11 @@
 //! The window is half the mean duration of the map tasks committed so far
 //! ([`WINDOWS_PER_TASK`]; SmartShuffle sizes it from the map tasks),
 //! within [`WINDOW_MIN`] and [`WINDOW_MAX`], and [`WINDOW_DEFAULT`] before
-//! any commits. The host
-//! workers are the producing map tasks' own threads: `buf_produce` runs its
-//! share of segments in place, the same pipeline code the offload workers
-//! run. Every change of the share is recorded as a [`Decision`].
+//! any commits. The host workers are the producing map tasks' own threads
+//! (`buf_produce` runs its share of segments in place), or the engine's
+//! `host_threads` extra threads when configured; either runs the same
+//! pipeline code the offload workers run. Every change of the share is
+//! recorded as a [`Decision`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

@@ -312,6 +312,33 @@ fn a_slow_device_moves_work_to_the_map_threads_and_results_stay_exact() {
 }
 
 #[test]
+fn extra_host_threads_take_the_migrated_share() {
+    let dir = tempdir("hostthreads");
+    let config = EngineConfig {
+        offload_threads: 1,
+        device_speed: 0.05,
+        host_threads: 1,
+        ..small_config(&dir)
+    };
+    let e = Engine::new(config).expect("engine");
+    let maps = inputs(6, 25_000, 10_000, 14);
+    let f = fold(3);
+    let spec = ShuffleSpec {
+        id: 15,
+        maps: 6,
+        layout: layout(),
+        partitioner: f.clone(),
+        op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
+        nodes: None,
+    };
+    let parts = shuffle_all(&e, spec, &maps, 1);
+    check_sums(&parts, &sums(&maps), &*f);
+    let m = e.metrics();
+    assert!(m.migrated_bytes > 0, "{m:?}");
+    assert_eq!(m.offload_bytes + m.migrated_bytes, m.produced_bytes);
+}
+
+#[test]
 fn without_migration_nothing_moves() {
     let dir = tempdir("nomigration");
     let config = EngineConfig { device_speed: 0.2, migration: false, ..small_config(&dir) };

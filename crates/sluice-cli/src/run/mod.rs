@@ -67,6 +67,9 @@ pub(crate) struct RunArgs {
     /// Turn liquid offloading off.
     #[arg(long)]
     pub(crate) no_migration: bool,
+    /// Extra host threads for migrated work (0: the map threads run it).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) host_threads: usize,
     /// Directory for spilled state and persisted partitions.
     #[arg(long)]
     pub(crate) spill_dir: Option<PathBuf>,
@@ -101,6 +104,7 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
         memory_budget: args.memory_mib << 20,
         device_speed: args.device_speed,
         migration: !args.no_migration,
+        host_threads: args.host_threads,
         spill_dir: args.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         ..EngineConfig::default()
     };
