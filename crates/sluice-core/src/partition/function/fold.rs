@@ -21,8 +21,9 @@
 //! Implementation: the key is first folded to one 64-bit word (8-byte words,
 //! odd words bit-reversed; a zero-padded tail), which is the same bit string
 //! fold at row width 64; that word is then folded down to `k` bits with the
-//! same zig-zag rule. Keys of at most 8 bytes therefore cost one load and
-//! `ceil(64 / k)` row steps.
+//! same zig-zag rule by halving shifts ([`fold_to`]). Keys of at most 8
+//! bytes therefore cost one load and `ceil(log2(64 / 2k))` shift steps,
+//! constants for every `k` up to 16.
 
 use super::{check_partitions, reduce, FastPartition, Partitioner};
 use crate::format::{BatchView, Layout};
@@ -71,47 +72,26 @@ fn fold64(key: &[u8]) -> u64 {
 
 /// `x` folded to `k` bits (1 <= k <= 63) with alternate rows reversed.
 ///
-/// Odd rows are read, already reversed, out of `x.reverse_bits()` (one
-/// instruction sequence for the whole word instead of one per row): bit
-/// `lo + t` of `x` sits at bit `63 - lo - t` of the reversed word and must
-/// land at bit `k - 1 - t`.
+/// Rows of one parity lie `2k` bits apart, so XOR-folding the word onto
+/// itself by shifts of `2k`, `4k`, `8k`, ... (while below 64) gathers, in
+/// bits `0..2k`, the XOR of every even row (low `k` bits) and of every odd
+/// row (next `k` bits): after shifts by `2k * 2^i` for `i < m`, bit `b` is
+/// the XOR of bits `b + 2kj` for `j < 2^m`, and `2^m * 2k >= 64` covers the
+/// word (bits past 63 are the zero padding of the last row). Reversal
+/// distributes over XOR, so only the folded odd row is reversed. With `k`
+/// a constant the shifts unroll: `ceil(log2(64 / 2k))` steps.
 #[inline(always)]
 fn fold_to(x: u64, k: u32) -> u64 {
-    if k.is_power_of_two() && k <= 16 {
-        return fold_to_pow2(x, k);
+    if k == 0 || k >= 64 {
+        // One partition (and no row width beyond the word).
+        return 0;
     }
     let mask = (1u64 << k) - 1;
-    let rev = x.reverse_bits();
-    let mut out = 0u64;
-    let mut lo = 0u32;
-    while lo < 64 {
-        out ^= (x >> lo) & mask;
-        let odd = lo + k;
-        if odd >= 64 {
-            break;
-        }
-        let reversed = if odd + k <= 64 { rev >> (64 - odd - k) } else { rev << (odd + k - 64) };
-        out ^= reversed & mask;
-        lo = odd + k;
-    }
-    out
-}
-
-/// [`fold_to`] for `k` in {1, 2, 4, 8, 16}: the word is XOR-folded by
-/// halving shifts down to two rows (64 / 2k is a power of two, so rows of
-/// one parity stay aligned), and only the folded odd row is reversed
-/// (reversal distributes over XOR).
-#[inline(always)]
-fn fold_to_pow2(x: u64, k: u32) -> u64 {
-    let mask = (1u64 << k) - 1;
-    // Shifts by multiples of 2k keep even rows on even rows and odd on odd:
-    // after folding down to 2k bits, the low k bits are the XOR of the even
-    // rows and the next k bits the XOR of the odd rows.
     let mut v = x;
-    let mut s = 32;
-    while s >= 2 * k {
+    let mut s = 2 * k;
+    while s < 64 {
         v ^= v >> s;
-        s /= 2;
+        s *= 2;
     }
     let e = v & mask;
     let o = (v >> k) & mask;
@@ -139,11 +119,53 @@ const REVERSED_BYTES: [u8; 256] = {
     t
 };
 
-/// [`fold_to_pow2`] with the row width a constant: the partition of an
-/// 8-byte key read as a little-endian word, for `2^K` partitions.
+/// [`fold_to`] with the row width a constant: the partition of an 8-byte
+/// key read as a little-endian word, for `2^K` partitions.
 #[inline(always)]
 pub(crate) fn fold_const<const K: u32>(x: u64) -> u64 {
-    fold_to_pow2(x, K)
+    fold_to(x, K)
+}
+
+/// Calls `$f::<K, G..>($args)` with `K = $bits` a constant for 1..=16
+/// (the partition counts 2 to 65,536), `$f::<0, G..>` otherwise; further
+/// generic arguments go in brackets: `dispatch_fold_bits!(k, f[W](x))`.
+macro_rules! dispatch_fold_bits {
+    ($bits:expr, $f:ident $([$($g:tt),*])? ( $($arg:expr),* $(,)? )) => {
+        dispatch_fold_bits!(@ $bits, $f, [$($($g),*)?], ($($arg),*))
+    };
+    (@ $bits:expr, $f:ident, [$($g:tt),*], ($($arg:expr),*)) => {
+        match $bits {
+            1 => $f::<1 $(, $g)*>($($arg),*),
+            2 => $f::<2 $(, $g)*>($($arg),*),
+            3 => $f::<3 $(, $g)*>($($arg),*),
+            4 => $f::<4 $(, $g)*>($($arg),*),
+            5 => $f::<5 $(, $g)*>($($arg),*),
+            6 => $f::<6 $(, $g)*>($($arg),*),
+            7 => $f::<7 $(, $g)*>($($arg),*),
+            8 => $f::<8 $(, $g)*>($($arg),*),
+            9 => $f::<9 $(, $g)*>($($arg),*),
+            10 => $f::<10 $(, $g)*>($($arg),*),
+            11 => $f::<11 $(, $g)*>($($arg),*),
+            12 => $f::<12 $(, $g)*>($($arg),*),
+            13 => $f::<13 $(, $g)*>($($arg),*),
+            14 => $f::<14 $(, $g)*>($($arg),*),
+            15 => $f::<15 $(, $g)*>($($arg),*),
+            16 => $f::<16 $(, $g)*>($($arg),*),
+            _ => $f::<0 $(, $g)*>($($arg),*),
+        }
+    };
+}
+pub(crate) use dispatch_fold_bits;
+
+/// Partitions of 8-byte keys (records `recs`) into `2^k` partitions, with
+/// `K = k` a constant (`K = 0`: `k` at run time).
+fn fold_batch<const K: u32>(recs: std::slice::ChunksExact<'_, u8>, k: u32, out: &mut Vec<u32>) {
+    let key8 = |r: &[u8]| r.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b));
+    if K == 0 {
+        out.extend(recs.map(|r| fold_to(key8(r), k) as u32));
+    } else {
+        out.extend(recs.map(|r| fold_const::<K>(key8(r)) as u32));
+    }
 }
 
 /// The definition, one row at a time (kept to test [`fold_to`] against).
@@ -184,7 +206,7 @@ impl Partitioner for FoldHash {
 
     fn fast_path(&self) -> Option<FastPartition> {
         match self.bits {
-            Some(bits @ (1 | 2 | 4 | 8 | 16)) => Some(FastPartition::Fold8 { bits }),
+            Some(bits @ 1..=16) => Some(FastPartition::Fold8 { bits }),
             _ => None,
         }
     }
@@ -200,14 +222,8 @@ impl Partitioner for FoldHash {
         let recs = view.payload().chunks_exact(width);
         // The common case, an 8-byte key into 2^k partitions, with `k`
         // known at compile time so the folding shifts are constants.
-        let key8 = |r: &[u8]| r.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b));
         match (self.bits, kw) {
-            (Some(1), 8) => out.extend(recs.map(|r| fold_const::<1>(key8(r)) as u32)),
-            (Some(2), 8) => out.extend(recs.map(|r| fold_const::<2>(key8(r)) as u32)),
-            (Some(4), 8) => out.extend(recs.map(|r| fold_const::<4>(key8(r)) as u32)),
-            (Some(8), 8) => out.extend(recs.map(|r| fold_const::<8>(key8(r)) as u32)),
-            (Some(16), 8) => out.extend(recs.map(|r| fold_const::<16>(key8(r)) as u32)),
-            (Some(k), 8) if k > 0 => out.extend(recs.map(|r| fold_to(key8(r), k) as u32)),
+            (Some(k), 8) if k > 0 => dispatch_fold_bits!(k, fold_batch(recs, k, out)),
             _ => out.extend(recs.map(|r| self.partition(&r[..kw]))),
         }
     }

@@ -73,7 +73,7 @@ pub enum FastPartition {
     /// of at least 4 bytes): the thesis's mask function.
     Mask(u32),
     /// PSACS's fold of an 8-byte key (little-endian word) into `bits` bits,
-    /// `bits` in {1, 2, 4, 8, 16}.
+    /// `bits` in 1..=16.
     Fold8 {
         /// log2 of the partition count.
         bits: u32,

@@ -26,7 +26,7 @@
 use super::{dispatch_width, fixed_chunks, for_each_raw, PartitionJob, PartitionStrategy};
 use crate::format::BatchView;
 use crate::partition::fixed_writer::FixedPageWriter;
-use crate::partition::function::fold::fold_const;
+use crate::partition::function::fold::{dispatch_fold_bits, fold_const};
 use crate::partition::function::FastPartition;
 use crate::partition::output::{Partitioned, PartitionedPages};
 use crate::partition::page::{Page, PageChain};
@@ -123,15 +123,8 @@ fn local_fixed<const W: usize>(job: &PartitionJob<'_>, t: usize, width: usize) -
             });
             return chains_of(writer);
         }
-        (Some(FastPartition::Fold8 { bits }), 8) => {
-            let key8 = |rec: &[u8]| rec.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b));
-            match bits {
-                1 => fused::<W>(job, t, width, &mut writer, |r| fold_const::<1>(key8(r)) as usize),
-                2 => fused::<W>(job, t, width, &mut writer, |r| fold_const::<2>(key8(r)) as usize),
-                4 => fused::<W>(job, t, width, &mut writer, |r| fold_const::<4>(key8(r)) as usize),
-                8 => fused::<W>(job, t, width, &mut writer, |r| fold_const::<8>(key8(r)) as usize),
-                _ => fused::<W>(job, t, width, &mut writer, |r| fold_const::<16>(key8(r)) as usize),
-            }
+        (Some(FastPartition::Fold8 { bits }), 8) if (1..=16).contains(&bits) => {
+            dispatch_fold_bits!(bits, fused_fold[W](job, t, width, &mut writer));
             return chains_of(writer);
         }
         _ => {}
@@ -145,6 +138,18 @@ fn local_fixed<const W: usize>(job: &PartitionJob<'_>, t: usize, width: usize) -
         }
     }
     chains_of(writer)
+}
+
+/// [`fused`] with the fold hash into `2^K` partitions (`K` in 1..=16;
+/// never called with 0, which the dispatch's fallback arm names).
+fn fused_fold<const K: u32, const W: usize>(
+    job: &PartitionJob<'_>,
+    t: usize,
+    width: usize,
+    writer: &mut FixedPageWriter<'_>,
+) {
+    let key8 = |rec: &[u8]| rec.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b));
+    fused::<W>(job, t, width, writer, |r| fold_const::<K>(key8(r)) as usize);
 }
 
 /// Phase 1 with the partition computed in the copy loop by `pid`.
