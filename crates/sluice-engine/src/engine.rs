@@ -576,11 +576,7 @@ impl MapTask<'_> {
         let mut stats = MapSideStats::default();
         for mut p in pipelines {
             let s = p.finish().map_err(|e| wrap(e.into()))?;
-            stats.input_records += s.input_records;
-            stats.input_bytes += s.input_bytes;
-            stats.output_records += s.output_records;
-            stats.output_bytes += s.output_bytes;
-            stats.spills += s.spills;
+            stats.add(&s);
             for (d, runs) in per_dest.iter_mut().enumerate() {
                 runs.extend(p.take_runs(d).into_iter().filter(|r| !r.is_empty()));
             }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
 use sluice_core::partition::{PagePool, Partitioner, PAGE_BYTES_DEFAULT};
-use sluice_core::reorg::pipeline::{MapPipeline, StageSpec};
+use sluice_core::reorg::pipeline::{MapPipeline, PipelineStats, StageSpec};
 use sluice_core::reorg::SpillConfig;
 
 use crate::error::{EngineError, ShuffleId};
@@ -59,20 +59,9 @@ pub enum Commit {
     Duplicate,
 }
 
-/// Totals of a shuffle's map side.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct MapSideStats {
-    /// Input records of committed attempts.
-    pub input_records: u64,
-    /// Input payload bytes of committed attempts.
-    pub input_bytes: u64,
-    /// Records sent to the reduce side.
-    pub output_records: u64,
-    /// Payload bytes sent to the reduce side.
-    pub output_bytes: u64,
-    /// Operator spills (state spills, passed-through records, sorted runs).
-    pub spills: u64,
-}
+/// Totals of a shuffle's map side (committed attempts' pipelines; output
+/// is what was sent to the reduce side).
+pub type MapSideStats = PipelineStats;
 
 #[derive(Debug)]
 struct Maps {
@@ -219,12 +208,7 @@ impl ShuffleState {
         }
         *slot = Some(attempt);
         m.deliveries += deliveries;
-        let s = &mut m.stats;
-        s.input_records += stats.input_records;
-        s.input_bytes += stats.input_bytes;
-        s.output_records += stats.output_records;
-        s.output_bytes += stats.output_bytes;
-        s.spills += stats.spills;
+        m.stats.add(&stats);
         Ok(Commit::Accepted)
     }
 

@@ -183,11 +183,7 @@ fn run_once(
     let mut total = PipelineStats::default();
     for r in results {
         let s = r?;
-        total.input_records += s.input_records;
-        total.input_bytes += s.input_bytes;
-        total.output_records += s.output_records;
-        total.output_bytes += s.output_bytes;
-        total.spills += s.spills;
+        total.add(&s);
     }
     Ok((t, total))
 }

@@ -73,6 +73,17 @@ pub struct PipelineStats {
     pub spills: u64,
 }
 
+impl PipelineStats {
+    /// Adds another pipeline's totals to these.
+    pub fn add(&mut self, o: &PipelineStats) {
+        self.input_records += o.input_records;
+        self.input_bytes += o.input_bytes;
+        self.output_records += o.output_records;
+        self.output_bytes += o.output_bytes;
+        self.spills += o.spills;
+    }
+}
+
 /// A map-side worker: partitioner, per-destination operators and outputs.
 #[derive(Debug)]
 pub struct MapPipeline {
