@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use sluice_core::format::{Layout, RecordBatch};
+use sluice_core::format::{BatchView, Layout, RecordBatch};
 
 use crate::error::{EngineError, ShuffleId};
 use crate::Backpressure;
@@ -201,6 +201,25 @@ impl MapBuffer {
         }
         match self.batch.as_mut() {
             Some(b) => Ok(b.push(key, value)?),
+            None => Err(EngineError::UnknownBuffer { buffer: self.id }),
+        }
+    }
+
+    /// Appends every record of a validated view (one copy of its payload,
+    /// for callers that filled their own memory, such as a JVM's direct
+    /// buffer); a view larger than the room left is a typed error and
+    /// leaves the buffer as it was.
+    pub fn extend(&mut self, view: &BatchView<'_>) -> Result<(), EngineError> {
+        let need = view.payload().len();
+        if need > self.room() {
+            return Err(EngineError::RecordTooLarge {
+                record: need,
+                room: self.room(),
+                capacity: self.capacity,
+            });
+        }
+        match self.batch.as_mut() {
+            Some(b) => Ok(b.extend_view(view)?),
             None => Err(EngineError::UnknownBuffer { buffer: self.id }),
         }
     }

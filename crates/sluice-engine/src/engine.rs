@@ -560,27 +560,8 @@ impl MapTask<'_> {
     /// other attempt of the map id committed first, sends the output to
     /// the reduce side.
     pub fn commit(mut self) -> Result<Commit, EngineError> {
-        self.done = true;
         let (shuffle, map, attempt) = (self.owner.shuffle, self.owner.map, self.owner.attempt);
-        let wrap =
-            |e: EngineError| EngineError::Attempt { shuffle, map, attempt, source: Box::new(e) };
-        if self.engine.inner.liquid.enabled {
-            self.help();
-        }
-        let pipelines = self.attempt.drain().map_err(|e| {
-            self.state.void_attempt();
-            wrap(e)
-        })?;
-        let parts = self.state.destinations as usize;
-        let mut per_dest: Vec<Vec<Vec<RecordBatch>>> = (0..parts).map(|_| Vec::new()).collect();
-        let mut stats = MapSideStats::default();
-        for mut p in pipelines {
-            let s = p.finish().map_err(|e| wrap(e.into()))?;
-            stats.add(&s);
-            for (d, runs) in per_dest.iter_mut().enumerate() {
-                runs.extend(p.take_runs(d).into_iter().filter(|r| !r.is_empty()));
-            }
-        }
+        let (per_dest, stats) = self.collect_output()?;
         let deliveries: Vec<(usize, Vec<Vec<RecordBatch>>)> =
             per_dest.into_iter().enumerate().filter(|(_, r)| !r.is_empty()).collect();
         let outcome = self.state.claim(map, attempt, deliveries.len(), stats)?;
@@ -626,6 +607,47 @@ impl MapTask<'_> {
         Ok(outcome)
     }
 
+    /// Waits for the attempt's segments and flushes its pipelines: per
+    /// destination, its runs (each a sequence of batches), and the
+    /// attempt's totals. Marks the attempt done.
+    fn collect_output(&mut self) -> Result<(DestinationRuns, MapSideStats), EngineError> {
+        self.done = true;
+        let (shuffle, map, attempt) = (self.owner.shuffle, self.owner.map, self.owner.attempt);
+        let wrap =
+            |e: EngineError| EngineError::Attempt { shuffle, map, attempt, source: Box::new(e) };
+        if self.engine.inner.liquid.enabled {
+            self.help();
+        }
+        let pipelines = self.attempt.drain().map_err(|e| {
+            self.state.void_attempt();
+            wrap(e)
+        })?;
+        let parts = self.state.destinations as usize;
+        let mut per_dest: Vec<Vec<Vec<RecordBatch>>> = (0..parts).map(|_| Vec::new()).collect();
+        let mut stats = MapSideStats::default();
+        for mut p in pipelines {
+            let s = p.finish().map_err(|e| wrap(e.into()))?;
+            stats.add(&s);
+            for (d, runs) in per_dest.iter_mut().enumerate() {
+                runs.extend(p.take_runs(d).into_iter().filter(|r| !r.is_empty()));
+            }
+        }
+        Ok((per_dest, stats))
+    }
+
+    /// Ends the attempt for an external reduce side (a host engine such as
+    /// Spark, which stores and serves map outputs itself): waits for the
+    /// segments, flushes the pipelines and returns, per destination, its
+    /// runs (each a sequence of batches; one run per destination when the
+    /// shuffle's operator does not sort) and the attempt's totals. Nothing
+    /// is claimed or delivered to this engine's reduce side; the host
+    /// decides which attempt's output counts.
+    pub fn finish_output(mut self) -> Result<(DestinationRuns, MapSideStats), EngineError> {
+        let out = self.collect_output()?;
+        self.engine.inner.liquid.task_done(self.started.elapsed());
+        Ok(out)
+    }
+
     /// Gives the attempt up (as dropping it does).
     pub fn abort(mut self) {
         self.give_up();
@@ -645,6 +667,10 @@ impl Drop for MapTask<'_> {
         self.give_up();
     }
 }
+
+/// A map attempt's output: per destination, its runs, each a sequence of
+/// batches.
+pub type DestinationRuns = Vec<Vec<Vec<RecordBatch>>>;
 
 /// An output block of a reduce partition, handed to a reduce task.
 #[derive(Debug)]

@@ -178,6 +178,26 @@ impl RecordBatch {
         Ok(())
     }
 
+    /// Appends every record of a validated view in the same layout (one
+    /// copy of its payload). On error the batch is unchanged.
+    pub fn extend_view(&mut self, view: &BatchView<'_>) -> Result<(), FormatError> {
+        if view.layout != self.layout {
+            return Err(FormatError::InconsistentLengths {
+                detail: format!("appending {:?} records to a {:?} batch", view.layout, self.layout),
+            });
+        }
+        let needed = self.data.len() as u64 + view.data.len() as u64;
+        if needed > BLOCK_UNCOMPRESSED_BYTES_MAX as u64 {
+            return Err(FormatError::BatchFull {
+                needed,
+                max: BLOCK_UNCOMPRESSED_BYTES_MAX as u64,
+            });
+        }
+        self.data.extend_from_slice(view.data);
+        self.count += view.count;
+        Ok(())
+    }
+
     /// Appends one fixed-width record's bytes, already validated by the
     /// caller (a gather out of a validated payload in this layout).
     #[inline]

@@ -1,0 +1,127 @@
+//! The process-wide engine a JVM embeds, and the map attempts it runs for
+//! the JVM, in plain Rust (the JNI entry points in `lib.rs` only convert).
+//!
+//! One [`Engine`] per process (a Spark executor): its offload threads and
+//! buffer pool are shared by every task and shuffle of the executor, which
+//! is SmartShuffle's per-node agent. It is created by the first
+//! [`open_engine`] and lives until the process ends; later calls get the
+//! same engine whatever settings they pass. Engine shuffle ids come from a
+//! process-wide counter, so the shuffles of successive host contexts in
+//! one JVM (whose ids restart at 0) never collide.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use sluice_core::format::{Codec, Layout};
+use sluice_core::reorg::pipeline::StageSpec;
+use sluice_engine::{Engine, EngineConfig, MapTask, ShuffleSpec};
+
+use crate::error::{BridgeError, BridgeResult};
+use crate::map::{check_buffer, write_output};
+use crate::partitioner::PartitionIdPartitioner;
+
+static ENGINE: OnceLock<Engine> = OnceLock::new();
+static ENGINE_INIT: Mutex<()> = Mutex::new(());
+static NEXT_SHUFFLE: AtomicU32 = AtomicU32::new(1);
+
+/// Settings the host passes when it first opens the engine.
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    /// Offload worker threads (the engine's own core budget).
+    pub offload_threads: usize,
+    /// Bytes of map buffers in flight before producers wait.
+    pub buffer_pool_bytes: usize,
+    /// Engine memory budget in bytes.
+    pub memory_budget: usize,
+    /// Directory for the engine's spill files.
+    pub spill_dir: PathBuf,
+}
+
+/// The process's engine, created with `settings` on the first call.
+pub fn open_engine(settings: &HostSettings) -> BridgeResult<&'static Engine> {
+    if let Some(e) = ENGINE.get() {
+        return Ok(e);
+    }
+    let _guard = ENGINE_INIT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(e) = ENGINE.get() {
+        return Ok(e);
+    }
+    let config = EngineConfig {
+        offload_threads: settings.offload_threads.max(1),
+        buffer_pool_bytes: settings.buffer_pool_bytes,
+        memory_budget: settings.memory_budget,
+        spill_dir: settings.spill_dir.clone(),
+        ..EngineConfig::default()
+    };
+    let engine = Engine::new(config)?;
+    Ok(ENGINE.get_or_init(|| engine))
+}
+
+/// The engine, if it was opened.
+pub fn engine() -> BridgeResult<&'static Engine> {
+    ENGINE.get().ok_or_else(|| BridgeError::Argument("the Sluice engine was not opened".into()))
+}
+
+/// Registers a host-partitioned shuffle of `partitions` reduce partitions
+/// and `maps` map tasks; returns its engine id.
+pub fn register_shuffle(partitions: u32, maps: u32) -> BridgeResult<u32> {
+    if partitions == 0 || maps == 0 {
+        return Err(BridgeError::Argument(format!(
+            "a shuffle needs at least one partition and one map task (got {partitions}, {maps})"
+        )));
+    }
+    let id = NEXT_SHUFFLE.fetch_add(1, Ordering::Relaxed);
+    engine()?.register_shuffle(ShuffleSpec {
+        id,
+        maps,
+        layout: Layout::Variable,
+        partitioner: Arc::new(PartitionIdPartitioner::new(partitions)),
+        op: StageSpec::None,
+        nodes: None,
+    })?;
+    Ok(id)
+}
+
+/// Drops an engine shuffle (its map attempts still running fail).
+pub fn unregister_shuffle(id: u32) -> BridgeResult<()> {
+    Ok(engine()?.unregister_shuffle(id)?)
+}
+
+/// One map attempt running for the host.
+#[derive(Debug)]
+pub struct HostMapTask {
+    task: MapTask<'static>,
+    partitions: u32,
+}
+
+impl HostMapTask {
+    /// Starts attempt `attempt` of map `map` of engine shuffle `shuffle`
+    /// with `partitions` reduce partitions.
+    pub fn open(shuffle: u32, map: u32, attempt: u32, partitions: u32) -> BridgeResult<Self> {
+        let task = engine()?.map_task(shuffle, map, attempt)?;
+        Ok(HostMapTask { task, partitions })
+    }
+
+    /// Checks a buffer of `count` records the host filled and hands it to
+    /// the offload workers (one copy into an engine buffer; returns once
+    /// it is queued, waiting while the buffer pool is full).
+    pub fn produce(&mut self, data: &[u8], count: u32) -> BridgeResult<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        let view = check_buffer(data, count, self.partitions)?;
+        let mut buf = self.task.buf_acquire(data.len())?;
+        buf.extend(&view)?;
+        self.task.buf_produce(buf)?;
+        Ok(())
+    }
+
+    /// Waits for the offload workers, writes the output to `path` in
+    /// Spark's data-file layout and returns each partition's bytes.
+    pub fn commit_to_file(self, path: &std::path::Path, codec: Codec) -> BridgeResult<Vec<u64>> {
+        let partitions = self.partitions as usize;
+        let (per_partition, _stats) = self.task.finish_output()?;
+        write_output(path, &per_partition, partitions, codec)
+    }
+}

@@ -1,0 +1,309 @@
+//! Sluice's JNI bridge: the embedded engine under Apache Spark (the Java
+//! side is the `spark/` Maven module, class `dev.sluice.spark.SluiceNative`).
+//!
+//! The JVM crosses into Rust once per buffer, never per record: a map task
+//! serializes records into a direct buffer and hands it over whole
+//! (`mapProduce`); the engine's offload workers group it by partition while
+//! the task goes on serializing; `mapCommit` writes the attempt's output in
+//! Spark's data-file layout, Sluice blocks inside each partition's segment.
+//! A reduce task decodes one fetched block per call (`frameInfo`,
+//! `decodeValues`).
+//!
+//! Every entry point runs under `catch_unwind`; an error or a panic becomes
+//! a Java exception (see `error`), and the function returns a neutral value
+//! the Java side never reads because the exception is pending.
+//!
+//! - `bridge`: the process's engine and the map attempts it runs.
+//! - `map`: buffer checks and the output file.
+//! - `read`: block decoding for the reduce side.
+//! - `partitioner`: the partition id the host chose, carried in the key.
+
+pub mod bridge;
+pub mod error;
+pub mod map;
+pub mod partitioner;
+pub mod read;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+use jni::objects::{JByteArray, JByteBuffer, JClass, JString, ReleaseMode};
+use jni::sys::{jint, jlong, jlongArray};
+use jni::JNIEnv;
+use sluice_core::format::header::HEADER_BYTES;
+use sluice_core::format::Codec;
+
+use crate::bridge::{HostMapTask, HostSettings};
+use crate::error::{BridgeError, BridgeResult};
+use crate::read::BlockName;
+
+/// Runs `f`, turning an error or a panic into a pending Java exception and
+/// `fallback`.
+fn guard<T>(
+    env: &mut JNIEnv<'_>,
+    fallback: T,
+    f: impl FnOnce(&mut JNIEnv<'_>) -> BridgeResult<T>,
+) -> T {
+    let outcome = catch_unwind(AssertUnwindSafe(|| f(env)));
+    let err = match outcome {
+        Ok(Ok(v)) => return v,
+        Ok(Err(e)) => e,
+        Err(payload) => BridgeError::Panic(panic_text(payload.as_ref())),
+    };
+    // A pending exception (from a failed JNI call) is left as it is.
+    if !env.exception_check().unwrap_or(true) {
+        let _ = env.throw_new(err.java_class(), err.to_string());
+    }
+    fallback
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_owned()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic payload".to_owned()
+    }
+}
+
+fn non_negative(v: i64, what: &str) -> BridgeResult<u64> {
+    u64::try_from(v).map_err(|_| BridgeError::Argument(format!("{what} is negative ({v})")))
+}
+
+fn codec_from(id: jint, level: jint) -> BridgeResult<Codec> {
+    match id {
+        0 => Ok(Codec::None),
+        1 => Ok(Codec::Lz4),
+        2 => Codec::zstd(level)
+            .map_err(|e| BridgeError::Argument(format!("zstd level {level}: {e}"))),
+        other => Err(BridgeError::Argument(format!("unknown codec id {other}"))),
+    }
+}
+
+/// The map attempt behind a handle from `mapOpen`.
+///
+/// # Safety
+/// `handle` must come from `mapOpen` and not yet be passed to `mapCommit`
+/// or `mapAbort`; the Java side zeroes its copy when it does.
+unsafe fn task_mut<'a>(handle: jlong) -> BridgeResult<&'a mut HostMapTask> {
+    let ptr = handle as *mut HostMapTask;
+    // SAFETY: non-null handles are live `Box<HostMapTask>` pointers owned by
+    // one Java writer, which calls from one thread at a time (the caller's
+    // contract).
+    unsafe { ptr.as_mut() }.ok_or_else(|| BridgeError::Argument("map task handle is 0".into()))
+}
+
+/// Takes back ownership of the map attempt behind a handle.
+///
+/// # Safety
+/// As [`task_mut`]; the handle is dead afterwards.
+unsafe fn task_take(handle: jlong) -> BridgeResult<Box<HostMapTask>> {
+    let ptr = handle as *mut HostMapTask;
+    if ptr.is_null() {
+        return Err(BridgeError::Argument("map task handle is 0".into()));
+    }
+    // SAFETY: see `task_mut`; the Java side forgets the handle after this.
+    Ok(unsafe { Box::from_raw(ptr) })
+}
+
+/// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, String spillDir)`
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    offload_threads: jint,
+    buffer_pool_bytes: jlong,
+    memory_budget: jlong,
+    spill_dir: JString<'l>,
+) {
+    guard(&mut env, (), |env| {
+        let dir: String = env.get_string(&spill_dir)?.into();
+        let settings = HostSettings {
+            offload_threads: non_negative(offload_threads.into(), "offload threads")? as usize,
+            buffer_pool_bytes: non_negative(buffer_pool_bytes, "buffer pool bytes")? as usize,
+            memory_budget: non_negative(memory_budget, "memory budget")? as usize,
+            spill_dir: PathBuf::from(dir),
+        };
+        bridge::open_engine(&settings).map(|_| ())
+    })
+}
+
+/// `static native int registerShuffle(int partitions, int maps)`: the engine id.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    partitions: jint,
+    maps: jint,
+) -> jint {
+    guard(&mut env, -1, |_| {
+        let p = non_negative(partitions.into(), "partitions")? as u32;
+        let m = non_negative(maps.into(), "map count")? as u32;
+        Ok(bridge::register_shuffle(p, m)? as jint)
+    })
+}
+
+/// `static native void unregisterShuffle(int engineShuffle)`
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unregisterShuffle<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    shuffle: jint,
+) {
+    guard(&mut env, (), |_| bridge::unregister_shuffle(shuffle as u32))
+}
+
+/// `static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions)`
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapOpen<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    shuffle: jint,
+    map: jint,
+    attempt: jint,
+    partitions: jint,
+) -> jlong {
+    guard(&mut env, 0, |_| {
+        let task = HostMapTask::open(
+            shuffle as u32,
+            non_negative(map.into(), "map index")? as u32,
+            non_negative(attempt.into(), "attempt")? as u32,
+            non_negative(partitions.into(), "partitions")? as u32,
+        )?;
+        Ok(Box::into_raw(Box::new(task)) as jlong)
+    })
+}
+
+/// `static native void mapProduce(long task, ByteBuffer direct, int bytes, int records)`
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapProduce<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    task: jlong,
+    buffer: JByteBuffer<'l>,
+    bytes: jint,
+    records: jint,
+) {
+    guard(&mut env, (), |env| {
+        let len = non_negative(bytes.into(), "buffer length")? as usize;
+        let count = non_negative(records.into(), "record count")? as u32;
+        let addr = env.get_direct_buffer_address(&buffer)?;
+        let capacity = env.get_direct_buffer_capacity(&buffer)?;
+        if len > capacity {
+            return Err(BridgeError::Argument(format!(
+                "{len} bytes claimed in a {capacity}-byte buffer"
+            )));
+        }
+        // SAFETY: a direct buffer's address is valid for its capacity while
+        // the Java caller holds the buffer (it does, for this call), and
+        // `len <= capacity`.
+        let data = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
+        // SAFETY: the handle contract of `task_mut`.
+        unsafe { task_mut(task) }?.produce(data, count)
+    })
+}
+
+/// `static native long[] mapCommit(long task, String dataFile, int codec, int level)`:
+/// each partition's bytes in the file. Frees the task.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapCommit<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    task: jlong,
+    path: JString<'l>,
+    codec: jint,
+    level: jint,
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        // SAFETY: the handle contract of `task_take`; taken first so that
+        // the attempt is freed whatever fails below.
+        let task = unsafe { task_take(task) }?;
+        let path: String = env.get_string(&path)?.into();
+        let codec = codec_from(codec, level)?;
+        let lengths = task.commit_to_file(std::path::Path::new(&path), codec)?;
+        let out = env.new_long_array(lengths.len() as i32)?;
+        let as_i64: Vec<i64> = lengths.iter().map(|&l| l as i64).collect();
+        env.set_long_array_region(&out, 0, &as_i64)?;
+        Ok(out.into_raw())
+    })
+}
+
+/// `static native void mapAbort(long task)`: drops the attempt's output.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapAbort<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    task: jlong,
+) {
+    guard(&mut env, (), |_| {
+        // SAFETY: the handle contract of `task_take`.
+        drop(unsafe { task_take(task) }?);
+        Ok(())
+    })
+}
+
+/// `static native long frameInfo(byte[] header, int shuffle, long map, int reduce, long offset)`:
+/// `frameLength | uncompressedLength << 32` of the block whose header is
+/// the array's first 36 bytes.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_frameInfo<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    header: JByteArray<'l>,
+    shuffle: jint,
+    map: jlong,
+    reduce: jint,
+    offset: jlong,
+) -> jlong {
+    guard(&mut env, -1, |env| {
+        let mut h = [0i8; HEADER_BYTES];
+        env.get_byte_array_region(&header, 0, &mut h)?;
+        let bytes: [u8; HEADER_BYTES] = h.map(|b| b as u8);
+        let name = BlockName { shuffle, map, reduce, offset };
+        let info = read::frame_info(&bytes, &name)?;
+        Ok(info.frame_len as i64 | (info.uncompressed_len as i64) << 32)
+    })
+}
+
+/// `static native long decodeValues(byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset, byte[] out)`:
+/// `bytes | records << 32` of the values copied into `out`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    frame: JByteArray<'l>,
+    frame_len: jint,
+    shuffle: jint,
+    map: jlong,
+    reduce: jint,
+    offset: jlong,
+    out: JByteArray<'l>,
+) -> jlong {
+    guard(&mut env, -1, |env| {
+        let name = BlockName { shuffle, map, reduce, offset };
+        let len = non_negative(frame_len.into(), "frame length")? as usize;
+        // SAFETY: a second handle on the same thread's env, used only to
+        // open the second critical section (the crate ties each section to
+        // a mutable borrow of the env it came from).
+        let mut env2 = unsafe { env.unsafe_clone() };
+        // SAFETY: no other JNI call is made while the critical sections
+        // are open; the arrays are distinct Java objects.
+        let input = unsafe { env.get_array_elements_critical(&frame, ReleaseMode::NoCopyBack) }?;
+        // SAFETY: as above.
+        let mut output = unsafe { env2.get_array_elements_critical(&out, ReleaseMode::CopyBack) }?;
+        // SAFETY: i8 and u8 have the same layout; the slices live as long
+        // as the critical sections.
+        let input: &[u8] =
+            unsafe { std::slice::from_raw_parts(input.as_ptr() as *const u8, input.len()) };
+        let frame = input.get(..len).ok_or_else(|| {
+            BridgeError::Argument(format!("frame of {len} bytes in a {}-byte array", input.len()))
+        })?;
+        // SAFETY: as above.
+        let output: &mut [u8] =
+            unsafe { std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut u8, output.len()) };
+        let (bytes, records) = read::decode_values(frame, &name, output)?;
+        Ok(bytes as i64 | (records as i64) << 32)
+    })
+}

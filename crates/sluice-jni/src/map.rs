@@ -1,0 +1,120 @@
+//! The map side of a host-partitioned shuffle: check a buffer the JVM
+//! filled, and write a finished attempt's output in Spark's layout.
+//!
+//! # Buffers
+//! A map task serializes records into a direct `ByteBuffer` in the engine's
+//! variable-length layout (`klen:u32le vlen:u32le key value`, key = the
+//! partition id as u32 LE). Nothing the JVM wrote is trusted: the payload is
+//! validated as `count` records (every length in bounds) and every key must
+//! be 4 bytes naming a partition below the shuffle's count before the bytes
+//! enter the engine.
+//!
+//! # Output file
+//! Spark's sort-shuffle layout: one data file with the partitions' segments
+//! back to back in partition order, and an index of offsets that Spark's
+//! `IndexShuffleBlockResolver` writes from the lengths returned here. Inside
+//! a segment the bytes are Sluice blocks (36-byte header, lz4 or zstd,
+//! CRC32C). Batches of a partition are coalesced into blocks of about
+//! [`BLOCK_TARGET_BYTES`] before encoding, and the file is written in
+//! sequential chunks of at least [`WRITE_CHUNK_BYTES`].
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use sluice_core::format::{BatchView, BlockEncoder, Codec, Layout, RecordBatch};
+
+use crate::error::{BridgeError, BridgeResult};
+use crate::partitioner::{key_partition, PARTITION_KEY_BYTES};
+
+/// Uncompressed bytes a block of the output file holds at most, unless a
+/// single batch is larger (1 MiB).
+pub const BLOCK_TARGET_BYTES: usize = 1 << 20;
+
+/// Bytes buffered before a write to the output file (1 MiB).
+pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// Validates a JVM-filled buffer: `count` records in the variable layout,
+/// each keyed by a partition id below `partitions`.
+pub fn check_buffer(data: &[u8], count: u32, partitions: u32) -> BridgeResult<BatchView<'_>> {
+    let view = BatchView::new(Layout::Variable, count, data)
+        .map_err(|source| BridgeError::Corrupt { what: "a map task's buffer".into(), source })?;
+    for (i, r) in view.iter().enumerate() {
+        if r.key.len() != PARTITION_KEY_BYTES {
+            return Err(BridgeError::Argument(format!(
+                "record {i} of a map buffer has a {}-byte key; the partition id takes {PARTITION_KEY_BYTES}",
+                r.key.len()
+            )));
+        }
+        let p = key_partition(r.key);
+        if p >= partitions {
+            return Err(BridgeError::Argument(format!(
+                "record {i} of a map buffer names partition {p}; the shuffle has {partitions}"
+            )));
+        }
+    }
+    Ok(view)
+}
+
+/// Writes one attempt's output to `path` (created or truncated): for each
+/// partition in order, its batches as Sluice blocks. Returns the bytes of
+/// each partition's segment. On error the file is removed.
+pub fn write_output(
+    path: &Path,
+    per_partition: &[Vec<Vec<RecordBatch>>],
+    partitions: usize,
+    codec: Codec,
+) -> BridgeResult<Vec<u64>> {
+    let result = File::create(path)
+        .map_err(|source| BridgeError::Io { path: path.to_owned(), source })
+        .and_then(|mut file| write_segments(&mut file, path, per_partition, partitions, codec));
+    if result.is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    result
+}
+
+fn write_segments(
+    file: &mut File,
+    path: &Path,
+    per_partition: &[Vec<Vec<RecordBatch>>],
+    partitions: usize,
+    codec: Codec,
+) -> BridgeResult<Vec<u64>> {
+    let io = |source| BridgeError::Io { path: path.to_owned(), source };
+    let mut encoder = BlockEncoder::new(codec).map_err(BridgeError::Encode)?;
+    let mut out = Vec::with_capacity(WRITE_CHUNK_BYTES + BLOCK_TARGET_BYTES);
+    let mut block = RecordBatch::with_capacity(Layout::Variable, BLOCK_TARGET_BYTES);
+    let mut lengths = vec![0u64; partitions];
+    let no_runs = Vec::new();
+    for (p, length) in lengths.iter_mut().enumerate() {
+        let runs = per_partition.get(p).unwrap_or(&no_runs);
+        for batch in runs.iter().flatten() {
+            if !block.is_empty() && block.payload_len() + batch.payload_len() > BLOCK_TARGET_BYTES {
+                *length += encode(&mut encoder, &block, &mut out)?;
+                block.clear();
+            }
+            if batch.payload_len() >= BLOCK_TARGET_BYTES {
+                *length += encode(&mut encoder, batch, &mut out)?;
+            } else {
+                block.extend_view(&batch.view()).map_err(BridgeError::Encode)?;
+            }
+            if out.len() >= WRITE_CHUNK_BYTES {
+                file.write_all(&out).map_err(io)?;
+                out.clear();
+            }
+        }
+        if !block.is_empty() {
+            *length += encode(&mut encoder, &block, &mut out)?;
+            block.clear();
+        }
+    }
+    file.write_all(&out).map_err(io)?;
+    Ok(lengths)
+}
+
+fn encode(encoder: &mut BlockEncoder, batch: &RecordBatch, out: &mut Vec<u8>) -> BridgeResult<u64> {
+    let before = out.len();
+    encoder.encode(batch, out).map_err(BridgeError::Encode)?;
+    Ok((out.len() - before) as u64)
+}

@@ -1,0 +1,107 @@
+//! The reduce side: decode one Sluice block of a fetched shuffle segment
+//! into the serialized records it carries, for the JVM's deserializer.
+//!
+//! The JVM reads a block's 36-byte header from the fetched stream, asks
+//! [`frame_info`] how long the block is (the header is validated first:
+//! magic, version, header CRC, every length against its limit), reads the
+//! rest, and calls [`decode_values`]: the payload CRC is checked, the
+//! payload inflated and validated, and each record's key must name the
+//! partition the block was fetched for. The values, which the map side's
+//! serializer wrote and which a relocatable serializer can read back to
+//! back, are copied out in order.
+
+use std::cell::RefCell;
+
+use sluice_core::format::header::HEADER_BYTES;
+use sluice_core::format::{BlockDecoder, BlockHeader};
+
+use crate::error::{BridgeError, BridgeResult};
+use crate::partitioner::{key_partition, PARTITION_KEY_BYTES};
+
+thread_local! {
+    /// One decoder per reading thread, so its inflate buffer is reused.
+    static DECODER: RefCell<BlockDecoder> = RefCell::new(BlockDecoder::new());
+}
+
+/// Where a block was read: Spark's block name and the block's byte offset
+/// in the fetched segment, for error messages.
+#[derive(Debug, Clone, Copy)]
+pub struct BlockName {
+    /// Spark shuffle id.
+    pub shuffle: i32,
+    /// Map task id.
+    pub map: i64,
+    /// Reduce partition.
+    pub reduce: i32,
+    /// Offset of the block in the segment, in bytes.
+    pub offset: i64,
+}
+
+impl std::fmt::Display for BlockName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "shuffle_{}_{}_{} at byte {}", self.shuffle, self.map, self.reduce, self.offset)
+    }
+}
+
+/// What a validated header says about its block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameInfo {
+    /// Bytes of the whole block, header included.
+    pub frame_len: usize,
+    /// Bytes of its uncompressed payload (a bound on its values' bytes).
+    pub uncompressed_len: usize,
+}
+
+/// Validates the header at the start of `header` (at least
+/// [`HEADER_BYTES`]) of a block of `what`.
+pub fn frame_info(header: &[u8], what: &BlockName) -> BridgeResult<FrameInfo> {
+    let h = BlockHeader::parse(header)
+        .map_err(|source| BridgeError::Corrupt { what: what.to_string(), source })?;
+    Ok(FrameInfo { frame_len: h.frame_len(), uncompressed_len: h.uncompressed_len as usize })
+}
+
+/// Decodes the block `frame` of reduce partition `what.reduce` and copies its
+/// records' values into `out`, back to back. Returns (bytes written,
+/// records).
+pub fn decode_values(
+    frame: &[u8],
+    what: &BlockName,
+    out: &mut [u8],
+) -> BridgeResult<(usize, usize)> {
+    debug_assert!(frame.len() >= HEADER_BYTES);
+    DECODER.with(|d| {
+        let mut decoder = d.borrow_mut();
+        let block = decoder
+            .decode(frame)
+            .map_err(|source| BridgeError::Corrupt { what: what.to_string(), source })?;
+        if block.frame_len != frame.len() {
+            return Err(BridgeError::Misplaced {
+                what: what.to_string(),
+                detail: format!(
+                    "block is {} bytes, frame read was {}",
+                    block.frame_len,
+                    frame.len()
+                ),
+            });
+        }
+        let partition = what.reduce as u32;
+        let mut at = 0usize;
+        for (i, r) in block.records.iter().enumerate() {
+            if r.key.len() != PARTITION_KEY_BYTES || key_partition(r.key) != partition {
+                return Err(BridgeError::Misplaced {
+                    what: what.to_string(),
+                    detail: format!("record {i} is keyed {:?}, not partition {partition}", r.key),
+                });
+            }
+            let room = out.len();
+            let dst = out.get_mut(at..at + r.value.len()).ok_or_else(|| {
+                BridgeError::Argument(format!(
+                    "output buffer of {room} bytes too small for block of {what}"
+                ))
+            })?;
+            dst.copy_from_slice(r.value);
+            at += r.value.len();
+        }
+        Ok((at, block.records.len()))
+    })
+}

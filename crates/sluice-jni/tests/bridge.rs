@@ -1,0 +1,200 @@
+//! The bridge without a JVM: a real engine, map attempts fed buffers in the
+//! layout the Java writer produces, output files in Spark's layout, and the
+//! reduce side's block decoding, including corrupt and misplaced blocks.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use proptest::prelude::*;
+use sluice_core::format::header::HEADER_BYTES;
+use sluice_core::format::Codec;
+use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask, HostSettings};
+use sluice_jni::error::BridgeError;
+use sluice_jni::map::check_buffer;
+use sluice_jni::read::{decode_values, frame_info, BlockName};
+
+/// What the Java writer puts in its buffer for one record.
+fn put(buf: &mut Vec<u8>, partition: u32, value: &[u8]) {
+    buf.extend_from_slice(&4u32.to_le_bytes());
+    buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&partition.to_le_bytes());
+    buf.extend_from_slice(value);
+}
+
+fn settings() -> HostSettings {
+    HostSettings {
+        offload_threads: 1,
+        buffer_pool_bytes: 8 << 20,
+        memory_budget: 64 << 20,
+        spill_dir: std::env::temp_dir(),
+    }
+}
+
+/// Reads one partition's segment of a data file the way the Java reader
+/// does: header, frame length, block, values.
+fn read_segment(data: &[u8], partition: u32) -> Result<Vec<u8>, BridgeError> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < data.len() {
+        let name = BlockName { shuffle: 1, map: 7, reduce: partition as i32, offset: at as i64 };
+        let header = data.get(at..at + HEADER_BYTES).expect("whole header");
+        let info = frame_info(header, &name)?;
+        let frame = &data[at..at + info.frame_len];
+        let mut values = vec![0u8; info.uncompressed_len];
+        let (n, _) = decode_values(frame, &name, &mut values)?;
+        out.extend_from_slice(&values[..n]);
+        at += info.frame_len;
+    }
+    Ok(out)
+}
+
+/// Runs one map attempt over `records` and returns each partition's bytes
+/// in the output file.
+fn run_map(
+    dir: &Path,
+    partitions: u32,
+    records: &[(u32, Vec<u8>)],
+    codec: Codec,
+) -> (Vec<u8>, Vec<u64>) {
+    open_engine(&settings()).expect("engine");
+    let shuffle = register_shuffle(partitions, 1).expect("register");
+    let mut task = HostMapTask::open(shuffle, 0, 0, partitions).expect("open");
+    let mut buf = Vec::new();
+    let mut count = 0;
+    for (p, v) in records {
+        put(&mut buf, *p, v);
+        count += 1;
+        if buf.len() > 64 << 10 {
+            task.produce(&buf, count).expect("produce");
+            buf.clear();
+            count = 0;
+        }
+    }
+    task.produce(&buf, count).expect("produce");
+    let path = dir.join("shuffle_1_7_0.data");
+    let lengths = task.commit_to_file(&path, codec).expect("commit");
+    (std::fs::read(&path).expect("read back"), lengths)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn every_record_lands_in_its_partition_in_order(
+        partitions in 1u32..40,
+        raw in proptest::collection::vec((any::<u32>(), proptest::collection::vec(any::<u8>(), 0..300)), 0..600),
+        zstd in any::<bool>(),
+    ) {
+        let dir = tempfile::tempdir().expect("tmp");
+        // Each value carries its length, so a partition's values can be split again.
+        let records: Vec<(u32, Vec<u8>)> = raw
+            .into_iter()
+            .map(|(p, v)| {
+                let mut framed = (v.len() as u16).to_le_bytes().to_vec();
+                framed.extend_from_slice(&v);
+                (p % partitions, framed)
+            })
+            .collect();
+        let codec = if zstd { Codec::Zstd { level: 1 } } else { Codec::Lz4 };
+        let (data, lengths) = run_map(dir.path(), partitions, &records, codec);
+        prop_assert_eq!(lengths.len(), partitions as usize);
+        prop_assert_eq!(lengths.iter().sum::<u64>(), data.len() as u64);
+        let mut expected: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();
+        for (p, v) in &records {
+            expected.entry(*p).or_default().push(v[2..].to_vec());
+        }
+        let mut at = 0usize;
+        for p in 0..partitions {
+            let seg = &data[at..at + lengths[p as usize] as usize];
+            at += seg.len();
+            let got = split(&read_segment(seg, p).expect("decode"));
+            // Segments of one attempt may finish in any order: compare as
+            // multisets (Spark promises no order inside a map output).
+            let mut want = expected.remove(&p).unwrap_or_default();
+            want.sort();
+            prop_assert!(got == want, "partition {} differs", p);
+        }
+    }
+}
+
+/// Splits the test's self-delimiting values (u16 length, bytes) and sorts them.
+fn split(mut bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some((len, rest)) = bytes.split_first_chunk::<2>() {
+        let n = u16::from_le_bytes(*len) as usize;
+        out.push(rest[..n].to_vec());
+        bytes = &rest[n..];
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_flipped_byte_is_an_io_error_naming_block_and_offset() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let records: Vec<(u32, Vec<u8>)> =
+        (0..5000u32).map(|i| (i % 3, format!("value-{i}").into_bytes())).collect();
+    let (mut data, lengths) = run_map(dir.path(), 3, &records, Codec::Lz4);
+    let first = lengths[0] as usize;
+    data[first / 2 + HEADER_BYTES / 2] ^= 0x40;
+    let err = read_segment(&data[..first], 0).expect_err("corruption detected");
+    assert_eq!(err.java_class(), "java/io/IOException");
+    let msg = err.to_string();
+    assert!(msg.contains("shuffle_1_7_0 at byte"), "{msg}");
+}
+
+#[test]
+fn a_truncated_segment_is_detected() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let records: Vec<(u32, Vec<u8>)> = (0..100u32).map(|i| (0, vec![i as u8; 50])).collect();
+    let (data, _) = run_map(dir.path(), 1, &records, Codec::None);
+    let name = BlockName { shuffle: 1, map: 7, reduce: 0, offset: 0 };
+    let info = frame_info(&data[..HEADER_BYTES], &name).expect("header");
+    let mut out = vec![0u8; info.uncompressed_len];
+    let err = decode_values(&data[..info.frame_len - 1], &name, &mut out).expect_err("truncated");
+    assert_eq!(err.java_class(), "java/io/IOException");
+}
+
+#[test]
+fn a_block_read_for_the_wrong_partition_is_refused() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let records: Vec<(u32, Vec<u8>)> = (0..10u32).map(|i| (1, vec![i as u8; 8])).collect();
+    let (data, lengths) = run_map(dir.path(), 2, &records, Codec::Lz4);
+    assert_eq!(lengths[0], 0);
+    let err = read_segment(&data, 0).expect_err("partition 1's block read as partition 0");
+    assert!(matches!(err, BridgeError::Misplaced { .. }), "{err}");
+}
+
+#[test]
+fn buffers_with_bad_partition_ids_or_lengths_are_refused() {
+    let mut buf = Vec::new();
+    put(&mut buf, 5, b"abc");
+    assert!(matches!(check_buffer(&buf, 1, 5), Err(BridgeError::Argument(_))));
+    assert!(check_buffer(&buf, 1, 6).is_ok());
+    // A count that disagrees with the bytes.
+    assert!(matches!(check_buffer(&buf, 2, 6), Err(BridgeError::Corrupt { .. })));
+    // A length that runs past the buffer.
+    let mut forged = buf.clone();
+    forged[4..8].copy_from_slice(&1000u32.to_le_bytes());
+    assert!(matches!(check_buffer(&forged, 1, 6), Err(BridgeError::Corrupt { .. })));
+    // A key that is not 4 bytes.
+    let mut odd = Vec::new();
+    odd.extend_from_slice(&2u32.to_le_bytes());
+    odd.extend_from_slice(&0u32.to_le_bytes());
+    odd.extend_from_slice(&[0, 0]);
+    assert!(matches!(check_buffer(&odd, 1, 6), Err(BridgeError::Argument(_))));
+}
+
+#[test]
+fn a_write_into_a_missing_directory_is_a_typed_io_error() {
+    open_engine(&settings()).expect("engine");
+    let shuffle = register_shuffle(2, 1).expect("register");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 2).expect("open");
+    let mut buf = Vec::new();
+    put(&mut buf, 1, b"x");
+    task.produce(&buf, 1).expect("produce");
+    let err = task
+        .commit_to_file(Path::new("/nonexistent-sluice-dir/shuffle.data"), Codec::Lz4)
+        .expect_err("no such directory");
+    assert!(matches!(err, BridgeError::Io { .. }), "{err}");
+    assert!(err.to_string().contains("/nonexistent-sluice-dir/shuffle.data"));
+}

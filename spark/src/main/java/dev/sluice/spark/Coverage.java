@@ -1,0 +1,48 @@
+package dev.sluice.spark;
+
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
+
+/**
+ * Which shuffles Sluice runs. A shuffle it does not cover goes to Spark's sort shuffle, alone.
+ *
+ * <ul>
+ *   <li>The serializer must allow relocating serialized records (Kryo, Spark SQL's row
+ *       serializer): the engine regroups records as bytes, and the reduce side reads one
+ *       partition's records back to back as one stream. Java serialization does not allow it.
+ *   <li>No I/O encryption (Sluice blocks are checksummed and compressed, not encrypted).
+ *   <li>No push-based shuffle (the merged-block path is Spark's own).
+ *   <li>At most {@link #PARTITIONS_MAX} partitions (the engine's limit).
+ * </ul>
+ *
+ * <p>Key orderings and aggregators are covered: the map side runs Spark's map-side combine before
+ * the engine when the shuffle asks for it, and the reduce side applies the ordering and the
+ * aggregator after decoding.
+ */
+final class Coverage {
+  /** The engine's partition limit (2^24). */
+  static final int PARTITIONS_MAX = 1 << 24;
+
+  private Coverage() {}
+
+  /** Why the shuffle falls back to the sort shuffle, or null if Sluice runs it. */
+  static String fallbackReason(SparkConf conf, ShuffleDependency<?, ?, ?> dep) {
+    if (!dep.serializer().supportsRelocationOfSerializedObjects()) {
+      return "serializer "
+          + dep.serializer().getClass().getName()
+          + " cannot relocate serialized records (use Kryo: spark.serializer="
+          + "org.apache.spark.serializer.KryoSerializer)";
+    }
+    if (conf.getBoolean("spark.io.encryption.enabled", false)) {
+      return "I/O encryption is on (spark.io.encryption.enabled)";
+    }
+    if (conf.getBoolean("spark.shuffle.push.enabled", false)) {
+      return "push-based shuffle is on (spark.shuffle.push.enabled)";
+    }
+    int partitions = dep.partitioner().numPartitions();
+    if (partitions > PARTITIONS_MAX) {
+      return partitions + " partitions, more than the engine's " + PARTITIONS_MAX;
+    }
+    return null;
+  }
+}

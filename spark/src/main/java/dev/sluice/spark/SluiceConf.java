@@ -1,0 +1,52 @@
+package dev.sluice.spark;
+
+import java.util.Locale;
+import org.apache.spark.SparkConf;
+
+/** Sluice's settings ({@code spark.sluice.*}) and what it takes from Spark's own. */
+final class SluiceConf {
+  static final String OFFLOAD_THREADS = "spark.sluice.offloadThreads";
+  static final String BUFFER_POOL = "spark.sluice.bufferPoolBytes";
+  static final String MEMORY_BUDGET = "spark.sluice.memoryBudget";
+  static final String BUFFER = "spark.sluice.bufferBytes";
+
+  /** Codec ids as the native side reads them. */
+  static final int CODEC_NONE = 0;
+
+  static final int CODEC_LZ4 = 1;
+  static final int CODEC_ZSTD = 2;
+
+  final int offloadThreads;
+  final long bufferPoolBytes;
+  final long memoryBudget;
+  /** Bytes of the direct buffer a map task fills before handing it over. */
+  final int bufferBytes;
+
+  final int codec;
+  final int codecLevel;
+  /** Spark's codec, when Sluice writes another one instead (snappy, lzf); null otherwise. */
+  final String codecReplaced;
+
+  SluiceConf(SparkConf conf) {
+    offloadThreads = conf.getInt(OFFLOAD_THREADS, 1);
+    bufferPoolBytes = conf.getSizeAsBytes(BUFFER_POOL, "64m");
+    memoryBudget = conf.getSizeAsBytes(MEMORY_BUDGET, "256m");
+    bufferBytes = (int) Math.min(conf.getSizeAsBytes(BUFFER, "1m"), 64L << 20);
+    if (!conf.getBoolean("spark.shuffle.compress", true)) {
+      codec = CODEC_NONE;
+      codecLevel = 0;
+      codecReplaced = null;
+    } else {
+      String name = conf.get("spark.io.compression.codec", "lz4").toLowerCase(Locale.ROOT);
+      if (name.contains("zstd")) {
+        codec = CODEC_ZSTD;
+        codecLevel = conf.getInt("spark.io.compression.zstd.level", 1);
+        codecReplaced = null;
+      } else {
+        codec = CODEC_LZ4;
+        codecLevel = 0;
+        codecReplaced = name.contains("lz4") ? null : name;
+      }
+    }
+  }
+}

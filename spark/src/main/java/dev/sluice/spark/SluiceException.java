@@ -1,0 +1,10 @@
+package dev.sluice.spark;
+
+/** A failure inside the native Sluice engine: misuse, a refused buffer, or a native panic. */
+public final class SluiceException extends RuntimeException {
+  private static final long serialVersionUID = 1L;
+
+  public SluiceException(String message) {
+    super(message);
+  }
+}

@@ -1,0 +1,37 @@
+package dev.sluice.spark;
+
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Process-wide totals of what ran through Sluice in this JVM (an executor, or the driver in local
+ * mode), beside Spark's per-task metrics: for tests and benchmarks to see which shuffles Sluice
+ * carried.
+ */
+public final class SluiceMetrics {
+  static final AtomicLong MAP_OUTPUTS = new AtomicLong();
+  static final AtomicLong BYTES_WRITTEN = new AtomicLong();
+  static final AtomicLong RECORDS_WRITTEN = new AtomicLong();
+  static final AtomicLong BLOCKS_DECODED = new AtomicLong();
+
+  private SluiceMetrics() {}
+
+  /** Map attempts whose output Sluice wrote. */
+  public static long mapOutputs() {
+    return MAP_OUTPUTS.get();
+  }
+
+  /** Bytes of Sluice blocks written to shuffle data files. */
+  public static long bytesWritten() {
+    return BYTES_WRITTEN.get();
+  }
+
+  /** Records map tasks handed to the engine. */
+  public static long recordsWritten() {
+    return RECORDS_WRITTEN.get();
+  }
+
+  /** Blocks reduce tasks decoded and verified. */
+  public static long blocksDecoded() {
+    return BLOCKS_DECODED.get();
+  }
+}

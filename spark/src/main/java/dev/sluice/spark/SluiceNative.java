@@ -1,0 +1,90 @@
+package dev.sluice.spark;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+
+/**
+ * The native engine's entry points (crate {@code sluice-jni}). Crossed once per buffer or block,
+ * never per record. Every method turns a native error or panic into an exception: {@link
+ * IOException} for corrupt or truncated data and failed writes, {@link SluiceException} for the
+ * rest.
+ *
+ * <p>The library travels inside the jar ({@value #RESOURCE}) and is copied to a temporary file
+ * and loaded the first time this class is used, so nothing is installed on the nodes. The system
+ * property {@code sluice.native.library} names a library file to load instead.
+ */
+public final class SluiceNative {
+  /** Where the jar carries the linux x86-64 library. */
+  static final String RESOURCE = "/native/linux-x86_64/libsluice_jni.so";
+
+  static {
+    load();
+  }
+
+  private SluiceNative() {}
+
+  private static void load() {
+    String override = System.getProperty("sluice.native.library");
+    if (override != null && !override.isEmpty()) {
+      System.load(override);
+      return;
+    }
+    String os = System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT);
+    String arch = System.getProperty("os.arch", "");
+    if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+      throw new UnsatisfiedLinkError(
+          "Sluice's jar carries a native library for linux x86-64 only, not " + os + "/" + arch);
+    }
+    try (InputStream in = SluiceNative.class.getResourceAsStream(RESOURCE)) {
+      if (in == null) {
+        throw new UnsatisfiedLinkError("the jar does not carry " + RESOURCE);
+      }
+      Path tmp = Files.createTempFile("libsluice_jni", ".so");
+      Files.copy(in, tmp, StandardCopyOption.REPLACE_EXISTING);
+      tmp.toFile().deleteOnExit();
+      System.load(tmp.toAbsolutePath().toString());
+    } catch (IOException e) {
+      UnsatisfiedLinkError err = new UnsatisfiedLinkError("extracting " + RESOURCE + ": " + e);
+      err.initCause(e);
+      throw err;
+    }
+  }
+
+  /** Opens the process's engine (later calls return the same engine, whatever they pass). */
+  static native void openEngine(
+      int offloadThreads, long bufferPoolBytes, long memoryBudget, String spillDir);
+
+  /** Registers a host-partitioned shuffle; returns its engine id. */
+  static native int registerShuffle(int partitions, int maps);
+
+  static native void unregisterShuffle(int engineShuffle);
+
+  /** Starts a map attempt; returns its handle (freed by mapCommit or mapAbort). */
+  static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions);
+
+  /**
+   * Hands {@code records} records in {@code bytes} bytes of a direct buffer (variable layout, key
+   * = partition id) to the engine; the buffer may be reused when this returns.
+   */
+  static native void mapProduce(long task, ByteBuffer direct, int bytes, int records)
+      throws IOException;
+
+  /** Writes the attempt's output to {@code dataFile}; returns each partition's bytes. */
+  static native long[] mapCommit(long task, String dataFile, int codec, int level)
+      throws IOException;
+
+  static native void mapAbort(long task);
+
+  /** {@code frameLength | uncompressedLength << 32} of the block whose header starts the array. */
+  static native long frameInfo(byte[] header, int shuffle, long map, int reduce, long offset)
+      throws IOException;
+
+  /** Decodes one block; returns {@code bytes | records << 32} of the values written to out. */
+  static native long decodeValues(
+      byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset, byte[] out)
+      throws IOException;
+}

@@ -1,0 +1,27 @@
+package dev.sluice.spark;
+
+import java.io.InputStream;
+import org.apache.spark.SparkConf;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.serializer.SerializerManager;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.ShuffleBlockId;
+
+/**
+ * Spark's serializer manager with one change, for the reader of a Sluice shuffle: a fetched
+ * shuffle block's stream is decoded as Sluice blocks (verified, decompressed natively) instead
+ * of being unwrapped with Spark's codec. Everything else is Spark's.
+ */
+final class SluiceSerializerManager extends SerializerManager {
+  SluiceSerializerManager(Serializer defaultSerializer, SparkConf conf) {
+    super(defaultSerializer, conf);
+  }
+
+  @Override
+  public InputStream wrapStream(BlockId blockId, InputStream s) {
+    if (blockId instanceof ShuffleBlockId) {
+      return new SluiceBlockInputStream(s, (ShuffleBlockId) blockId);
+    }
+    return super.wrapStream(blockId, s);
+  }
+}

@@ -1,0 +1,21 @@
+package dev.sluice.spark;
+
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+
+/** The handle of a shuffle that runs through the Sluice engine (others keep Spark's handles). */
+public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, C> {
+  private static final long serialVersionUID = 1L;
+
+  /** Map tasks of the shuffle (the dependency's RDD is not shipped to executors). */
+  private final int numMaps;
+
+  public SluiceShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps) {
+    super(shuffleId, dependency);
+    this.numMaps = numMaps;
+  }
+
+  public int numMaps() {
+    return numMaps;
+  }
+}

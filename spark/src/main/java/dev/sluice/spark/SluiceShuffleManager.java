@@ -1,0 +1,147 @@
+package dev.sluice.spark;
+
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.BlockStoreShuffleReader;
+import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * Spark's shuffle manager backed by the Sluice engine embedded in each executor. Switched on with
+ * {@code spark.shuffle.manager=dev.sluice.spark.SluiceShuffleManager}.
+ *
+ * <p>Map tasks serialize records with the shuffle's serializer straight into direct buffers
+ * (partition ids from the Spark partitioner) and hand them to the engine, whose offload threads
+ * group them by partition while the task goes on; the attempt's output is written in Spark's
+ * data and index file layout (Sluice blocks inside each partition's segment), so Spark's block
+ * manager and external shuffle service serve it unchanged. Reduce tasks fetch through Spark's own
+ * fetch machinery; the blocks are decoded and verified natively (a corrupt block is a fetch
+ * failure), and Spark's reader does the rest (reduce-side aggregation, key ordering).
+ *
+ * <p>A shuffle Sluice does not cover (see {@link Coverage}) runs on Spark's sort shuffle, which
+ * this class extends: the decision is per shuffle and is logged once, on the driver.
+ */
+public class SluiceShuffleManager extends SortShuffleManager {
+  private static final Logger LOG = LoggerFactory.getLogger(SluiceShuffleManager.class);
+
+  private final SparkConf conf;
+  /** Spark shuffle id to the engine's id for it, in this process. */
+  private final ConcurrentHashMap<Integer, Integer> engineIds = new ConcurrentHashMap<>();
+  /** Map task ids whose output files this process wrote, per Sluice shuffle. */
+  private final ConcurrentHashMap<Integer, Set<Long>> mapIds = new ConcurrentHashMap<>();
+
+  public SluiceShuffleManager(SparkConf conf) {
+    super(conf);
+    this.conf = conf;
+  }
+
+  @Override
+  public <K, V, C> ShuffleHandle registerShuffle(
+      int shuffleId, ShuffleDependency<K, V, C> dependency) {
+    String reason = Coverage.fallbackReason(conf, dependency);
+    if (reason != null) {
+      LOG.info("Sluice: shuffle {} runs on Spark's sort shuffle: {}", shuffleId, reason);
+      return super.registerShuffle(shuffleId, dependency);
+    }
+    return new SluiceShuffleHandle<>(shuffleId, dependency, dependency.rdd().getNumPartitions());
+  }
+
+  @Override
+  public <K, V> ShuffleWriter<K, V> getWriter(
+      ShuffleHandle handle, long mapId, TaskContext context, ShuffleWriteMetricsReporter metrics) {
+    if (!(handle instanceof SluiceShuffleHandle)) {
+      return super.getWriter(handle, mapId, context, metrics);
+    }
+    @SuppressWarnings("unchecked")
+    SluiceShuffleHandle<K, V, ?> h = (SluiceShuffleHandle<K, V, ?>) handle;
+    SluiceConf settings = new SluiceConf(SparkEnv.get().conf());
+    openEngine(settings);
+    int engineId = engineShuffle(h);
+    mapIds.computeIfAbsent(h.shuffleId(), k -> ConcurrentHashMap.newKeySet()).add(mapId);
+    return new SluiceShuffleWriter<>(
+        h, engineId, mapId, context, metrics, settings, shuffleBlockResolver());
+  }
+
+  @Override
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public <K, C> ShuffleReader<K, C> getReader(
+      ShuffleHandle handle,
+      int startMapIndex,
+      int endMapIndex,
+      int startPartition,
+      int endPartition,
+      TaskContext context,
+      ShuffleReadMetricsReporter metrics) {
+    if (!(handle instanceof SluiceShuffleHandle)) {
+      return super.getReader(
+          handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+    }
+    SparkEnv env = SparkEnv.get();
+    scala.collection.Iterator blocks =
+        env.mapOutputTracker()
+            .getMapSizesByExecutorId(
+                handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition);
+    return new BlockStoreShuffleReader<K, C>(
+        (BaseShuffleHandle<K, ?, C>) handle,
+        blocks,
+        context,
+        metrics,
+        new SluiceSerializerManager(env.serializer(), env.conf()),
+        env.blockManager(),
+        env.mapOutputTracker(),
+        false);
+  }
+
+  @Override
+  public boolean unregisterShuffle(int shuffleId) {
+    Integer engineId = engineIds.remove(shuffleId);
+    if (engineId != null) {
+      SluiceNative.unregisterShuffle(engineId);
+    }
+    Set<Long> ids = mapIds.remove(shuffleId);
+    if (ids != null) {
+      for (long mapId : ids) {
+        shuffleBlockResolver().removeDataByMap(shuffleId, mapId);
+      }
+      return true;
+    }
+    return super.unregisterShuffle(shuffleId);
+  }
+
+  @Override
+  public void stop() {
+    for (Integer engineId : engineIds.values()) {
+      SluiceNative.unregisterShuffle(engineId);
+    }
+    engineIds.clear();
+    super.stop();
+  }
+
+  private static void openEngine(SluiceConf s) {
+    SluiceNative.openEngine(
+        s.offloadThreads,
+        s.bufferPoolBytes,
+        s.memoryBudget,
+        System.getProperty("java.io.tmpdir", "/tmp"));
+  }
+
+  /** The engine's id for a shuffle, registering it on this process's first map task. */
+  private int engineShuffle(SluiceShuffleHandle<?, ?, ?> h) {
+    return engineIds.computeIfAbsent(
+        h.shuffleId(),
+        id ->
+            SluiceNative.registerShuffle(
+                h.dependency().partitioner().numPartitions(), h.numMaps()));
+  }
+}

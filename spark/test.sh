@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The Spark plugin's tests: builds the jar (spark/build.sh), installs pyspark
+# and pytest from PyPI into spark/.venv (spark/requirements.txt), and runs
+# spark/tests against real Spark in local[2] and local-cluster[2,1,1024].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash spark/build.sh
+if [ ! -x spark/.venv/bin/python ]; then
+  python3 -m venv spark/.venv
+fi
+spark/.venv/bin/pip install -q --disable-pip-version-check -r spark/requirements.txt
+# Executors talk to the driver on loopback only.
+export SPARK_LOCAL_IP=127.0.0.1
+export PYSPARK_PYTHON="$PWD/spark/.venv/bin/python"
+spark/.venv/bin/python -m pytest -q -p no:cacheprovider spark/tests

@@ -1,0 +1,65 @@
+"""Real Spark sessions for the tests: the jar spark/build.sh built, Spark's
+sort shuffle as the reference, Sluice's shuffle manager under test."""
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+JAR = HERE.parent / "target" / "sluice-spark.jar"
+SLUICE = "dev.sluice.spark.SluiceShuffleManager"
+KRYO = "org.apache.spark.serializer.KryoSerializer"
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+def session(master, manager, tmp, serializer=KRYO, extra=None):
+    from pyspark.sql import SparkSession
+
+    if not JAR.exists():
+        pytest.fail(f"{JAR} is missing: run spark/build.sh first")
+    b = (
+        SparkSession.builder.master(master)
+        .appName(f"sluice-test-{manager}")
+        .config("spark.jars", str(JAR))
+        .config("spark.shuffle.manager", manager)
+        .config("spark.serializer", serializer)
+        .config("spark.ui.enabled", "false")
+        .config("spark.local.dir", str(tmp))
+        .config("spark.sql.shuffle.partitions", "6")
+        .config("spark.default.parallelism", "4")
+        .config("spark.driver.memory", "1g")
+        .config("spark.executor.memory", "768m")
+    )
+    for k, v in (extra or {}).items():
+        b = b.config(k, v)
+    s = b.getOrCreate()
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def sluice_metrics(spark):
+    """Sluice's counters in the driver JVM (the executor, in local mode)."""
+    m = spark.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+    return {
+        "map_outputs": m.mapOutputs(),
+        "blocks_decoded": m.blocksDecoded(),
+        "records": m.recordsWritten(),
+    }
+
+
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """Every workload's result under Spark's sort shuffle (local[2]), computed once."""
+    import workloads
+
+    s = session("local[2]", "sort", tmp_path_factory.mktemp("sort"))
+    try:
+        return {name: job(s) for name, job in workloads.ALL.items()}
+    finally:
+        s.stop()

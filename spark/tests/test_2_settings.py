@@ -1,0 +1,67 @@
+"""Sluice under Spark settings it must follow or refuse: fallback to the sort
+shuffle, Spark's codec, and a corrupt block that becomes a fetch failure."""
+
+import pathlib
+
+import workloads
+from conftest import SLUICE, session, sluice_metrics
+
+
+def test_default_serializer_still_uses_sluice(tmp_path, reference):
+    # With Spark's default JavaSerializer, PySpark's shuffles (long keys, byte
+    # array values) get Kryo from Spark's serializer manager and SQL's get its
+    # row serializer: both relocatable, so both run through Sluice.
+    s = session("local[2]", SLUICE, tmp_path, serializer="org.apache.spark.serializer.JavaSerializer")
+    try:
+        before = sluice_metrics(s)
+        assert workloads.reduce_by_key(s) == reference["reduce_by_key"]
+        assert workloads.sql_group_by(s) == reference["sql_group_by"]
+        assert sluice_metrics(s)["map_outputs"] > before["map_outputs"]
+    finally:
+        s.stop()
+
+
+def test_encryption_falls_back_to_sort_shuffle(tmp_path, reference):
+    s = session("local[2]", SLUICE, tmp_path, extra={"spark.io.encryption.enabled": "true"})
+    try:
+        before = sluice_metrics(s)
+        assert workloads.reduce_by_key(s) == reference["reduce_by_key"]
+        assert workloads.sql_join(s) == reference["sql_join"]
+        # Sluice does not encrypt: every shuffle ran on Spark's sort shuffle.
+        after = sluice_metrics(s)
+        assert after["map_outputs"] == before["map_outputs"]
+        assert after["blocks_decoded"] == before["blocks_decoded"]
+    finally:
+        s.stop()
+
+
+def test_zstd_codec_follows_spark_setting(tmp_path, reference):
+    s = session("local[2]", SLUICE, tmp_path, extra={"spark.io.compression.codec": "zstd"})
+    try:
+        assert workloads.wordcount(s) == reference["wordcount"]
+        data = sorted(pathlib.Path(tmp_path).rglob("shuffle_*.data"))
+        assert data, "no shuffle data files written"
+        head = data[-1].read_bytes()[:6]
+        assert head[:4] == b"SLBK" and head[5] == 2, head  # codec byte 2: zstd
+    finally:
+        s.stop()
+
+
+def test_corrupt_block_is_a_fetch_failure_and_recomputed(tmp_path, reference):
+    s = session("local[2]", SLUICE, tmp_path)
+    try:
+        sc = s.sparkContext
+        shuffled = workloads.pairs(sc, 20000, 500, 4).partitionBy(6)
+        assert shuffled.count() == 20000  # map stage done, outputs on disk
+        data = sorted(pathlib.Path(tmp_path).rglob("shuffle_*.data"))
+        assert data
+        for f in data:  # flip a byte in the middle of every map output
+            b = bytearray(f.read_bytes())
+            if len(b) > 100:
+                b[len(b) // 2] ^= 0xFF
+                f.write_bytes(bytes(b))
+        # The next job reuses the map outputs, finds them corrupt, fails the
+        # fetch, reruns the map stage and still returns the right records.
+        assert workloads.per_partition_sorted(shuffled) == reference["partition_by_key"]
+    finally:
+        s.stop()

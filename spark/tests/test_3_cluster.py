@@ -1,0 +1,51 @@
+"""Sluice in local-cluster[2,1,1024]: executors in their own JVMs, fetches
+over the network, and an executor killed during the map stage."""
+
+import os
+
+import pytest
+
+import workloads
+from conftest import SLUICE, session
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    s = session("local-cluster[2,1,1024]", SLUICE, tmp_path_factory.mktemp("sluice-cluster"))
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("name", ["terasort", "wordcount", "reduce_by_key", "join", "sql_join"])
+def test_local_cluster_matches_sort_shuffle(cluster, reference, name):
+    assert workloads.ALL[name](cluster) == reference[name]
+
+
+def test_executor_killed_in_map_stage(cluster, reference, tmp_path):
+    marker = str(tmp_path / "killed")
+
+    def _kill_own_executor(index, it):
+        """The first attempt of map task 0 kills its executor JVM (nested, so
+        that cloudpickle ships it by value to the executors)."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        # Once per test: the marker file says an executor was already killed.
+        if index == 0 and ctx.attemptNumber() == 0 and not os.path.exists(marker):
+            pid = os.getpid()
+            while pid > 1:
+                with open(f"/proc/{pid}/stat") as f:
+                    pid = int(f.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"CoarseGrainedExecutorBackend" in f.read():
+                        with open(marker, "w") as m:
+                            m.write(str(pid))
+                        os.kill(pid, 9)
+                        break
+        return it
+
+    sc = cluster.sparkContext
+    rdd = workloads.pairs(sc, 50000, 1000, 4).mapPartitionsWithIndex(_kill_own_executor)
+    got = sorted(rdd.reduceByKey(lambda a, b: a + b, 8).collect())
+    assert os.path.exists(marker), "no executor was killed"
+    assert got == reference["reduce_by_key"]

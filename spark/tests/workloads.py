@@ -1,0 +1,119 @@
+"""The jobs the Spark tests and the Spark benchmark run, each under Spark's
+sort shuffle and under Sluice. Every job returns a value that does not depend
+on the order in which reduce tasks fetched map outputs (ties and the order
+inside a partition are normalised), so the two shuffle managers' results can
+be compared record for record."""
+
+import random
+
+WORDS = [f"w{i:03d}" for i in range(1000)]  # HiBench's 1000-word list
+
+
+def text_lines(sc, lines, parts, seed=7):
+    """HiBench random text: lines of 5 to 9 words from the list."""
+    def gen(i, _):
+        rnd = random.Random(seed * 1_000_003 + i)
+        per = lines // parts
+        for _ in range(per):
+            yield " ".join(rnd.choice(WORDS) for _ in range(rnd.randint(5, 9)))
+    return sc.parallelize(range(parts), parts).mapPartitionsWithIndex(gen)
+
+
+def teragen(sc, records, parts, seed=11):
+    """TeraGen-style records: a 10-byte random key and a 90-byte value."""
+    def gen(i, _):
+        rnd = random.Random(seed * 1_000_003 + i)
+        per = records // parts
+        for j in range(per):
+            key = bytes(rnd.getrandbits(8) for _ in range(10))
+            yield (key, b"%010d" % (i * per + j) + b"x" * 80)
+    return sc.parallelize(range(parts), parts).mapPartitionsWithIndex(gen)
+
+
+def pairs(sc, n, keys, parts):
+    return sc.parallelize(range(n), parts).map(lambda x: (x % keys, x))
+
+
+def per_partition_sorted(rdd):
+    return [sorted(p) for p in rdd.glom().collect()]
+
+
+def hibench_sort(spark, scale=1):
+    lines = text_lines(spark.sparkContext, 4000 * scale, 4)
+    out = lines.map(lambda l: (l, None)).sortByKey(numPartitions=6).keys().collect()
+    return out  # a total order on whole lines: ties are identical lines
+
+
+def terasort(spark, scale=1):
+    recs = teragen(spark.sparkContext, 20000 * scale, 4)
+    out = recs.sortByKey(numPartitions=6).collect()
+    keys = [k for k, _ in out]
+    return keys, sorted(out)
+
+
+def wordcount(spark, scale=1):
+    lines = text_lines(spark.sparkContext, 4000 * scale, 4)
+    counts = lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(lambda a, b: a + b, 5)
+    return sorted(counts.collect())
+
+
+def repartition(spark, scale=1):
+    rdd = spark.sparkContext.parallelize(range(30000 * scale), 4)
+    return per_partition_sorted(rdd.repartition(7))
+
+
+def partition_by_key(spark, scale=1):
+    return per_partition_sorted(pairs(spark.sparkContext, 20000 * scale, 500, 4).partitionBy(6))
+
+
+def reduce_by_key(spark, scale=1):
+    rbk = pairs(spark.sparkContext, 50000 * scale, 1000, 4).reduceByKey(lambda a, b: a + b, 8)
+    return sorted(rbk.collect())
+
+
+def sort_by_key(spark, scale=1):
+    rdd = pairs(spark.sparkContext, 20000 * scale, 3000, 4).map(lambda kv: (-kv[0], kv[1]))
+    out = rdd.sortByKey(ascending=False, numPartitions=5).collect()
+    return [k for k, _ in out], sorted(out)
+
+
+def distinct(spark, scale=1):
+    rdd = spark.sparkContext.parallelize([x % 777 for x in range(20000 * scale)], 4)
+    return sorted(rdd.distinct(6).collect())
+
+
+def join(spark, scale=1):
+    sc = spark.sparkContext
+    left = pairs(sc, 5000 * scale, 700, 3)
+    right = sc.parallelize([(k, f"r{k}") for k in range(0, 1000, 3)], 2)
+    return sorted(left.join(right, 5).collect())
+
+
+def sql_group_by(spark, scale=1):
+    df = spark.range(0, 100000 * scale, numPartitions=4).selectExpr(
+        "id % 113 as k", "id as v", "cast(id as string) as s")
+    rows = df.groupBy("k").agg({"v": "sum", "s": "max", "*": "count"}).collect()
+    return sorted(tuple(r) for r in rows)
+
+
+def sql_join(spark, scale=1):
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # a shuffle join
+    a = spark.range(0, 30000 * scale, numPartitions=3).selectExpr("id % 997 as k", "id as v")
+    b = spark.range(0, 997, numPartitions=2).selectExpr("id as k", "concat('n', id) as name")
+    rows = a.join(b, "k").groupBy("name").count().collect()
+    return sorted(tuple(r) for r in rows)
+
+
+ALL = {
+    "hibench_sort": hibench_sort,
+    "terasort": terasort,
+    "wordcount": wordcount,
+    "repartition": repartition,
+    "partition_by_key": partition_by_key,
+    "reduce_by_key": reduce_by_key,
+    "sort_by_key": sort_by_key,
+    "distinct": distinct,
+    "join": join,
+    "sql_group_by": sql_group_by,
+    "sql_join": sql_join,
+}
