@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The Spark plugin's tests: builds the jar (spark/build.sh), installs pyspark
-# and pytest from PyPI into spark/.venv (spark/requirements.txt), and runs
-# spark/tests against real Spark in local[2] and local-cluster[2,1,1024].
+# The Spark plugin's tests: builds the jar (spark/build.sh); runs the Java
+# tests of the operator API (Maven, JUnit, a real SparkContext in local[2]);
+# installs pyspark and pytest from PyPI into spark/.venv
+# (spark/requirements.txt) and runs spark/tests against real Spark in
+# local[2] and local-cluster[2,1,1024].
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash spark/build.sh
+(cd spark && mvn -q -B test)
 if [ ! -x spark/.venv/bin/python ]; then
   python3 -m venv spark/.venv
 fi

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sluice_core::format::{Codec, Layout};
+use sluice_core::reorg::aggregate::{AggSpec, SpillStrategy};
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_engine::{Engine, EngineConfig, MapTask, ShuffleSpec};
 
@@ -64,8 +65,10 @@ pub fn engine() -> BridgeResult<&'static Engine> {
 }
 
 /// Registers a host-partitioned shuffle of `partitions` reduce partitions
-/// and `maps` map tasks; returns its engine id.
-pub fn register_shuffle(partitions: u32, maps: u32) -> BridgeResult<u32> {
+/// and `maps` map tasks, with an offloaded aggregation `op` (whose records
+/// carry host keys after the partition id, see `ops`) or none; returns its
+/// engine id.
+pub fn register_shuffle(partitions: u32, maps: u32, op: Option<AggSpec>) -> BridgeResult<u32> {
     if partitions == 0 || maps == 0 {
         return Err(BridgeError::Argument(format!(
             "a shuffle needs at least one partition and one map task (got {partitions}, {maps})"
@@ -77,7 +80,10 @@ pub fn register_shuffle(partitions: u32, maps: u32) -> BridgeResult<u32> {
         maps,
         layout: Layout::Variable,
         partitioner: Arc::new(PartitionIdPartitioner::new(partitions)),
-        op: StageSpec::None,
+        op: match op {
+            Some(spec) => StageSpec::Aggregate(spec, SpillStrategy::State),
+            None => StageSpec::None,
+        },
         nodes: None,
     })?;
     Ok(id)
@@ -93,14 +99,22 @@ pub fn unregister_shuffle(id: u32) -> BridgeResult<()> {
 pub struct HostMapTask {
     task: MapTask<'static>,
     partitions: u32,
+    host_keys: bool,
 }
 
 impl HostMapTask {
     /// Starts attempt `attempt` of map `map` of engine shuffle `shuffle`
-    /// with `partitions` reduce partitions.
-    pub fn open(shuffle: u32, map: u32, attempt: u32, partitions: u32) -> BridgeResult<Self> {
+    /// with `partitions` reduce partitions; `host_keys` for an operator
+    /// shuffle (keys are the partition id and the host's key bytes).
+    pub fn open(
+        shuffle: u32,
+        map: u32,
+        attempt: u32,
+        partitions: u32,
+        host_keys: bool,
+    ) -> BridgeResult<Self> {
         let task = engine()?.map_task(shuffle, map, attempt)?;
-        Ok(HostMapTask { task, partitions })
+        Ok(HostMapTask { task, partitions, host_keys })
     }
 
     /// Checks a buffer of `count` records the host filled and hands it to
@@ -110,7 +124,7 @@ impl HostMapTask {
         if count == 0 {
             return Ok(());
         }
-        let view = check_buffer(data, count, self.partitions)?;
+        let view = check_buffer(data, count, self.partitions, self.host_keys)?;
         let mut buf = self.task.buf_acquire(data.len())?;
         buf.extend(&view)?;
         self.task.buf_produce(buf)?;

@@ -52,6 +52,10 @@ pub enum BridgeError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// An offloaded operator failed (a value of the wrong width, a spill
+    /// that could not be written or read back).
+    #[error("offloaded operator: {0}")]
+    Operator(#[from] sluice_core::reorg::ReorgError),
     /// An argument the Java side passed is out of range.
     #[error("{0}")]
     Argument(String),
@@ -73,6 +77,7 @@ impl BridgeError {
             BridgeError::Argument(_) => ILLEGAL_ARGUMENT,
             BridgeError::Engine(_)
             | BridgeError::Encode(_)
+            | BridgeError::Operator(_)
             | BridgeError::Jni(_)
             | BridgeError::Panic(_) => SLUICE_EXCEPTION,
         }

@@ -16,11 +16,14 @@
 //! - `bridge`: the process's engine and the map attempts it runs.
 //! - `map`: buffer checks and the output file.
 //! - `read`: block decoding for the reduce side.
+//! - `ops`: offloaded operators (an aggregation run map side and reduce
+//!   side in the engine; `reduceOpen` .. `reduceClose`).
 //! - `partitioner`: the partition id the host chose, carried in the key.
 
 pub mod bridge;
 pub mod error;
 pub mod map;
+pub mod ops;
 pub mod partitioner;
 pub mod read;
 
@@ -28,13 +31,14 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
 use jni::objects::{JByteArray, JByteBuffer, JClass, JString, ReleaseMode};
-use jni::sys::{jint, jlong, jlongArray};
+use jni::sys::{jboolean, jint, jlong, jlongArray};
 use jni::JNIEnv;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
 
 use crate::bridge::{HostMapTask, HostSettings};
 use crate::error::{BridgeError, BridgeResult};
+use crate::ops::ReduceAggregate;
 use crate::read::BlockName;
 
 /// Runs `f`, turning an error or a panic into a pending Java exception and
@@ -129,18 +133,23 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     })
 }
 
-/// `static native int registerShuffle(int partitions, int maps)`: the engine id.
+/// `static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue)`:
+/// the engine id. `aggFunc` -1: no operator; otherwise an offloaded
+/// aggregation (codes of [`ops::agg_spec`]).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     partitions: jint,
     maps: jint,
+    agg_func: jint,
+    agg_value: jint,
 ) -> jint {
     guard(&mut env, -1, |_| {
         let p = non_negative(partitions.into(), "partitions")? as u32;
         let m = non_negative(maps.into(), "map count")? as u32;
-        Ok(bridge::register_shuffle(p, m)? as jint)
+        let op = if agg_func < 0 { None } else { Some(ops::agg_spec(agg_func, agg_value)?) };
+        Ok(bridge::register_shuffle(p, m, op)? as jint)
     })
 }
 
@@ -154,7 +163,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unregisterShuffle<'l>(
     guard(&mut env, (), |_| bridge::unregister_shuffle(shuffle as u32))
 }
 
-/// `static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions)`
+/// `static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions, boolean hostKeys)`
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapOpen<'l>(
     mut env: JNIEnv<'l>,
@@ -163,6 +172,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapOpen<'l>(
     map: jint,
     attempt: jint,
     partitions: jint,
+    host_keys: jboolean,
 ) -> jlong {
     guard(&mut env, 0, |_| {
         let task = HostMapTask::open(
@@ -170,6 +180,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapOpen<'l>(
             non_negative(map.into(), "map index")? as u32,
             non_negative(attempt.into(), "attempt")? as u32,
             non_negative(partitions.into(), "partitions")? as u32,
+            host_keys != 0,
         )?;
         Ok(Box::into_raw(Box::new(task)) as jlong)
     })
@@ -305,5 +316,126 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
             unsafe { std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut u8, output.len()) };
         let (bytes, records) = read::decode_values(frame, &name, output)?;
         Ok(bytes as i64 | (records as i64) << 32)
+    })
+}
+
+/// The reduce aggregate behind a handle from `reduceOpen`.
+///
+/// # Safety
+/// `handle` must come from `reduceOpen` and not yet be passed to
+/// `reduceClose`; one Java reader uses it, from one thread at a time.
+unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceAggregate> {
+    let ptr = handle as *mut ReduceAggregate;
+    // SAFETY: the caller's contract: a live `Box<ReduceAggregate>` pointer.
+    unsafe { ptr.as_mut() }.ok_or_else(|| BridgeError::Argument("reduce handle is 0".into()))
+}
+
+/// `static native long reduceOpen(int aggFunc, int aggValue, int startPartition, int endPartition)`:
+/// a reduce task's final aggregate (freed by `reduceClose`).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    agg_func: jint,
+    agg_value: jint,
+    start: jint,
+    end: jint,
+) -> jlong {
+    guard(&mut env, 0, |_| {
+        let spec = ops::agg_spec(agg_func, agg_value)?;
+        let start = non_negative(start.into(), "start partition")? as u32;
+        let end = non_negative(end.into(), "end partition")? as u32;
+        Ok(Box::into_raw(Box::new(ReduceAggregate::open(spec, start..end)?)) as jlong)
+    })
+}
+
+/// `static native int reduceFeed(long handle, byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset)`:
+/// decodes, verifies and merges one fetched block; returns its records.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFeed<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    frame: JByteArray<'l>,
+    frame_len: jint,
+    shuffle: jint,
+    map: jlong,
+    reduce: jint,
+    offset: jlong,
+) -> jint {
+    guard(&mut env, -1, |env| {
+        let name = BlockName { shuffle, map, reduce, offset };
+        let len = non_negative(frame_len.into(), "frame length")? as usize;
+        // SAFETY: the handle contract of `reduce_mut`.
+        let agg = unsafe { reduce_mut(handle) }?;
+        // SAFETY: no other JNI call is made while the critical section is
+        // open.
+        let input = unsafe { env.get_array_elements_critical(&frame, ReleaseMode::NoCopyBack) }?;
+        // SAFETY: i8 and u8 have the same layout; the slice lives as long
+        // as the critical section.
+        let input: &[u8] =
+            unsafe { std::slice::from_raw_parts(input.as_ptr() as *const u8, input.len()) };
+        let frame = input.get(..len).ok_or_else(|| {
+            BridgeError::Argument(format!("frame of {len} bytes in a {}-byte array", input.len()))
+        })?;
+        Ok(agg.feed(frame, &name)? as jint)
+    })
+}
+
+/// `static native long reduceFinish(long handle)`: emits every key's
+/// result; returns how many.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFinish<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) -> jlong {
+    guard(&mut env, -1, |_| {
+        // SAFETY: the handle contract of `reduce_mut`.
+        Ok(unsafe { reduce_mut(handle) }?.finish()? as jlong)
+    })
+}
+
+/// `static native long reduceNext(long handle, ByteBuffer direct)`:
+/// copies results into the buffer; returns `bytes | records << 32`, 0 at
+/// the end, and the bytes the next result needs (records 0) when it does
+/// not fit the buffer.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceNext<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    buffer: JByteBuffer<'l>,
+) -> jlong {
+    guard(&mut env, -1, |env| {
+        let addr = env.get_direct_buffer_address(&buffer)?;
+        let capacity = env.get_direct_buffer_capacity(&buffer)?;
+        // SAFETY: a direct buffer's address is valid for its capacity while
+        // the Java caller holds the buffer, which it does for this call and
+        // does not touch meanwhile.
+        let out = unsafe { std::slice::from_raw_parts_mut(addr, capacity) };
+        // SAFETY: the handle contract of `reduce_mut`.
+        let (bytes, records) = unsafe { reduce_mut(handle) }?.next_records(out)?;
+        Ok(bytes as i64 | (records as i64) << 32)
+    })
+}
+
+/// `static native void reduceClose(long handle)`: frees the aggregate
+/// (its memory and spill files).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceClose<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) {
+    guard(&mut env, (), |_| {
+        let ptr = handle as *mut ReduceAggregate;
+        if ptr.is_null() {
+            return Err(BridgeError::Argument("reduce handle is 0".into()));
+        }
+        // SAFETY: as `reduce_mut`; the Java side forgets the handle.
+        drop(unsafe { Box::from_raw(ptr) });
+        Ok(())
     })
 }

@@ -4,10 +4,12 @@
 //! # Buffers
 //! A map task serializes records into a direct `ByteBuffer` in the engine's
 //! variable-length layout (`klen:u32le vlen:u32le key value`, key = the
-//! partition id as u32 LE). Nothing the JVM wrote is trusted: the payload is
-//! validated as `count` records (every length in bounds) and every key must
-//! be 4 bytes naming a partition below the shuffle's count before the bytes
-//! enter the engine.
+//! partition id as u32 LE; an offloaded operator's shuffle appends the host's
+//! key bytes to it, see `ops`). Nothing the JVM wrote is trusted: the
+//! payload is validated as `count` records (every length in bounds) and
+//! every key must start with a partition id below the shuffle's count
+//! (and be exactly that id unless the shuffle carries host keys) before
+//! the bytes enter the engine.
 //!
 //! # Output file
 //! Spark's sort-shuffle layout: one data file with the partitions' segments
@@ -35,12 +37,23 @@ pub const BLOCK_TARGET_BYTES: usize = 1 << 20;
 pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
 /// Validates a JVM-filled buffer: `count` records in the variable layout,
-/// each keyed by a partition id below `partitions`.
-pub fn check_buffer(data: &[u8], count: u32, partitions: u32) -> BridgeResult<BatchView<'_>> {
+/// each keyed by a partition id below `partitions`, followed by the host's
+/// key bytes if `host_keys` (an operator shuffle) and by nothing otherwise.
+pub fn check_buffer(
+    data: &[u8],
+    count: u32,
+    partitions: u32,
+    host_keys: bool,
+) -> BridgeResult<BatchView<'_>> {
     let view = BatchView::new(Layout::Variable, count, data)
         .map_err(|source| BridgeError::Corrupt { what: "a map task's buffer".into(), source })?;
     for (i, r) in view.iter().enumerate() {
-        if r.key.len() != PARTITION_KEY_BYTES {
+        let key_ok = if host_keys {
+            r.key.len() >= PARTITION_KEY_BYTES
+        } else {
+            r.key.len() == PARTITION_KEY_BYTES
+        };
+        if !key_ok {
             return Err(BridgeError::Argument(format!(
                 "record {i} of a map buffer has a {}-byte key; the partition id takes {PARTITION_KEY_BYTES}",
                 r.key.len()

@@ -57,8 +57,8 @@ fn run_map(
     codec: Codec,
 ) -> (Vec<u8>, Vec<u64>) {
     open_engine(&settings()).expect("engine");
-    let shuffle = register_shuffle(partitions, 1).expect("register");
-    let mut task = HostMapTask::open(shuffle, 0, 0, partitions).expect("open");
+    let shuffle = register_shuffle(partitions, 1, None).expect("register");
+    let mut task = HostMapTask::open(shuffle, 0, 0, partitions, false).expect("open");
     let mut buf = Vec::new();
     let mut count = 0;
     for (p, v) in records {
@@ -168,27 +168,27 @@ fn a_block_read_for_the_wrong_partition_is_refused() {
 fn buffers_with_bad_partition_ids_or_lengths_are_refused() {
     let mut buf = Vec::new();
     put(&mut buf, 5, b"abc");
-    assert!(matches!(check_buffer(&buf, 1, 5), Err(BridgeError::Argument(_))));
-    assert!(check_buffer(&buf, 1, 6).is_ok());
+    assert!(matches!(check_buffer(&buf, 1, 5, false), Err(BridgeError::Argument(_))));
+    assert!(check_buffer(&buf, 1, 6, false).is_ok());
     // A count that disagrees with the bytes.
-    assert!(matches!(check_buffer(&buf, 2, 6), Err(BridgeError::Corrupt { .. })));
+    assert!(matches!(check_buffer(&buf, 2, 6, false), Err(BridgeError::Corrupt { .. })));
     // A length that runs past the buffer.
     let mut forged = buf.clone();
     forged[4..8].copy_from_slice(&1000u32.to_le_bytes());
-    assert!(matches!(check_buffer(&forged, 1, 6), Err(BridgeError::Corrupt { .. })));
+    assert!(matches!(check_buffer(&forged, 1, 6, false), Err(BridgeError::Corrupt { .. })));
     // A key that is not 4 bytes.
     let mut odd = Vec::new();
     odd.extend_from_slice(&2u32.to_le_bytes());
     odd.extend_from_slice(&0u32.to_le_bytes());
     odd.extend_from_slice(&[0, 0]);
-    assert!(matches!(check_buffer(&odd, 1, 6), Err(BridgeError::Argument(_))));
+    assert!(matches!(check_buffer(&odd, 1, 6, false), Err(BridgeError::Argument(_))));
 }
 
 #[test]
 fn a_write_into_a_missing_directory_is_a_typed_io_error() {
     open_engine(&settings()).expect("engine");
-    let shuffle = register_shuffle(2, 1).expect("register");
-    let mut task = HostMapTask::open(shuffle, 0, 0, 2).expect("open");
+    let shuffle = register_shuffle(2, 1, None).expect("register");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 2, false).expect("open");
     let mut buf = Vec::new();
     put(&mut buf, 1, b"x");
     task.produce(&buf, 1).expect("produce");

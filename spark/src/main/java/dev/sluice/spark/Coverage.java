@@ -33,16 +33,38 @@ final class Coverage {
           + " cannot relocate serialized records (use Kryo: spark.serializer="
           + "org.apache.spark.serializer.KryoSerializer)";
     }
-    if (conf.getBoolean("spark.io.encryption.enabled", false)) {
-      return "I/O encryption is on (spark.io.encryption.enabled)";
-    }
-    if (conf.getBoolean("spark.shuffle.push.enabled", false)) {
-      return "push-based shuffle is on (spark.shuffle.push.enabled)";
+    String settings = settingsReason(conf);
+    if (settings != null) {
+      return settings;
     }
     int partitions = dep.partitioner().numPartitions();
     if (partitions > PARTITIONS_MAX) {
       return partitions + " partitions, more than the engine's " + PARTITIONS_MAX;
     }
     return null;
+  }
+
+  /** Why no shuffle of this application can run on Sluice, or null if they can. */
+  static String settingsReason(SparkConf conf) {
+    if (conf.getBoolean("spark.io.encryption.enabled", false)) {
+      return "I/O encryption is on (spark.io.encryption.enabled)";
+    }
+    if (conf.getBoolean("spark.shuffle.push.enabled", false)) {
+      return "push-based shuffle is on (spark.shuffle.push.enabled)";
+    }
+    return null;
+  }
+
+  /**
+   * Why {@link Sluice}'s offloaded operators run as Spark's own operators here, or null if the
+   * engine runs them: they need Sluice as the shuffle manager and the settings above.
+   */
+  static String operatorFallbackReason(SparkConf conf, Object shuffleManager) {
+    if (!(shuffleManager instanceof SluiceShuffleManager)) {
+      return "the shuffle manager is not Sluice (spark.shuffle.manager="
+          + SluiceShuffleManager.class.getName()
+          + ")";
+    }
+    return settingsReason(conf);
   }
 }

@@ -10,6 +10,10 @@ import org.apache.spark.storage.ShuffleBlockId;
  * natively, and serves the serialized records it carried, back to back. A corrupt, forged or
  * truncated block is an {@link IOException} naming the block and its offset in the segment;
  * Spark's fetch iterator turns it into a fetch failure, so the map output is recomputed.
+ *
+ * <p>For an offloaded operator shuffle the stream has a native reduce aggregate: each verified
+ * block is merged into it instead, and the stream serves no bytes (it ends once the segment has
+ * been consumed).
  */
 final class SluiceBlockInputStream extends InputStream {
   /** Bytes of a block header. */
@@ -19,9 +23,11 @@ final class SluiceBlockInputStream extends InputStream {
   private final int shuffle;
   private final long map;
   private final int reduce;
+  /** The native reduce aggregate blocks are merged into, or 0 to serve the values. */
+  private final long aggregate;
 
   private byte[] frame = new byte[64 << 10];
-  private byte[] values = new byte[64 << 10];
+  private byte[] values = new byte[0];
   private int pos;
   private int limit;
   /** Offset of the next block in the segment. */
@@ -29,8 +35,9 @@ final class SluiceBlockInputStream extends InputStream {
 
   private boolean eof;
 
-  SluiceBlockInputStream(InputStream in, ShuffleBlockId id) {
+  SluiceBlockInputStream(InputStream in, ShuffleBlockId id, long aggregate) {
     this.in = in;
+    this.aggregate = aggregate;
     this.shuffle = id.shuffleId();
     this.map = id.mapId();
     this.reduce = id.reduceId();
@@ -70,12 +77,18 @@ final class SluiceBlockInputStream extends InputStream {
           "truncated Sluice block in " + where() + ": " + (HEADER_BYTES + got) + " of "
               + frameLen + " bytes");
     }
-    if (values.length < uncompressed) {
-      values = new byte[uncompressed];
+    if (aggregate != 0) {
+      SluiceNative.reduceFeed(aggregate, frame, frameLen, shuffle, map, reduce, offset);
+      pos = 0;
+      limit = 0;
+    } else {
+      if (values.length < uncompressed) {
+        values = new byte[Math.max(uncompressed, 64 << 10)];
+      }
+      long r = SluiceNative.decodeValues(frame, frameLen, shuffle, map, reduce, offset, values);
+      pos = 0;
+      limit = (int) (r & 0xffffffffL);
     }
-    long r = SluiceNative.decodeValues(frame, frameLen, shuffle, map, reduce, offset, values);
-    pos = 0;
-    limit = (int) (r & 0xffffffffL);
     offset += frameLen;
     SluiceMetrics.BLOCKS_DECODED.incrementAndGet();
     return true;

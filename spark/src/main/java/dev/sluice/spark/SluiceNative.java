@@ -58,13 +58,17 @@ public final class SluiceNative {
   static native void openEngine(
       int offloadThreads, long bufferPoolBytes, long memoryBudget, String spillDir);
 
-  /** Registers a host-partitioned shuffle; returns its engine id. */
-  static native int registerShuffle(int partitions, int maps);
+  /**
+   * Registers a host-partitioned shuffle; returns its engine id. {@code aggFunc} -1 for none, else
+   * an offloaded aggregation ({@link Agg#code}, {@link OpSpec} value type).
+   */
+  static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue);
 
   static native void unregisterShuffle(int engineShuffle);
 
   /** Starts a map attempt; returns its handle (freed by mapCommit or mapAbort). */
-  static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions);
+  static native long mapOpen(
+      int engineShuffle, int mapIndex, int attempt, int partitions, boolean hostKeys);
 
   /**
    * Hands {@code records} records in {@code bytes} bytes of a direct buffer (variable layout, key
@@ -87,4 +91,23 @@ public final class SluiceNative {
   static native long decodeValues(
       byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset, byte[] out)
       throws IOException;
+
+  /** A reduce task's native final aggregate (freed by reduceClose). */
+  static native long reduceOpen(int aggFunc, int aggValue, int startPartition, int endPartition);
+
+  /** Decodes, verifies and merges one fetched block; returns its partial records. */
+  static native int reduceFeed(
+      long aggregate, byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset)
+      throws IOException;
+
+  /** Emits every key's result; returns how many. */
+  static native long reduceFinish(long aggregate) throws IOException;
+
+  /**
+   * Copies results into the buffer; returns {@code bytes | records << 32}, 0 at the end, or the
+   * bytes the next result needs (records 0) when it does not fit the buffer.
+   */
+  static native long reduceNext(long aggregate, ByteBuffer direct);
+
+  static native void reduceClose(long aggregate);
 }

@@ -9,10 +9,18 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
 
   /** Map tasks of the shuffle (the dependency's RDD is not shipped to executors). */
   private final int numMaps;
+  /** The offloaded operator of a {@link Sluice} shuffle, or null for a plain one. */
+  private final OpSpec op;
 
-  public SluiceShuffleHandle(int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps) {
+  SluiceShuffleHandle(
+      int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps, OpSpec op) {
     super(shuffleId, dependency);
     this.numMaps = numMaps;
+    this.op = op;
+  }
+
+  OpSpec op() {
+    return op;
   }
 
   public int numMaps() {

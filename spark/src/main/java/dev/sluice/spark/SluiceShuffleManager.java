@@ -49,12 +49,19 @@ public class SluiceShuffleManager extends SortShuffleManager {
   @Override
   public <K, V, C> ShuffleHandle registerShuffle(
       int shuffleId, ShuffleDependency<K, V, C> dependency) {
+    int maps = dependency.rdd().getNumPartitions();
+    if (dependency.serializer() instanceof SluiceOpSerializer) {
+      // An offloaded operator (Sluice.reduceByKey): only the engine can run it; Sluice's API
+      // checked the settings before it built the shuffle.
+      OpSpec op = ((SluiceOpSerializer) dependency.serializer()).op;
+      return new SluiceShuffleHandle<>(shuffleId, dependency, maps, op);
+    }
     String reason = Coverage.fallbackReason(conf, dependency);
     if (reason != null) {
       LOG.info("Sluice: shuffle {} runs on Spark's sort shuffle: {}", shuffleId, reason);
       return super.registerShuffle(shuffleId, dependency);
     }
-    return new SluiceShuffleHandle<>(shuffleId, dependency, dependency.rdd().getNumPartitions());
+    return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null);
   }
 
   @Override
@@ -69,6 +76,10 @@ public class SluiceShuffleManager extends SortShuffleManager {
     openEngine(settings);
     int engineId = engineShuffle(h);
     mapIds.computeIfAbsent(h.shuffleId(), k -> ConcurrentHashMap.newKeySet()).add(mapId);
+    if (h.op() != null) {
+      return new SluiceOpWriter<>(
+          h, engineId, mapId, context, metrics, settings, shuffleBlockResolver());
+    }
     return new SluiceShuffleWriter<>(
         h, engineId, mapId, context, metrics, settings, shuffleBlockResolver());
   }
@@ -87,6 +98,12 @@ public class SluiceShuffleManager extends SortShuffleManager {
       return super.getReader(
           handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
+    SluiceShuffleHandle<K, ?, C> h = (SluiceShuffleHandle<K, ?, C>) handle;
+    if (h.op() != null) {
+      openEngine(new SluiceConf(SparkEnv.get().conf()));
+      return new SluiceOpReader<>(
+          h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+    }
     SparkEnv env = SparkEnv.get();
     scala.collection.Iterator blocks =
         env.mapOutputTracker()
@@ -97,7 +114,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
         blocks,
         context,
         metrics,
-        new SluiceSerializerManager(env.serializer(), env.conf()),
+        new SluiceSerializerManager(env.serializer(), env.conf(), 0L),
         env.blockManager(),
         env.mapOutputTracker(),
         false);
@@ -128,7 +145,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
     super.stop();
   }
 
-  private static void openEngine(SluiceConf s) {
+  static void openEngine(SluiceConf s) {
     SluiceNative.openEngine(
         s.offloadThreads,
         s.bufferPoolBytes,
@@ -140,8 +157,13 @@ public class SluiceShuffleManager extends SortShuffleManager {
   private int engineShuffle(SluiceShuffleHandle<?, ?, ?> h) {
     return engineIds.computeIfAbsent(
         h.shuffleId(),
-        id ->
-            SluiceNative.registerShuffle(
-                h.dependency().partitioner().numPartitions(), h.numMaps()));
+        id -> {
+          OpSpec op = h.op();
+          return SluiceNative.registerShuffle(
+              h.dependency().partitioner().numPartitions(),
+              h.numMaps(),
+              op == null ? -1 : op.agg.code,
+              op == null ? 0 : op.valueType);
+        });
   }
 }

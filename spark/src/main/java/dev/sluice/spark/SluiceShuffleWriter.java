@@ -1,16 +1,12 @@
 package dev.sluice.spark;
 
 import java.io.ByteArrayOutputStream;
-import java.io.File;
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
-import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.MapStatus;
-import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.serializer.SerializationStream;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
@@ -20,18 +16,16 @@ import scala.Product2;
 import scala.reflect.ClassTag$;
 
 /**
- * A map task's writer: serializes each record with the shuffle's serializer into a direct buffer
- * and hands full buffers to the engine (one JNI call per buffer), then has the engine write the
- * attempt's output and commits it with Spark's index file.
+ * A map task's writer: serializes each record with the shuffle's serializer into the engine's
+ * buffer (see {@link NativeMapOutput}), then has the engine write the attempt's output.
  *
- * <p>Buffer layout, the engine's variable-length records: {@code klen:u32le vlen:u32le key value},
- * with key = the partition id (u32 LE) and value = the record's serialized bytes. The serializer is
- * relocatable (see {@link Coverage}), so each record's bytes can be cut out of one serialization
- * stream and later read back to back.
+ * <p>Engine record: key = the partition id (u32 LE), value = the record's serialized bytes. The
+ * serializer is relocatable (see {@link Coverage}), so each record's bytes can be cut out of one
+ * serialization stream and later read back to back.
  */
 final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   /** Bytes in front of each record in the buffer: two lengths and the partition-id key. */
-  static final int RECORD_PREFIX_BYTES = 12;
+  static final int RECORD_PREFIX_BYTES = NativeMapOutput.LENGTHS_BYTES + 4;
 
   private final SluiceShuffleHandle<K, V, C> handle;
   private final int engineShuffle;
@@ -41,10 +35,8 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   private final SluiceConf settings;
   private final IndexShuffleBlockResolver resolver;
 
-  private long task;
-  private long[] lengths;
+  private NativeMapOutput output;
   private MapStatus status;
-  private File dataTmp;
 
   SluiceShuffleWriter(
       SluiceShuffleHandle<K, V, C> handle,
@@ -75,7 +67,6 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   }
 
   @Override
-  @SuppressWarnings("unchecked")
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
     ShuffleDependency<K, V, C> dep = handle.dependency();
     Partitioner partitioner = dep.partitioner();
@@ -89,11 +80,10 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     Bytes ser = new Bytes(4096);
     SerializationStream out = dep.serializer().newInstance().serializeStream(ser);
-    ByteBuffer buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
-    task =
-        SluiceNative.mapOpen(engineShuffle, context.partitionId(), context.attemptNumber(), partitions);
-    long count = 0;
-    int inBuffer = 0;
+    output =
+        new NativeMapOutput(
+            engineShuffle, dep.shuffleId(), mapId, partitions, false, context, metrics, settings,
+            resolver);
     while (input.hasNext()) {
       Product2<K, ?> r = input.next();
       K key = r._1();
@@ -103,67 +93,18 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       out.writeValue(r._2(), ClassTag$.MODULE$.Any());
       out.flush();
       int n = ser.size();
-      int need = RECORD_PREFIX_BYTES + n;
-      if (need > buf.remaining()) {
-        if (inBuffer > 0) {
-          SluiceNative.mapProduce(task, buf, buf.position(), inBuffer);
-          buf.clear();
-          inBuffer = 0;
-        }
-        if (need > buf.capacity()) {
-          // A record larger than the buffer travels in a buffer of its own.
-          ByteBuffer big = ByteBuffer.allocateDirect(need).order(ByteOrder.LITTLE_ENDIAN);
-          put(big, p, ser.array(), n);
-          SluiceNative.mapProduce(task, big, need, 1);
-          count++;
-          continue;
-        }
-      }
-      put(buf, p, ser.array(), n);
-      inBuffer++;
-      count++;
-    }
-    if (inBuffer > 0) {
-      SluiceNative.mapProduce(task, buf, buf.position(), inBuffer);
+      ByteBuffer b = output.room(RECORD_PREFIX_BYTES + n);
+      b.putInt(4).putInt(n).putInt(p).put(ser.array(), 0, n);
+      output.added();
     }
     out.close();
-
-    long t0 = System.nanoTime();
-    File dataFile = resolver.getDataFile(dep.shuffleId(), mapId);
-    dataTmp = resolver.createTempFile(dataFile);
-    long handleNow = task;
-    task = 0;
-    lengths =
-        SluiceNative.mapCommit(
-            handleNow, dataTmp.getAbsolutePath(), settings.codec, settings.codecLevel);
-    resolver.writeMetadataFileAndCommit(dep.shuffleId(), mapId, lengths, new long[0], dataTmp);
-    long total = 0;
-    for (long l : lengths) {
-      total += l;
-    }
-    SluiceMetrics.MAP_OUTPUTS.incrementAndGet();
-    SluiceMetrics.BYTES_WRITTEN.addAndGet(total);
-    SluiceMetrics.RECORDS_WRITTEN.addAndGet(count);
-    metrics.incBytesWritten(total);
-    metrics.incRecordsWritten(count);
-    metrics.incWriteTime(System.nanoTime() - t0);
-    status =
-        MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId);
-  }
-
-  private static void put(ByteBuffer b, int partition, byte[] bytes, int n) {
-    b.putInt(4).putInt(n).putInt(partition).put(bytes, 0, n);
+    status = output.commit();
   }
 
   @Override
   public Option<MapStatus> stop(boolean success) {
-    if (task != 0) {
-      long t = task;
-      task = 0;
-      SluiceNative.mapAbort(t);
-    }
-    if (dataTmp != null && dataTmp.exists() && !dataTmp.delete()) {
-      dataTmp.deleteOnExit();
+    if (output != null) {
+      output.abort();
     }
     if (success && status != null) {
       return Option.apply(status);
@@ -173,6 +114,6 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
 
   @Override
   public long[] getPartitionLengths() {
-    return lengths;
+    return output == null ? null : output.lengths();
   }
 }

@@ -1,0 +1,212 @@
+//! Offloaded operators (SmartShuffle's `registerShuffle` operator): an
+//! aggregation Spark hands to the engine whole, map side and reduce side.
+//!
+//! ```text
+//!  map task:    (pid key, value) records ──► engine: partition + PartialAggregate
+//!                                            per destination ──► Sluice blocks of partials
+//!  reduce task: fetched blocks ──► decode, verify ──► FinalAggregate (spills sorted runs)
+//!                                            ──► (key, 8-byte result) records ──► JVM
+//! ```
+//! The records of an operator shuffle are keyed `partition id (u32 LE) ++
+//! the host's key bytes`: the engine's partitioner reads the id, and the
+//! aggregation groups by the whole key, which is the same grouping since
+//! the id is a function of the key. Values are little-endian numbers of the
+//! shuffle's value type (see [`agg_spec`]); a value of another width is a
+//! typed error naming the record.
+//!
+//! On the reduce side a [`ReduceAggregate`] belongs to one reduce task: each
+//! block Spark fetched is decoded and verified (CRC, lengths, and every key
+//! must carry the task's partition id), and its partial records merge into
+//! one [`FinalAggregate`] drawing on the engine's reduce-side memory pool,
+//! at most [`REDUCE_STATE_BYTES`] per task, beyond which sorted runs spill
+//! to the engine's spill directory. [`ReduceAggregate::finish`] then emits
+//! every key's result once, and [`ReduceAggregate::next_records`] copies
+//! them out a buffer at a time.
+
+use std::cell::RefCell;
+
+use sluice_core::format::{BlockDecoder, Layout, RecordBatch};
+use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, ValueType};
+use sluice_core::reorg::{Emitter, SpillConfig};
+
+use crate::bridge::engine;
+use crate::error::{BridgeError, BridgeResult};
+use crate::partitioner::{key_partition, PARTITION_KEY_BYTES};
+use crate::read::BlockName;
+
+/// Bytes of aggregation state one reduce task keeps in memory before it
+/// spills a sorted run (64 MiB; less if the engine's pool grants less).
+pub const REDUCE_STATE_BYTES: usize = 64 << 20;
+
+thread_local! {
+    /// One decoder per reading thread, so its inflate buffer is reused.
+    static DECODER: RefCell<BlockDecoder> = RefCell::new(BlockDecoder::new());
+}
+
+/// The aggregation a JVM names by two small codes: `func` 0 sum, 1 count,
+/// 2 min, 3 max; `value` 0 i64, 1 i32, 2 f64.
+pub fn agg_spec(func: i32, value: i32) -> BridgeResult<AggSpec> {
+    let f = match func {
+        0 => AggFn::Sum,
+        1 => AggFn::Count,
+        2 => AggFn::Min,
+        3 => AggFn::Max,
+        other => return Err(BridgeError::Argument(format!("unknown aggregate function {other}"))),
+    };
+    let v = match value {
+        0 => ValueType::I64,
+        1 => ValueType::I32,
+        2 => ValueType::F64,
+        other => return Err(BridgeError::Argument(format!("unknown value type {other}"))),
+    };
+    Ok(AggSpec::new(f, v))
+}
+
+/// Where a reduce task is in its life.
+#[derive(Debug)]
+enum Phase {
+    /// Taking fetched blocks.
+    Merging,
+    /// Results emitted; `next` is the first batch not yet copied out, `at`
+    /// the offset of the next record in it.
+    Draining { batches: Vec<RecordBatch>, next: usize, at: usize },
+}
+
+/// The reduce side of one operator shuffle's partitions, for one task.
+#[derive(Debug)]
+pub struct ReduceAggregate {
+    agg: FinalAggregate,
+    /// The task's reduce partitions, `start..end` (Spark may give a task
+    /// several adjacent partitions).
+    partitions: std::ops::Range<u32>,
+    phase: Phase,
+    /// Partial records merged.
+    records_in: u64,
+}
+
+impl ReduceAggregate {
+    /// A final aggregate of `spec` for reduce partitions `partitions`.
+    pub fn open(spec: AggSpec, partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
+        if partitions.is_empty() {
+            return Err(BridgeError::Argument(format!(
+                "empty reduce partition range {partitions:?}"
+            )));
+        }
+        let e = engine()?;
+        let spill = SpillConfig { dir: e.config().spill_dir.clone(), ..SpillConfig::default() };
+        let agg = FinalAggregate::with_limit(
+            spec,
+            Layout::Variable,
+            e.reduce_memory(),
+            spill,
+            REDUCE_STATE_BYTES,
+        );
+        Ok(ReduceAggregate { agg, partitions, phase: Phase::Merging, records_in: 0 })
+    }
+
+    /// Decodes and verifies one fetched block (`frame`, exactly one block)
+    /// and merges its partial records. Returns the records merged.
+    pub fn feed(&mut self, frame: &[u8], what: &BlockName) -> BridgeResult<usize> {
+        if !matches!(self.phase, Phase::Merging) {
+            return Err(BridgeError::Argument(format!("block {what} fed after finish")));
+        }
+        let partitions = self.partitions.clone();
+        let agg = &mut self.agg;
+        let n = DECODER.with(|d| {
+            let mut decoder = d.borrow_mut();
+            let block = decoder
+                .decode(frame)
+                .map_err(|source| BridgeError::Corrupt { what: what.to_string(), source })?;
+            if block.frame_len != frame.len() {
+                return Err(BridgeError::Misplaced {
+                    what: what.to_string(),
+                    detail: format!(
+                        "block is {} bytes, frame read was {}",
+                        block.frame_len,
+                        frame.len()
+                    ),
+                });
+            }
+            for (i, r) in block.records.iter().enumerate() {
+                if r.key.len() < PARTITION_KEY_BYTES
+                    || !partitions.contains(&key_partition(r.key))
+                    || key_partition(r.key) != what.reduce as u32
+                {
+                    return Err(BridgeError::Misplaced {
+                        what: what.to_string(),
+                        detail: format!(
+                            "record {i} does not carry partition {} of the task's {partitions:?}",
+                            what.reduce
+                        ),
+                    });
+                }
+            }
+            agg.push(&block.records)?;
+            Ok(block.records.len())
+        })?;
+        self.records_in += n as u64;
+        Ok(n)
+    }
+
+    /// Ends the merge: every key's result is emitted (merging spilled runs
+    /// if there are any). Returns the result count.
+    pub fn finish(&mut self) -> BridgeResult<u64> {
+        if !matches!(self.phase, Phase::Merging) {
+            return Err(BridgeError::Argument("reduce aggregate finished twice".into()));
+        }
+        let mut out = Emitter::new(self.agg.output_layout());
+        self.agg.finish(&mut out)?;
+        let records = out.records();
+        self.phase = Phase::Draining { batches: out.into_batches(), next: 0, at: 0 };
+        Ok(records)
+    }
+
+    /// Copies whole result records (`klen:u32le vlen:u32le key value`,
+    /// key = partition id ++ the host's key bytes) into `out`. Returns
+    /// (bytes, records); (0, 0) when every result was copied, and
+    /// (bytes the next record needs, 0) when it does not fit `out`, so the
+    /// caller can retry with a larger buffer.
+    pub fn next_records(&mut self, out: &mut [u8]) -> BridgeResult<(usize, usize)> {
+        let Phase::Draining { batches, next, at } = &mut self.phase else {
+            return Err(BridgeError::Argument("results read before finish".into()));
+        };
+        let (mut written, mut records) = (0usize, 0usize);
+        while let Some(batch) = batches.get(*next) {
+            let payload = batch.payload();
+            while *at < payload.len() {
+                let len = variable_record_len(payload, *at).ok_or_else(|| {
+                    BridgeError::Argument("result batch is not in the variable layout".into())
+                })?;
+                let room = out.len() - written;
+                if len > room {
+                    if records == 0 {
+                        return Ok((len, 0));
+                    }
+                    return Ok((written, records));
+                }
+                out[written..written + len].copy_from_slice(&payload[*at..*at + len]);
+                written += len;
+                records += 1;
+                *at += len;
+            }
+            *next += 1;
+            *at = 0;
+        }
+        Ok((written, records))
+    }
+
+    /// Partial records merged so far.
+    pub fn records_in(&self) -> u64 {
+        self.records_in
+    }
+}
+
+/// Bytes of the variable-layout record at `at` of `payload` (its two
+/// lengths included), if it lies wholly inside.
+fn variable_record_len(payload: &[u8], at: usize) -> Option<usize> {
+    let head = payload.get(at..at + 8)?;
+    let k = u32::from_le_bytes(head[..4].try_into().ok()?) as usize;
+    let v = u32::from_le_bytes(head[4..].try_into().ok()?) as usize;
+    let len = 8usize.checked_add(k)?.checked_add(v)?;
+    (at + len <= payload.len()).then_some(len)
+}

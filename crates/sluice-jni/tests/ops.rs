@@ -1,0 +1,203 @@
+//! Offloaded aggregation through the bridge without a JVM: several map
+//! attempts of an operator shuffle (partial aggregation in the engine),
+//! their output files read back block by block into each reduce
+//! partition's final aggregate, the results compared with a plain fold;
+//! and a forged block refused.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use proptest::prelude::*;
+use sluice_core::format::header::HEADER_BYTES;
+use sluice_core::format::Codec;
+use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask, HostSettings};
+use sluice_jni::error::BridgeError;
+use sluice_jni::ops::{agg_spec, ReduceAggregate};
+use sluice_jni::read::{frame_info, BlockName};
+
+fn settings() -> HostSettings {
+    HostSettings {
+        offload_threads: 1,
+        buffer_pool_bytes: 8 << 20,
+        memory_budget: 64 << 20,
+        spill_dir: std::env::temp_dir(),
+    }
+}
+
+/// The writer's record: key = partition id ++ key bytes, value = i64 LE.
+fn put(buf: &mut Vec<u8>, partition: u32, key: &[u8], value: i64) {
+    buf.extend_from_slice(&(4 + key.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&8u32.to_le_bytes());
+    buf.extend_from_slice(&partition.to_le_bytes());
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(&value.to_le_bytes());
+}
+
+/// One map attempt's output file and its partition lengths.
+fn map_output(
+    dir: &Path,
+    shuffle: u32,
+    map: u32,
+    partitions: u32,
+    records: &[(Vec<u8>, i64)],
+) -> (Vec<u8>, Vec<u64>) {
+    let mut task = HostMapTask::open(shuffle, map, 0, partitions, true).expect("open");
+    let mut buf = Vec::new();
+    for (k, v) in records {
+        put(&mut buf, partition_of(k, partitions), k, *v);
+    }
+    task.produce(&buf, records.len() as u32).expect("produce");
+    let path = dir.join(format!("map_{map}.data"));
+    let lengths = task.commit_to_file(&path, Codec::Lz4).expect("commit");
+    (std::fs::read(&path).expect("read back"), lengths)
+}
+
+fn partition_of(key: &[u8], partitions: u32) -> u32 {
+    key.iter().fold(7u32, |h, &b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % partitions
+}
+
+/// Feeds one segment to a reduce aggregate the way the Java stream does.
+fn feed_segment(agg: &mut ReduceAggregate, seg: &[u8], reduce: u32) -> Result<(), BridgeError> {
+    let mut at = 0usize;
+    while at < seg.len() {
+        let name = BlockName { shuffle: 3, map: 0, reduce: reduce as i32, offset: at as i64 };
+        let info = frame_info(&seg[at..at + HEADER_BYTES], &name)?;
+        agg.feed(&seg[at..at + info.frame_len], &name)?;
+        at += info.frame_len;
+    }
+    Ok(())
+}
+
+/// Every (key, 8-byte result) a reduce aggregate emits, read through a
+/// small buffer so that results span several calls.
+fn drain(agg: &mut ReduceAggregate) -> Vec<(Vec<u8>, [u8; 8])> {
+    agg.finish().expect("finish");
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 16];
+    loop {
+        let (bytes, records) = agg.next_records(&mut buf).expect("next");
+        if records == 0 && bytes > 0 {
+            // The next result needs a larger buffer.
+            assert!(bytes > buf.len());
+            buf.resize(bytes + 64, 0);
+            continue;
+        }
+        if records == 0 {
+            break;
+        }
+        let mut at = 0;
+        while at < bytes {
+            let k = u32::from_le_bytes(buf[at..at + 4].try_into().expect("4")) as usize;
+            let v = u32::from_le_bytes(buf[at + 4..at + 8].try_into().expect("4")) as usize;
+            assert_eq!(v, 8);
+            let key = buf[at + 8 + 4..at + 8 + k].to_vec();
+            let value: [u8; 8] = buf[at + 8 + k..at + 16 + k].try_into().expect("8");
+            out.push((key, value));
+            at += 8 + k + v;
+        }
+    }
+    out
+}
+
+/// Runs `func` (sum 0, count 1, min 2, max 3) over i64 values through the
+/// whole path; returns each key's result.
+fn run(func: i32, maps: &[Vec<(Vec<u8>, i64)>], partitions: u32) -> BTreeMap<Vec<u8>, i64> {
+    open_engine(&settings()).expect("engine");
+    let dir = tempfile::tempdir().expect("tmp");
+    let spec = agg_spec(func, 0).expect("spec");
+    let shuffle = register_shuffle(partitions, maps.len() as u32, Some(spec)).expect("register");
+    let outputs: Vec<_> = maps
+        .iter()
+        .enumerate()
+        .map(|(m, records)| map_output(dir.path(), shuffle, m as u32, partitions, records))
+        .collect();
+    let mut results = BTreeMap::new();
+    for p in 0..partitions {
+        let mut agg = ReduceAggregate::open(spec, p..p + 1).expect("open reduce");
+        for (data, lengths) in &outputs {
+            let start: u64 = lengths[..p as usize].iter().sum();
+            let seg = &data[start as usize..(start + lengths[p as usize]) as usize];
+            feed_segment(&mut agg, seg, p).expect("feed");
+        }
+        for (k, v) in drain(&mut agg) {
+            assert_eq!(partition_of(&k, partitions), p, "key {k:?} in partition {p}");
+            assert!(results.insert(k, i64::from_le_bytes(v)).is_none(), "key emitted twice");
+        }
+    }
+    results
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    fn sum_count_min_max_match_a_plain_fold(
+        maps in proptest::collection::vec(
+            proptest::collection::vec(
+                (proptest::collection::vec(0u8..6, 0..5), -1000i64..1000), 0..400),
+            1..4),
+        partitions in 1u32..9,
+        func in 0i32..4,
+    ) {
+        let got = run(func, &maps, partitions);
+        let mut want: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+        for (k, v) in maps.iter().flatten() {
+            want.entry(k.clone())
+                .and_modify(|a| {
+                    *a = match func {
+                        0 => a.wrapping_add(*v),
+                        1 => *a + 1,
+                        2 => (*a).min(*v),
+                        _ => (*a).max(*v),
+                    }
+                })
+                .or_insert(if func == 1 { 1 } else { *v });
+        }
+        prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn a_block_of_another_partition_is_refused() {
+    open_engine(&settings()).expect("engine");
+    let dir = tempfile::tempdir().expect("tmp");
+    let spec = agg_spec(0, 0).expect("spec");
+    let shuffle = register_shuffle(2, 1, Some(spec)).expect("register");
+    let records: Vec<(Vec<u8>, i64)> = (0..50u8).map(|i| (vec![i], i64::from(i))).collect();
+    let (data, lengths) = map_output(dir.path(), shuffle, 0, 2, &records);
+    let seg0 = &data[..lengths[0] as usize];
+    let mut agg = ReduceAggregate::open(spec, 1..2).expect("open reduce");
+    let err = feed_segment(&mut agg, seg0, 1).expect_err("partition 0's block fed to 1");
+    assert!(matches!(err, BridgeError::Misplaced { .. }), "{err}");
+}
+
+#[test]
+fn a_flipped_byte_is_corruption_naming_the_block() {
+    open_engine(&settings()).expect("engine");
+    let dir = tempfile::tempdir().expect("tmp");
+    let spec = agg_spec(1, 0).expect("spec");
+    let shuffle = register_shuffle(1, 1, Some(spec)).expect("register");
+    let records: Vec<(Vec<u8>, i64)> = (0..500u32).map(|i| (i.to_le_bytes().to_vec(), 1)).collect();
+    let (mut data, _) = map_output(dir.path(), shuffle, 0, 1, &records);
+    let mid = HEADER_BYTES + (data.len() - HEADER_BYTES) / 2;
+    data[mid] ^= 0x40;
+    let mut agg = ReduceAggregate::open(spec, 0..1).expect("open reduce");
+    let err = feed_segment(&mut agg, &data, 0).expect_err("corrupt block");
+    assert!(matches!(err, BridgeError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("shuffle_3_0_0 at byte 0"), "{err}");
+}
+
+#[test]
+fn a_value_of_the_wrong_width_is_a_typed_error() {
+    open_engine(&settings()).expect("engine");
+    let spec = agg_spec(0, 1).expect("spec"); // i32 values
+    let shuffle = register_shuffle(1, 1, Some(spec)).expect("register");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 1, true).expect("open");
+    let mut buf = Vec::new();
+    put(&mut buf, 0, b"k", 5); // 8-byte value
+    let dir = tempfile::tempdir().expect("tmp");
+    let outcome = task
+        .produce(&buf, 1)
+        .and_then(|()| task.commit_to_file(&dir.path().join("x.data"), Codec::Lz4));
+    let err = outcome.expect_err("8-byte value for i32");
+    assert!(err.to_string().contains("i32"), "{err}");
+}

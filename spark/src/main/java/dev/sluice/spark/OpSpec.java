@@ -1,0 +1,148 @@
+package dev.sluice.spark;
+
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+
+/**
+ * What an offloaded operator shuffle computes ({@link Agg} over values of one numeric type) and
+ * how its keys and values are laid out for the engine.
+ *
+ * <p>Engine record of a map task: {@code key = partition id (u32 LE) ++ tag (1 byte) ++ key
+ * bytes}, {@code value = the value, little-endian, exactly its type's width}. Key tags: {@link
+ * #KEY_LONG} (8 bytes LE), {@link #KEY_INT} (4 bytes LE), {@link #KEY_STRING} (UTF-8). The tag
+ * keeps keys of different types apart and lets the reduce side rebuild each key without knowing
+ * its type up front. Results come back as {@code key ++ 8-byte result}: an i64 (sum of integers, count, min
+ * and max of integers) or an f64.
+ */
+final class OpSpec implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  static final byte KEY_LONG = 0;
+  static final byte KEY_INT = 1;
+  static final byte KEY_STRING = 2;
+
+  /** Value types, as the native side numbers them. */
+  static final int VALUE_LONG = 0;
+
+  static final int VALUE_INT = 1;
+  static final int VALUE_DOUBLE = 2;
+
+  final Agg agg;
+  final int valueType;
+
+  OpSpec(Agg agg, int valueType) {
+    this.agg = agg;
+    this.valueType = valueType;
+  }
+
+  /** The value type code of a value class, or -1 when the engine has none for it. */
+  static int valueTypeOf(Class<?> c) {
+    if (c == Long.class) {
+      return VALUE_LONG;
+    }
+    if (c == Integer.class) {
+      return VALUE_INT;
+    }
+    if (c == Double.class) {
+      return VALUE_DOUBLE;
+    }
+    return -1;
+  }
+
+  /** Bytes of one value in an engine record. */
+  int valueBytes() {
+    return valueType == VALUE_INT ? 4 : 8;
+  }
+
+  /**
+   * Bytes of the key's tag and payload; {@code utf8} holds a String key's UTF-8 bytes (the
+   * caller's, computed once).
+   */
+  static int keyBytes(Object key, byte[] utf8) {
+    if (key instanceof Long) {
+      return 9;
+    }
+    if (key instanceof Integer) {
+      return 5;
+    }
+    if (key instanceof String) {
+      return 1 + utf8.length;
+    }
+    throw new IllegalArgumentException(
+        "Sluice's offloaded operators take Long, Integer or String keys, not "
+            + (key == null ? "null" : key.getClass().getName()));
+  }
+
+  /** Writes the key's tag and payload at the (little-endian) buffer's position. */
+  static void putKey(ByteBuffer b, Object key, byte[] utf8) {
+    if (key instanceof Long) {
+      b.put(KEY_LONG).putLong((Long) key);
+    } else if (key instanceof Integer) {
+      b.put(KEY_INT).putInt((Integer) key);
+    } else {
+      b.put(KEY_STRING).put(utf8);
+    }
+  }
+
+  /**
+   * Rebuilds a key from {@code len} bytes (tag and payload) at the (little-endian) buffer's
+   * position.
+   */
+  static Object getKey(ByteBuffer b, int len) {
+    byte tag = b.get();
+    if (tag == KEY_LONG && len == 9) {
+      return b.getLong();
+    }
+    if (tag == KEY_INT && len == 5) {
+      return b.getInt();
+    }
+    if (tag == KEY_STRING) {
+      byte[] s = new byte[len - 1];
+      b.get(s);
+      return new String(s, StandardCharsets.UTF_8);
+    }
+    throw new IllegalStateException(
+        "a Sluice result key with tag " + tag + " and " + len + " bytes");
+  }
+
+  /** Writes {@code v} as the shuffle's value type, little-endian, at the buffer's position. */
+  void putValue(ByteBuffer b, Object v) {
+    if (agg == Agg.COUNT) {
+      // Count ignores values; an i64 zero keeps every record the same shape.
+      switch (valueType) {
+        case VALUE_INT:
+          b.putInt(0);
+          return;
+        default:
+          b.putLong(0);
+          return;
+      }
+    }
+    switch (valueType) {
+      case VALUE_LONG:
+        b.putLong((Long) v);
+        return;
+      case VALUE_INT:
+        b.putInt((Integer) v);
+        return;
+      default:
+        b.putDouble((Double) v);
+    }
+  }
+
+  /** The result object of an 8-byte little-endian result at the buffer's position. */
+  Object getResult(ByteBuffer b) {
+    long bits = b.getLong();
+    if (agg == Agg.COUNT) {
+      return bits;
+    }
+    if (valueType == VALUE_DOUBLE) {
+      return Double.longBitsToDouble(bits);
+    }
+    if (valueType == VALUE_INT && agg != Agg.SUM) {
+      return (int) bits;
+    }
+    return bits;
+  }
+}

@@ -1,0 +1,199 @@
+package dev.sluice.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.io.RandomAccessFile;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.stream.Stream;
+import org.apache.spark.FetchFailed;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerTaskEnd;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import scala.Tuple2;
+
+/**
+ * Sluice's offloaded operators on real Spark (local[2], Sluice as the shuffle manager): results
+ * compared key for key with a plain Java fold of the same input; the records must have gone
+ * through the engine's writer; a corrupt map output is a fetch failure and is recomputed.
+ */
+class OperatorsTest {
+  private static JavaSparkContext sc;
+  private static Path dir;
+  private static final AtomicInteger FETCH_FAILURES = new AtomicInteger();
+
+  @BeforeAll
+  static void start() throws IOException {
+    dir = SparkContexts.scratch();
+    sc = SparkContexts.start(SluiceShuffleManager.class.getName(), dir);
+    sc.sc()
+        .addSparkListener(
+            new SparkListener() {
+              @Override
+              public void onTaskEnd(SparkListenerTaskEnd end) {
+                if (end.reason() instanceof FetchFailed) {
+                  FETCH_FAILURES.incrementAndGet();
+                }
+              }
+            });
+  }
+
+  @AfterAll
+  static void stop() {
+    sc.stop();
+  }
+
+  /** n pairs with keys drawn from {@code keys} distinct values (skewed toward small ones). */
+  private static List<Tuple2<Long, Long>> longPairs(int n, int keys, long seed) {
+    Random r = new Random(seed);
+    List<Tuple2<Long, Long>> out = new ArrayList<>(n);
+    for (int i = 0; i < n; i++) {
+      long k = (long) (Math.pow(r.nextDouble(), 3) * keys);
+      out.add(new Tuple2<>(k, r.nextLong() % 1_000_000L));
+    }
+    return out;
+  }
+
+  private static <K> Map<K, Long> fold(List<Tuple2<K, Long>> in, Agg agg) {
+    Map<K, Long> m = new HashMap<>();
+    for (Tuple2<K, Long> t : in) {
+      long v = t._2();
+      m.merge(
+          t._1(),
+          agg == Agg.COUNT ? 1L : v,
+          (a, b) ->
+              switch (agg) {
+                case SUM -> a + b;
+                case COUNT -> a + 1;
+                case MIN -> Math.min(a, b);
+                case MAX -> Math.max(a, b);
+              });
+    }
+    return m;
+  }
+
+  @Test
+  void longKeysEveryFunctionMatchesAPlainFold() {
+    assertNull(Sluice.fallbackReason(sc.sc()), "the engine runs the operators here");
+    List<Tuple2<Long, Long>> in = longPairs(60_000, 5_000, 1);
+    JavaPairRDD<Long, Long> rdd = sc.parallelizePairs(in, 6);
+    for (Agg agg : Agg.values()) {
+      long recordsBefore = SluiceMetrics.recordsWritten();
+      Map<Long, Long> got = Sluice.reduceByKey(rdd, agg).collectAsMap();
+      assertEquals(fold(in, agg), new HashMap<>(got), agg.toString());
+      assertEquals(
+          in.size(), SluiceMetrics.recordsWritten() - recordsBefore, "records through the engine");
+    }
+  }
+
+  @Test
+  void stringKeysIntegerValuesKeepTheirTypes() {
+    Random r = new Random(2);
+    List<Tuple2<String, Integer>> in = new ArrayList<>();
+    for (int i = 0; i < 30_000; i++) {
+      in.add(new Tuple2<>("w" + r.nextInt(700) + "é", r.nextInt(2_000_001) - 1_000_000));
+    }
+    JavaPairRDD<String, Integer> rdd = sc.parallelizePairs(in, 5);
+    Map<String, Integer> min = new HashMap<>();
+    Map<String, Integer> max = new HashMap<>();
+    Map<String, Long> sum = new HashMap<>();
+    for (Tuple2<String, Integer> t : in) {
+      min.merge(t._1(), t._2(), Math::min);
+      max.merge(t._1(), t._2(), Math::max);
+      sum.merge(t._1(), (long) t._2(), Long::sum);
+    }
+    Map<String, Integer> gotMin =
+        Sluice.<String, Integer, Integer>reduceByKey(rdd, Agg.MIN, Integer.class, 3).collectAsMap();
+    Map<String, Integer> gotMax =
+        Sluice.<String, Integer, Integer>reduceByKey(rdd, Agg.MAX, Integer.class, 7).collectAsMap();
+    Map<String, Long> gotSum =
+        Sluice.<String, Integer, Long>reduceByKey(rdd, Agg.SUM, Integer.class, 4).collectAsMap();
+    assertEquals(min, new HashMap<>(gotMin));
+    assertEquals(max, new HashMap<>(gotMax));
+    assertEquals(sum, new HashMap<>(gotSum));
+    assertTrue(gotMin.values().iterator().next() instanceof Integer);
+  }
+
+  @Test
+  void doubleValuesWithIntegerKeys() {
+    Random r = new Random(3);
+    List<Tuple2<Integer, Double>> in = new ArrayList<>();
+    for (int i = 0; i < 20_000; i++) {
+      in.add(new Tuple2<>(r.nextInt(300), r.nextGaussian() * 100));
+    }
+    JavaPairRDD<Integer, Double> rdd = sc.parallelizePairs(in, 4);
+    Map<Integer, Double> min = new HashMap<>();
+    Map<Integer, Double> sum = new HashMap<>();
+    for (Tuple2<Integer, Double> t : in) {
+      min.merge(t._1(), t._2(), Math::min);
+      sum.merge(t._1(), t._2(), Double::sum);
+    }
+    Map<Integer, Double> gotMin =
+        Sluice.<Integer, Double, Double>reduceByKey(rdd, Agg.MIN, Double.class, 4).collectAsMap();
+    Map<Integer, Double> gotSum =
+        Sluice.<Integer, Double, Double>reduceByKey(rdd, Agg.SUM, Double.class, 4).collectAsMap();
+    assertEquals(min, new HashMap<>(gotMin));
+    assertEquals(sum.keySet(), gotSum.keySet());
+    // Sums of doubles depend on the order of addition: equal to a relative 1e-9.
+    for (Map.Entry<Integer, Double> e : sum.entrySet()) {
+      double want = e.getValue();
+      double got = gotSum.get(e.getKey());
+      assertTrue(Math.abs(got - want) <= 1e-9 * Math.max(1, Math.abs(want)), e.getKey() + "");
+    }
+  }
+
+  @Test
+  void distinctMatchesAHashSet() {
+    Random r = new Random(4);
+    List<String> in = new ArrayList<>();
+    for (int i = 0; i < 40_000; i++) {
+      in.add("k" + r.nextInt(9_000));
+    }
+    List<String> got = Sluice.distinct(sc.parallelize(in, 4), 6).collect();
+    assertEquals(new HashSet<>(in).size(), got.size(), "no key twice");
+    assertEquals(new HashSet<>(in), new HashSet<>(got));
+  }
+
+  @Test
+  void aCorruptMapOutputIsRecomputedNotReadWrong() throws IOException {
+    List<Tuple2<Long, Long>> in = longPairs(200_000, 100_000, 5);
+    JavaPairRDD<Long, Long> sums = Sluice.reduceByKey(sc.parallelizePairs(in, 4), Agg.SUM, Long.class, 3);
+    Map<Long, Long> want = fold(in, Agg.SUM);
+    assertEquals(want, new HashMap<>(sums.collectAsMap()));
+    // Flip one byte in the middle of every map output written so far; the second action reuses
+    // the shuffle's map outputs, so its reduce tasks read the damaged files.
+    int flipped = 0;
+    try (Stream<Path> files = Files.walk(dir)) {
+      for (Path p : files.filter(p -> p.toString().endsWith(".data")).toList()) {
+        try (RandomAccessFile f = new RandomAccessFile(p.toFile(), "rw")) {
+          if (f.length() > 200) {
+            long at = f.length() / 2;
+            f.seek(at);
+            int b = f.read();
+            f.seek(at);
+            f.write(b ^ 0x5a);
+            flipped++;
+          }
+        }
+      }
+    }
+    assertTrue(flipped > 0, "map outputs to damage");
+    int failuresBefore = FETCH_FAILURES.get();
+    assertEquals(want, new HashMap<>(sums.collectAsMap()));
+    assertTrue(FETCH_FAILURES.get() > failuresBefore, "the damage was detected as a fetch failure");
+  }
+}
