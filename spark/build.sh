@@ -10,5 +10,5 @@ native=spark/target/native/native/linux-x86_64
 mkdir -p "$native"
 # The release profile keeps debug info for profiling; the jar does not need it.
 strip --strip-debug -o "$native/libsluice_jni.so" target/release/libsluice_jni.so
-(cd spark && mvn -q -B package -DskipTests)
+(cd spark && mvn -q -B package -Dmaven.test.skip=true)
 echo "built $(pwd)/spark/target/sluice-spark.jar"

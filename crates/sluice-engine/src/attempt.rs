@@ -105,6 +105,25 @@ impl Attempt {
         }
     }
 
+    /// Waits for every segment queued so far, then lends the idle
+    /// pipelines to `f`; the attempt stays open. The first failure of a
+    /// segment is returned instead (and the attempt is void).
+    pub(crate) fn quiesce<T>(
+        &self,
+        f: impl FnOnce(&mut [MapPipeline]) -> T,
+    ) -> Result<T, EngineError> {
+        let mut st = self.lock();
+        while st.outstanding > 0 {
+            st = self.drained.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        if let Some(e) = st.error.take() {
+            st.void = true;
+            st.idle.clear();
+            return Err(e);
+        }
+        Ok(f(&mut st.idle))
+    }
+
     /// Gives the attempt up: queued segments are skipped, pipelines dropped.
     pub(crate) fn void(&self) {
         let mut st = self.lock();

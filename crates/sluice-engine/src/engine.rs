@@ -611,10 +611,13 @@ impl MapTask<'_> {
     /// destination, its runs (each a sequence of batches), and the
     /// attempt's totals. Marks the attempt done.
     fn collect_output(&mut self) -> Result<(DestinationRuns, MapSideStats), EngineError> {
-        self.done = true;
         let (shuffle, map, attempt) = (self.owner.shuffle, self.owner.map, self.owner.attempt);
         let wrap =
             |e: EngineError| EngineError::Attempt { shuffle, map, attempt, source: Box::new(e) };
+        if self.done {
+            return Err(wrap(EngineError::Invariant("attempt already ended or given up".into())));
+        }
+        self.done = true;
         if self.engine.inner.liquid.enabled {
             self.help();
         }
@@ -633,6 +636,50 @@ impl MapTask<'_> {
             }
         }
         Ok((per_dest, stats))
+    }
+
+    /// The output the attempt's pipelines emitted so far, per destination
+    /// (one run each), for a host that spills map output to its own
+    /// storage when its memory runs short: waits for the segments queued
+    /// so far and runs every destination's staged records through its
+    /// operator. The attempt stays open; operator state (a partial
+    /// aggregate's table) stays in the pipelines. A failure gives the
+    /// attempt up.
+    pub fn take_output_so_far(&mut self) -> Result<DestinationRuns, EngineError> {
+        let (shuffle, map, attempt) = (self.owner.shuffle, self.owner.map, self.owner.attempt);
+        let wrap =
+            |e: EngineError| EngineError::Attempt { shuffle, map, attempt, source: Box::new(e) };
+        if self.done {
+            return Err(wrap(EngineError::Invariant("output taken from an ended attempt".into())));
+        }
+        if self.engine.inner.liquid.enabled {
+            self.help();
+        }
+        let parts = self.state.destinations as usize;
+        let taken = self.attempt.quiesce(|pipes| {
+            let mut per_dest: DestinationRuns = (0..parts).map(|_| Vec::new()).collect();
+            for p in pipes.iter_mut() {
+                p.flush_stages()?;
+                for (d, runs) in per_dest.iter_mut().enumerate() {
+                    let out = p.take_output(d);
+                    if !out.is_empty() {
+                        runs.push(out);
+                    }
+                }
+            }
+            Ok::<_, sluice_core::reorg::ReorgError>(per_dest)
+        });
+        match taken {
+            Ok(Ok(per_dest)) => Ok(per_dest),
+            Ok(Err(e)) => {
+                self.give_up();
+                Err(wrap(e.into()))
+            }
+            Err(e) => {
+                self.give_up();
+                Err(wrap(e))
+            }
+        }
     }
 
     /// Ends the attempt for an external reduce side (a host engine such as

@@ -19,7 +19,7 @@ use sluice_core::reorg::pipeline::StageSpec;
 use sluice_engine::{Engine, EngineConfig, MapTask, ShuffleSpec};
 
 use crate::error::{BridgeError, BridgeResult};
-use crate::map::{check_buffer, write_output};
+use crate::map::{check_buffer, write_output, Spilled};
 use crate::partitioner::PartitionIdPartitioner;
 
 static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -100,6 +100,8 @@ pub struct HostMapTask {
     task: MapTask<'static>,
     partitions: u32,
     host_keys: bool,
+    /// Output spilled so far, in spill order (files removed on drop).
+    spilled: Vec<Spilled>,
 }
 
 impl HostMapTask {
@@ -114,7 +116,7 @@ impl HostMapTask {
         host_keys: bool,
     ) -> BridgeResult<Self> {
         let task = engine()?.map_task(shuffle, map, attempt)?;
-        Ok(HostMapTask { task, partitions, host_keys })
+        Ok(HostMapTask { task, partitions, host_keys, spilled: Vec::new() })
     }
 
     /// Checks a buffer of `count` records the host filled and hands it to
@@ -131,11 +133,28 @@ impl HostMapTask {
         Ok(())
     }
 
-    /// Waits for the offload workers, writes the output to `path` in
-    /// Spark's data-file layout and returns each partition's bytes.
+    /// Writes the output emitted so far to the spill file `path` and frees
+    /// it (the host's memory manager refused more); the attempt goes on.
+    /// Returns the bytes written.
+    pub fn spill(&mut self, path: &std::path::Path, codec: Codec) -> BridgeResult<u64> {
+        let per_partition = self.task.take_output_so_far()?;
+        let s = Spilled::write(path, &per_partition, self.partitions as usize, codec)?;
+        let bytes = s.bytes();
+        self.spilled.push(s);
+        Ok(bytes)
+    }
+
+    /// Spills so far.
+    pub fn spills(&self) -> usize {
+        self.spilled.len()
+    }
+
+    /// Waits for the offload workers, writes the output (spilled segments
+    /// first, per partition) to `path` in Spark's data-file layout and
+    /// returns each partition's bytes. The spill files are removed.
     pub fn commit_to_file(self, path: &std::path::Path, codec: Codec) -> BridgeResult<Vec<u64>> {
         let partitions = self.partitions as usize;
         let (per_partition, _stats) = self.task.finish_output()?;
-        write_output(path, &per_partition, partitions, codec)
+        write_output(path, &per_partition, partitions, codec, &self.spilled)
     }
 }

@@ -240,6 +240,27 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapCommit<'l>(
     })
 }
 
+/// `static native long mapSpill(long task, String spillFile, int codec, int level)`:
+/// writes the output so far to the spill file and frees it; returns the
+/// bytes written.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapSpill<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    task: jlong,
+    path: JString<'l>,
+    codec: jint,
+    level: jint,
+) -> jlong {
+    guard(&mut env, -1, |env| {
+        let path: String = env.get_string(&path)?.into();
+        let codec = codec_from(codec, level)?;
+        // SAFETY: the handle contract of `task_mut`.
+        let task = unsafe { task_mut(task) }?;
+        Ok(task.spill(std::path::Path::new(&path), codec)? as jlong)
+    })
+}
+
 /// `static native void mapAbort(long task)`: drops the attempt's output.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapAbort<'l>(

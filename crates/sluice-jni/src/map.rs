@@ -19,10 +19,19 @@
 //! CRC32C). Batches of a partition are coalesced into blocks of about
 //! [`BLOCK_TARGET_BYTES`] before encoding, and the file is written in
 //! sequential chunks of at least [`WRITE_CHUNK_BYTES`].
+//!
+//! # Spills
+//! When the host's memory manager refuses a map task more memory, the
+//! output emitted so far is written to a spill file in the same layout
+//! ([`Spilled`]) and freed. The data file is then, per partition, that
+//! partition's segment of each spill file in spill order (copied as bytes:
+//! Sluice blocks are self-contained, so segments concatenate), followed by
+//! the blocks of what is still in memory. Spill files are removed when the
+//! attempt ends, committed or not.
 
 use std::fs::File;
-use std::io::Write;
-use std::path::Path;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 
 use sluice_core::format::{BatchView, BlockEncoder, Codec, Layout, RecordBatch};
 
@@ -69,22 +78,82 @@ pub fn check_buffer(
     Ok(view)
 }
 
+/// Part of a map attempt's output written to a spill file in the data
+/// file's layout; the file is removed when this is dropped.
+#[derive(Debug)]
+pub struct Spilled {
+    path: PathBuf,
+    /// Bytes of each partition's segment, in partition order.
+    lengths: Vec<u64>,
+}
+
+impl Spilled {
+    /// Writes `per_partition` to `path` as a spill of `partitions`
+    /// partitions.
+    pub fn write(
+        path: &Path,
+        per_partition: &[Vec<Vec<RecordBatch>>],
+        partitions: usize,
+        codec: Codec,
+    ) -> BridgeResult<Spilled> {
+        let lengths = write_output(path, per_partition, partitions, codec, &[])?;
+        Ok(Spilled { path: path.to_owned(), lengths })
+    }
+
+    /// Bytes in the spill file.
+    pub fn bytes(&self) -> u64 {
+        self.lengths.iter().sum()
+    }
+}
+
+impl Drop for Spilled {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 /// Writes one attempt's output to `path` (created or truncated): for each
-/// partition in order, its batches as Sluice blocks. Returns the bytes of
-/// each partition's segment. On error the file is removed.
+/// partition in order, its segments of the `spilled` files, then its
+/// batches as Sluice blocks. Returns the bytes of each partition's
+/// segment. On error the file is removed.
 pub fn write_output(
     path: &Path,
     per_partition: &[Vec<Vec<RecordBatch>>],
     partitions: usize,
     codec: Codec,
+    spilled: &[Spilled],
 ) -> BridgeResult<Vec<u64>> {
     let result = File::create(path)
         .map_err(|source| BridgeError::Io { path: path.to_owned(), source })
-        .and_then(|mut file| write_segments(&mut file, path, per_partition, partitions, codec));
+        .and_then(|mut file| {
+            write_segments(&mut file, path, per_partition, partitions, codec, spilled)
+        });
     if result.is_err() {
         let _ = std::fs::remove_file(path);
     }
     result
+}
+
+/// A spill file being read back in partition order.
+struct SpillReader<'a> {
+    spilled: &'a Spilled,
+    file: File,
+}
+
+impl SpillReader<'_> {
+    /// Appends partition `p`'s segment (the next one in the file) to `out`.
+    fn copy_segment(&mut self, p: usize, out: &mut Vec<u8>) -> BridgeResult<u64> {
+        let len = self.spilled.lengths.get(p).copied().unwrap_or(0);
+        let start = out.len();
+        let n = usize::try_from(len).map_err(|_| {
+            BridgeError::Argument(format!("spill segment of {len} bytes is too large"))
+        })?;
+        out.resize(start + n, 0);
+        self.file
+            .read_exact(&mut out[start..])
+            .map_err(|source| BridgeError::Io { path: self.spilled.path.clone(), source })?;
+        Ok(len)
+    }
 }
 
 fn write_segments(
@@ -93,14 +162,37 @@ fn write_segments(
     per_partition: &[Vec<Vec<RecordBatch>>],
     partitions: usize,
     codec: Codec,
+    spilled: &[Spilled],
 ) -> BridgeResult<Vec<u64>> {
     let io = |source| BridgeError::Io { path: path.to_owned(), source };
+    let mut readers = spilled
+        .iter()
+        .map(|s| {
+            if s.lengths.len() != partitions {
+                return Err(BridgeError::Argument(format!(
+                    "spill {} has {} partitions, the output {partitions}",
+                    s.path.display(),
+                    s.lengths.len()
+                )));
+            }
+            File::open(&s.path)
+                .map(|file| SpillReader { spilled: s, file })
+                .map_err(|source| BridgeError::Io { path: s.path.clone(), source })
+        })
+        .collect::<BridgeResult<Vec<_>>>()?;
     let mut encoder = BlockEncoder::new(codec).map_err(BridgeError::Encode)?;
     let mut out = Vec::with_capacity(WRITE_CHUNK_BYTES + BLOCK_TARGET_BYTES);
     let mut block = RecordBatch::with_capacity(Layout::Variable, BLOCK_TARGET_BYTES);
     let mut lengths = vec![0u64; partitions];
     let no_runs = Vec::new();
     for (p, length) in lengths.iter_mut().enumerate() {
+        for r in &mut readers {
+            *length += r.copy_segment(p, &mut out)?;
+            if out.len() >= WRITE_CHUNK_BYTES {
+                file.write_all(&out).map_err(io)?;
+                out.clear();
+            }
+        }
         let runs = per_partition.get(p).unwrap_or(&no_runs);
         for batch in runs.iter().flatten() {
             if !block.is_empty() && block.payload_len() + batch.payload_len() > BLOCK_TARGET_BYTES {

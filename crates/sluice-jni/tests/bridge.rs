@@ -56,23 +56,49 @@ fn run_map(
     records: &[(u32, Vec<u8>)],
     codec: Codec,
 ) -> (Vec<u8>, Vec<u64>) {
+    run_map_spilling(dir, partitions, records, codec, None)
+}
+
+/// As `run_map`, spilling the output so far after every `spill_every`
+/// buffers handed over (as the Java writer does when Spark's memory
+/// manager refuses more).
+fn run_map_spilling(
+    dir: &Path,
+    partitions: u32,
+    records: &[(u32, Vec<u8>)],
+    codec: Codec,
+    spill_every: Option<usize>,
+) -> (Vec<u8>, Vec<u64>) {
     open_engine(&settings()).expect("engine");
     let shuffle = register_shuffle(partitions, 1, None).expect("register");
     let mut task = HostMapTask::open(shuffle, 0, 0, partitions, false).expect("open");
     let mut buf = Vec::new();
     let mut count = 0;
+    let mut buffers = 0;
+    let mut spill_files = Vec::new();
     for (p, v) in records {
         put(&mut buf, *p, v);
         count += 1;
-        if buf.len() > 64 << 10 {
+        if buf.len() > 16 << 10 {
             task.produce(&buf, count).expect("produce");
             buf.clear();
             count = 0;
+            buffers += 1;
+            if spill_every.is_some_and(|n| buffers % n == 0) {
+                let path = dir.join(format!("spill_{buffers}"));
+                task.spill(&path, codec).expect("spill");
+                assert!(path.exists());
+                spill_files.push(path);
+            }
         }
     }
     task.produce(&buf, count).expect("produce");
+    assert_eq!(task.spills(), spill_files.len());
     let path = dir.join("shuffle_1_7_0.data");
     let lengths = task.commit_to_file(&path, codec).expect("commit");
+    for f in &spill_files {
+        assert!(!f.exists(), "spill file {} left behind", f.display());
+    }
     (std::fs::read(&path).expect("read back"), lengths)
 }
 
@@ -83,6 +109,7 @@ proptest! {
         partitions in 1u32..40,
         raw in proptest::collection::vec((any::<u32>(), proptest::collection::vec(any::<u8>(), 0..300)), 0..600),
         zstd in any::<bool>(),
+        spill_every in proptest::option::of(1usize..4),
     ) {
         let dir = tempfile::tempdir().expect("tmp");
         // Each value carries its length, so a partition's values can be split again.
@@ -95,7 +122,7 @@ proptest! {
             })
             .collect();
         let codec = if zstd { Codec::Zstd { level: 1 } } else { Codec::Lz4 };
-        let (data, lengths) = run_map(dir.path(), partitions, &records, codec);
+        let (data, lengths) = run_map_spilling(dir.path(), partitions, &records, codec, spill_every);
         prop_assert_eq!(lengths.len(), partitions as usize);
         prop_assert_eq!(lengths.iter().sum::<u64>(), data.len() as u64);
         let mut expected: BTreeMap<u32, Vec<Vec<u8>>> = BTreeMap::new();

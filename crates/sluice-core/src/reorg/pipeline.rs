@@ -208,6 +208,19 @@ impl MapPipeline {
         result
     }
 
+    /// Runs every destination's staged pages through its operator, so that
+    /// [`MapPipeline::take_output`] returns everything emitted so far; the
+    /// operators keep their state and take more input afterwards (a host
+    /// that spills map output part way).
+    pub fn flush_stages(&mut self) -> Result<(), ReorgError> {
+        for p in 0..self.stages.len() {
+            if !self.staged[p].is_empty() {
+                self.run_stage(p)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Output batches of destination `p` finished so far (for a sender).
     pub fn take_output(&mut self, p: usize) -> Vec<RecordBatch> {
         self.outs.get_mut(p).map(Emitter::take_batches).unwrap_or_default()

@@ -6,6 +6,9 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
+import org.apache.spark.memory.MemoryConsumer;
+import org.apache.spark.memory.MemoryMode;
+import org.apache.spark.memory.SparkOutOfMemoryError;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
@@ -15,8 +18,16 @@ import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
  * One map attempt's side of the engine: a direct buffer the writer fills with engine records
  * ({@code klen:u32le vlen:u32le key value}), handed over whole when full (one JNI call per
  * buffer), and the commit that has the engine write Spark's data file and Spark write the index.
+ *
+ * <p>The output the engine holds for the attempt (about the bytes handed over) is accounted in
+ * the task's execution memory: each buffer's bytes are acquired from Spark's task memory manager
+ * before it crosses. When Spark cannot grant them, even after spilling other consumers and
+ * calling this one's {@link #spill}, the engine writes the output so far to a spill file in
+ * Spark's local directories and frees it; the commit then puts each partition's spilled segments
+ * ahead of the rest. Only the task's own thread spills its output (a request from another
+ * consumer gets nothing), so the engine is asked to spill only between two hand-overs.
  */
-final class NativeMapOutput {
+final class NativeMapOutput extends MemoryConsumer {
   /** Bytes of the two lengths in front of each record. */
   static final int LENGTHS_BYTES = 8;
 
@@ -37,6 +48,10 @@ final class NativeMapOutput {
 
   private File dataTmp;
   private long[] lengths;
+  /** Execution memory held for the engine's output: bytes handed over since the last spill. */
+  private long held;
+
+  private boolean handingOver;
 
   NativeMapOutput(
       int engineShuffle,
@@ -48,6 +63,12 @@ final class NativeMapOutput {
       ShuffleWriteMetricsReporter metrics,
       SluiceConf settings,
       IndexShuffleBlockResolver resolver) {
+    super(
+        context.taskMemoryManager(),
+        context.taskMemoryManager().pageSizeBytes(),
+        SparkEnv.get().conf().getBoolean("spark.memory.offHeap.enabled", false)
+            ? MemoryMode.OFF_HEAP
+            : MemoryMode.ON_HEAP);
     this.shuffleId = shuffleId;
     this.mapId = mapId;
     this.metrics = metrics;
@@ -81,7 +102,7 @@ final class NativeMapOutput {
     if (oversized != null) {
       ByteBuffer big = oversized;
       oversized = null;
-      SluiceNative.mapProduce(task, big, big.position(), 1);
+      handOver(big, big.position(), 1);
       return;
     }
     inBuffer++;
@@ -89,9 +110,65 @@ final class NativeMapOutput {
 
   private void flush() throws IOException {
     if (inBuffer > 0) {
-      SluiceNative.mapProduce(task, buf, buf.position(), inBuffer);
+      handOver(buf, buf.position(), inBuffer);
       buf.clear();
       inBuffer = 0;
+    }
+  }
+
+  /** Accounts {@code bytes} more engine output (spilling when Spark grants less); hands over. */
+  private void handOver(ByteBuffer b, int bytes, int count) throws IOException {
+    long got;
+    try {
+      handingOver = true;
+      got = acquireMemory(bytes);
+    } catch (SparkOutOfMemoryError e) {
+      got = 0;
+    } finally {
+      handingOver = false;
+    }
+    held += got;
+    SluiceNative.mapProduce(task, b, bytes, count);
+    if (got < bytes) {
+      // Not even a spill of everything else made room: the output so far, this buffer included,
+      // goes to disk now.
+      spillOutput();
+    }
+  }
+
+  /**
+   * Spark asks for memory back: only a request from this task's own hand-over (on its thread,
+   * between two buffers) spills the engine's output.
+   */
+  @Override
+  public long spill(long size, MemoryConsumer trigger) throws IOException {
+    if (trigger != this || !handingOver || task == 0 || held == 0) {
+      return 0;
+    }
+    return spillOutput();
+  }
+
+  /** Has the engine write the output so far to a spill file; frees its memory. */
+  private long spillOutput() throws IOException {
+    File f = SparkEnv.get().blockManager().diskBlockManager().createTempShuffleBlock()._2();
+    long t0 = System.nanoTime();
+    long bytes =
+        SluiceNative.mapSpill(task, f.getAbsolutePath(), settings.codec, settings.codecLevel);
+    metrics.incWriteTime(System.nanoTime() - t0);
+    SluiceMetrics.MAP_SPILLS.incrementAndGet();
+    SluiceMetrics.SPILL_BYTES.addAndGet(bytes);
+    long freed = held;
+    if (freed > 0) {
+      freeMemory(freed);
+      held = 0;
+    }
+    return freed;
+  }
+
+  private void releaseMemory() {
+    if (held > 0) {
+      freeMemory(held);
+      held = 0;
     }
   }
 
@@ -106,9 +183,13 @@ final class NativeMapOutput {
     dataTmp = resolver.createTempFile(dataFile);
     long handle = task;
     task = 0;
-    lengths =
-        SluiceNative.mapCommit(
-            handle, dataTmp.getAbsolutePath(), settings.codec, settings.codecLevel);
+    try {
+      lengths =
+          SluiceNative.mapCommit(
+              handle, dataTmp.getAbsolutePath(), settings.codec, settings.codecLevel);
+    } finally {
+      releaseMemory();
+    }
     resolver.writeMetadataFileAndCommit(shuffleId, mapId, lengths, new long[0], dataTmp);
     long total = 0;
     for (long l : lengths) {
@@ -130,6 +211,7 @@ final class NativeMapOutput {
       task = 0;
       SluiceNative.mapAbort(t);
     }
+    releaseMemory();
     if (dataTmp != null && dataTmp.exists() && !dataTmp.delete()) {
       dataTmp.deleteOnExit();
     }

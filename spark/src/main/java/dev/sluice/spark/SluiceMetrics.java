@@ -12,6 +12,8 @@ public final class SluiceMetrics {
   static final AtomicLong BYTES_WRITTEN = new AtomicLong();
   static final AtomicLong RECORDS_WRITTEN = new AtomicLong();
   static final AtomicLong BLOCKS_DECODED = new AtomicLong();
+  static final AtomicLong MAP_SPILLS = new AtomicLong();
+  static final AtomicLong SPILL_BYTES = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -33,5 +35,15 @@ public final class SluiceMetrics {
   /** Blocks reduce tasks decoded and verified. */
   public static long blocksDecoded() {
     return BLOCKS_DECODED.get();
+  }
+
+  /** Times a map task's output was spilled because Spark's memory manager refused more. */
+  public static long mapSpills() {
+    return MAP_SPILLS.get();
+  }
+
+  /** Bytes written to map-side spill files. */
+  public static long spillBytes() {
+    return SPILL_BYTES.get();
   }
 }

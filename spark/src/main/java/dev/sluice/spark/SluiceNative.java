@@ -81,6 +81,10 @@ public final class SluiceNative {
   static native long[] mapCommit(long task, String dataFile, int codec, int level)
       throws IOException;
 
+  /** Writes the attempt's output so far to {@code spillFile} and frees it; returns its bytes. */
+  static native long mapSpill(long task, String spillFile, int codec, int level)
+      throws IOException;
+
   static native void mapAbort(long task);
 
   /** {@code frameLength | uncompressedLength << 32} of the block whose header starts the array. */

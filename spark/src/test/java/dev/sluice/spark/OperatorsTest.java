@@ -157,6 +157,17 @@ class OperatorsTest {
   }
 
   @Test
+  void theBenchmarkJobAgreesWithSparksReduceByKey() {
+    JavaPairRDD<Long, Long> in = dev.sluice.spark.examples.ReduceByKeyJob.pairs(sc, 150_001, 2_000, 3);
+    Map<Long, Long> spark = new HashMap<>(in.reduceByKey(Long::sum, 4).collectAsMap());
+    Map<Long, Long> sluice =
+        new HashMap<>(Sluice.<Long, Long, Long>reduceByKey(in, Agg.SUM, Long.class, 5).collectAsMap());
+    assertEquals(2_000, spark.size());
+    assertEquals(spark, sluice);
+    assertEquals(2_000, dev.sluice.spark.examples.ReduceByKeyJob.run(sc, 150_001, 2_000, 3, 4, true));
+  }
+
+  @Test
   void distinctMatchesAHashSet() {
     Random r = new Random(4);
     List<String> in = new ArrayList<>();

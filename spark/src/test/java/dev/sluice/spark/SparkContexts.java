@@ -12,6 +12,11 @@ final class SparkContexts {
 
   /** A context whose shuffle manager is {@code manager}; shuffle files go under {@code dir}. */
   static JavaSparkContext start(String manager, Path dir) {
+    return start(manager, dir, new SparkConf());
+  }
+
+  /** As {@link #start(String, Path)}, with {@code extra} settings on top. */
+  static JavaSparkContext start(String manager, Path dir, SparkConf extra) {
     SparkConf conf =
         new SparkConf()
             .setMaster("local[2]")
@@ -21,7 +26,12 @@ final class SparkContexts {
             .set("spark.driver.host", "127.0.0.1")
             .set("spark.driver.bindAddress", "127.0.0.1")
             .set("spark.ui.enabled", "false")
-            .set("spark.default.parallelism", "4");
+            .set("spark.default.parallelism", "4")
+            // Sluice carries RDD shuffles whose serializer relocates records.
+            .set("spark.serializer", "org.apache.spark.serializer.KryoSerializer");
+    for (scala.Tuple2<String, String> kv : extra.getAll()) {
+      conf.set(kv._1(), kv._2());
+    }
     JavaSparkContext sc = new JavaSparkContext(conf);
     sc.setLogLevel("ERROR");
     return sc;

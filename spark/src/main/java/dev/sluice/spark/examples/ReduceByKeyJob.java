@@ -1,0 +1,80 @@
+package dev.sluice.spark.examples;
+
+import dev.sluice.spark.Agg;
+import dev.sluice.spark.Sluice;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
+import java.util.SplittableRandom;
+import org.apache.spark.SparkConf;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import scala.Tuple2;
+
+/**
+ * The reduceByKey job of the Spark benchmark (and an example of the operator API): {@code
+ * records} pairs of a uniform Long key below {@code keys} and a Long value, generated inside the
+ * map tasks, summed per key either by Spark's {@code reduceByKey} or by {@link
+ * Sluice#reduceByKey}. Callable from spark-submit ({@code --class
+ * dev.sluice.spark.examples.ReduceByKeyJob sluice-spark.jar RECORDS KEYS [spark|sluice]}) or
+ * through py4j ({@link #run}).
+ */
+public final class ReduceByKeyJob {
+  private ReduceByKeyJob() {}
+
+  /** The generated pairs, {@code records} in all over {@code slices} map tasks. */
+  public static JavaPairRDD<Long, Long> pairs(
+      JavaSparkContext sc, long records, long keys, int slices) {
+    List<Integer> ids = new ArrayList<>();
+    for (int i = 0; i < slices; i++) {
+      ids.add(i);
+    }
+    return sc.parallelize(ids, slices)
+        .flatMapToPair(
+            slice -> {
+              long n = records / slices + (slice < records % slices ? 1 : 0);
+              SplittableRandom r = new SplittableRandom(0x5eed + slice);
+              return new Iterator<Tuple2<Long, Long>>() {
+                long left = n;
+
+                @Override
+                public boolean hasNext() {
+                  return left > 0;
+                }
+
+                @Override
+                public Tuple2<Long, Long> next() {
+                  left--;
+                  return new Tuple2<>(r.nextLong(keys), r.nextLong(1000));
+                }
+              };
+            });
+  }
+
+  /**
+   * Sums the values of each key into {@code partitions} partitions, with Sluice's offloaded
+   * operator or Spark's reduceByKey; returns the number of keys.
+   */
+  public static long run(
+      JavaSparkContext sc, long records, long keys, int slices, int partitions, boolean offloaded) {
+    JavaPairRDD<Long, Long> in = pairs(sc, records, keys, slices);
+    JavaPairRDD<Long, Long> sums =
+        offloaded
+            ? Sluice.reduceByKey(in, Agg.SUM, Long.class, partitions)
+            : in.reduceByKey(Long::sum, partitions);
+    return sums.count();
+  }
+
+  public static void main(String[] args) {
+    long records = args.length > 0 ? Long.parseLong(args[0]) : 10_000_000L;
+    long keys = args.length > 1 ? Long.parseLong(args[1]) : 100_000L;
+    boolean offloaded = args.length <= 2 || args[2].equals("sluice");
+    try (JavaSparkContext sc = new JavaSparkContext(new SparkConf().setAppName("reduceByKey"))) {
+      long t0 = System.nanoTime();
+      long n = run(sc, records, keys, sc.defaultParallelism(), sc.defaultParallelism(), offloaded);
+      System.out.printf(
+          "%d keys from %d records in %.2f s (%s)%n",
+          n, records, (System.nanoTime() - t0) / 1e9, offloaded ? "Sluice.reduceByKey" : "Spark");
+    }
+  }
+}
