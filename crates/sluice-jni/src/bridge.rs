@@ -14,7 +14,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sluice_core::format::{Codec, Layout};
-use sluice_core::reorg::aggregate::{AggSpec, SpillStrategy};
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_engine::{Engine, EngineConfig, MapTask, ShuffleSpec};
 
@@ -65,10 +64,10 @@ pub fn engine() -> BridgeResult<&'static Engine> {
 }
 
 /// Registers a host-partitioned shuffle of `partitions` reduce partitions
-/// and `maps` map tasks, with an offloaded aggregation `op` (whose records
-/// carry host keys after the partition id, see `ops`) or none; returns its
-/// engine id.
-pub fn register_shuffle(partitions: u32, maps: u32, op: Option<AggSpec>) -> BridgeResult<u32> {
+/// and `maps` map tasks, with the engine operator `op`: none, an offloaded
+/// aggregation or a sort (whose records carry host keys after the
+/// partition id, see `ops` and `sorted`); returns its engine id.
+pub fn register_shuffle(partitions: u32, maps: u32, op: StageSpec) -> BridgeResult<u32> {
     if partitions == 0 || maps == 0 {
         return Err(BridgeError::Argument(format!(
             "a shuffle needs at least one partition and one map task (got {partitions}, {maps})"
@@ -80,10 +79,7 @@ pub fn register_shuffle(partitions: u32, maps: u32, op: Option<AggSpec>) -> Brid
         maps,
         layout: Layout::Variable,
         partitioner: Arc::new(PartitionIdPartitioner::new(partitions)),
-        op: match op {
-            Some(spec) => StageSpec::Aggregate(spec, SpillStrategy::State),
-            None => StageSpec::None,
-        },
+        op,
         nodes: None,
     })?;
     Ok(id)

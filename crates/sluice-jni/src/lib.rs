@@ -18,6 +18,7 @@
 //! - `read`: block decoding for the reduce side.
 //! - `ops`: offloaded operators (an aggregation run map side and reduce
 //!   side in the engine; `reduceOpen` .. `reduceClose`).
+//! - `sorted`: `sortByKey`'s reduce side, a merge of the map side's runs.
 //! - `partitioner`: the partition id the host chose, carried in the key.
 
 pub mod bridge;
@@ -26,6 +27,7 @@ pub mod map;
 pub mod ops;
 pub mod partitioner;
 pub mod read;
+pub mod sorted;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -38,7 +40,7 @@ use sluice_core::format::Codec;
 
 use crate::bridge::{HostMapTask, HostSettings};
 use crate::error::{BridgeError, BridgeResult};
-use crate::ops::ReduceAggregate;
+use crate::ops::ReduceOp;
 use crate::read::BlockName;
 
 /// Runs `f`, turning an error or a panic into a pending Java exception and
@@ -134,8 +136,9 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
 }
 
 /// `static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue)`:
-/// the engine id. `aggFunc` -1: no operator; otherwise an offloaded
-/// aggregation (codes of [`ops::agg_spec`]).
+/// the engine id. `aggFunc` -1: no operator; -2: sort
+/// ([`ops::OP_SORT`]); otherwise an offloaded aggregation (codes of
+/// [`ops::agg_spec`]).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
     mut env: JNIEnv<'l>,
@@ -148,8 +151,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
     guard(&mut env, -1, |_| {
         let p = non_negative(partitions.into(), "partitions")? as u32;
         let m = non_negative(maps.into(), "map count")? as u32;
-        let op = if agg_func < 0 { None } else { Some(ops::agg_spec(agg_func, agg_value)?) };
-        Ok(bridge::register_shuffle(p, m, op)? as jint)
+        Ok(bridge::register_shuffle(p, m, ops::stage_spec(agg_func, agg_value)?)? as jint)
     })
 }
 
@@ -340,19 +342,20 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
     })
 }
 
-/// The reduce aggregate behind a handle from `reduceOpen`.
+/// The reduce operator behind a handle from `reduceOpen`.
 ///
 /// # Safety
 /// `handle` must come from `reduceOpen` and not yet be passed to
 /// `reduceClose`; one Java reader uses it, from one thread at a time.
-unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceAggregate> {
-    let ptr = handle as *mut ReduceAggregate;
-    // SAFETY: the caller's contract: a live `Box<ReduceAggregate>` pointer.
+unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceOp> {
+    let ptr = handle as *mut ReduceOp;
+    // SAFETY: the caller's contract: a live `Box<ReduceOp>` pointer.
     unsafe { ptr.as_mut() }.ok_or_else(|| BridgeError::Argument("reduce handle is 0".into()))
 }
 
 /// `static native long reduceOpen(int aggFunc, int aggValue, int startPartition, int endPartition)`:
-/// a reduce task's final aggregate (freed by `reduceClose`).
+/// a reduce task's final aggregate, or its sort-merge for `aggFunc` -2
+/// (freed by `reduceClose`).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
     mut env: JNIEnv<'l>,
@@ -363,10 +366,9 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
     end: jint,
 ) -> jlong {
     guard(&mut env, 0, |_| {
-        let spec = ops::agg_spec(agg_func, agg_value)?;
         let start = non_negative(start.into(), "start partition")? as u32;
         let end = non_negative(end.into(), "end partition")? as u32;
-        Ok(Box::into_raw(Box::new(ReduceAggregate::open(spec, start..end)?)) as jlong)
+        Ok(Box::into_raw(Box::new(ReduceOp::open(agg_func, agg_value, start..end)?)) as jlong)
     })
 }
 
@@ -419,7 +421,8 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFinish<'l>(
 }
 
 /// `static native long reduceNext(long handle, ByteBuffer direct)`:
-/// copies results into the buffer; returns `bytes | records << 32`, 0 at
+/// copies results into the buffer (whole records of an aggregation, the
+/// values of a sort, in key order); returns `bytes | records << 32`, 0 at
 /// the end, and the bytes the next result needs (records 0) when it does
 /// not fit the buffer.
 #[no_mangle]
@@ -451,7 +454,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceClose<'l>(
     handle: jlong,
 ) {
     guard(&mut env, (), |_| {
-        let ptr = handle as *mut ReduceAggregate;
+        let ptr = handle as *mut ReduceOp;
         if ptr.is_null() {
             return Err(BridgeError::Argument("reduce handle is 0".into()));
         }

@@ -1,5 +1,6 @@
 //! Offloaded operators (SmartShuffle's `registerShuffle` operator): an
-//! aggregation Spark hands to the engine whole, map side and reduce side.
+//! aggregation Spark hands to the engine whole, map side and reduce side
+//! (and, in `sorted`, the sort of a `sortByKey`).
 //!
 //! ```text
 //!  map task:    (pid key, value) records ──► engine: partition + PartialAggregate
@@ -25,8 +26,9 @@
 
 use std::cell::RefCell;
 
-use sluice_core::format::{BlockDecoder, Layout, RecordBatch};
+use sluice_core::format::{BatchView, BlockDecoder, Layout, RecordBatch};
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, ValueType};
+use sluice_core::reorg::pipeline::StageSpec;
 use sluice_core::reorg::{Emitter, SpillConfig};
 
 use crate::bridge::engine;
@@ -60,6 +62,67 @@ pub fn agg_spec(func: i32, value: i32) -> BridgeResult<AggSpec> {
         other => return Err(BridgeError::Argument(format!("unknown value type {other}"))),
     };
     Ok(AggSpec::new(f, v))
+}
+
+/// Operator code of a sorting shuffle (`sortByKey` with a natural key
+/// order); codes 0 and up are aggregations ([`agg_spec`]), -1 is none.
+pub const OP_SORT: i32 = -2;
+
+/// The engine operator of a shuffle the host registers with codes
+/// (`func`, `value`): -1 none, [`OP_SORT`], or an aggregation.
+pub fn stage_spec(func: i32, value: i32) -> BridgeResult<StageSpec> {
+    match func {
+        -1 => Ok(StageSpec::None),
+        OP_SORT => Ok(StageSpec::Sort),
+        _ => Ok(StageSpec::Aggregate(
+            agg_spec(func, value)?,
+            sluice_core::reorg::aggregate::SpillStrategy::State,
+        )),
+    }
+}
+
+/// The reduce side of one task of an operator shuffle.
+#[derive(Debug)]
+pub enum ReduceOp {
+    /// Final aggregation (results are whole records).
+    Aggregate(ReduceAggregate),
+    /// Sort-merge of sorted runs (results are the records' values).
+    Sort(crate::sorted::ReduceSort),
+}
+
+impl ReduceOp {
+    /// The reduce side of operator codes (`func`, `value`) for partitions
+    /// `partitions`.
+    pub fn open(func: i32, value: i32, partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
+        if func == OP_SORT {
+            return Ok(ReduceOp::Sort(crate::sorted::ReduceSort::open(partitions)?));
+        }
+        Ok(ReduceOp::Aggregate(ReduceAggregate::open(agg_spec(func, value)?, partitions)?))
+    }
+
+    /// Decodes, verifies and takes in one fetched block.
+    pub fn feed(&mut self, frame: &[u8], what: &BlockName) -> BridgeResult<usize> {
+        match self {
+            ReduceOp::Aggregate(a) => a.feed(frame, what),
+            ReduceOp::Sort(s) => s.feed(frame, what),
+        }
+    }
+
+    /// Ends the input; returns the result count.
+    pub fn finish(&mut self) -> BridgeResult<u64> {
+        match self {
+            ReduceOp::Aggregate(a) => a.finish(),
+            ReduceOp::Sort(s) => s.finish(),
+        }
+    }
+
+    /// Copies results into `out`: (bytes, records), see the operators.
+    pub fn next_records(&mut self, out: &mut [u8]) -> BridgeResult<(usize, usize)> {
+        match self {
+            ReduceOp::Aggregate(a) => a.next_records(out),
+            ReduceOp::Sort(s) => s.next_values(out),
+        }
+    }
 }
 
 /// Where a reduce task is in its life.
@@ -110,39 +173,10 @@ impl ReduceAggregate {
         if !matches!(self.phase, Phase::Merging) {
             return Err(BridgeError::Argument(format!("block {what} fed after finish")));
         }
-        let partitions = self.partitions.clone();
         let agg = &mut self.agg;
-        let n = DECODER.with(|d| {
-            let mut decoder = d.borrow_mut();
-            let block = decoder
-                .decode(frame)
-                .map_err(|source| BridgeError::Corrupt { what: what.to_string(), source })?;
-            if block.frame_len != frame.len() {
-                return Err(BridgeError::Misplaced {
-                    what: what.to_string(),
-                    detail: format!(
-                        "block is {} bytes, frame read was {}",
-                        block.frame_len,
-                        frame.len()
-                    ),
-                });
-            }
-            for (i, r) in block.records.iter().enumerate() {
-                if r.key.len() < PARTITION_KEY_BYTES
-                    || !partitions.contains(&key_partition(r.key))
-                    || key_partition(r.key) != what.reduce as u32
-                {
-                    return Err(BridgeError::Misplaced {
-                        what: what.to_string(),
-                        detail: format!(
-                            "record {i} does not carry partition {} of the task's {partitions:?}",
-                            what.reduce
-                        ),
-                    });
-                }
-            }
-            agg.push(&block.records)?;
-            Ok(block.records.len())
+        let n = with_checked_block(frame, what, &self.partitions, |records| {
+            agg.push(records)?;
+            Ok(records.len())
         })?;
         self.records_in += n as u64;
         Ok(n)
@@ -201,9 +235,52 @@ impl ReduceAggregate {
     }
 }
 
+/// Decodes one fetched block (`frame`, exactly one block) with this
+/// thread's decoder, checks that every record carries the block's reduce
+/// partition (`what.reduce`, within the task's `partitions`) in its first
+/// four key bytes, and hands the records to `f`.
+pub(crate) fn with_checked_block<T>(
+    frame: &[u8],
+    what: &BlockName,
+    partitions: &std::ops::Range<u32>,
+    f: impl FnOnce(&BatchView<'_>) -> BridgeResult<T>,
+) -> BridgeResult<T> {
+    DECODER.with(|d| {
+        let mut decoder = d.borrow_mut();
+        let block = decoder
+            .decode(frame)
+            .map_err(|source| BridgeError::Corrupt { what: what.to_string(), source })?;
+        if block.frame_len != frame.len() {
+            return Err(BridgeError::Misplaced {
+                what: what.to_string(),
+                detail: format!(
+                    "block is {} bytes, frame read was {}",
+                    block.frame_len,
+                    frame.len()
+                ),
+            });
+        }
+        for (i, r) in block.records.iter().enumerate() {
+            if r.key.len() < PARTITION_KEY_BYTES
+                || !partitions.contains(&key_partition(r.key))
+                || key_partition(r.key) != what.reduce as u32
+            {
+                return Err(BridgeError::Misplaced {
+                    what: what.to_string(),
+                    detail: format!(
+                        "record {i} does not carry partition {} of the task's {partitions:?}",
+                        what.reduce
+                    ),
+                });
+            }
+        }
+        f(&block.records)
+    })
+}
+
 /// Bytes of the variable-layout record at `at` of `payload` (its two
 /// lengths included), if it lies wholly inside.
-fn variable_record_len(payload: &[u8], at: usize) -> Option<usize> {
+pub(crate) fn variable_record_len(payload: &[u8], at: usize) -> Option<usize> {
     let head = payload.get(at..at + 8)?;
     let k = u32::from_le_bytes(head[..4].try_into().ok()?) as usize;
     let v = u32::from_le_bytes(head[4..].try_into().ok()?) as usize;

@@ -8,6 +8,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
+use sluice_core::reorg::pipeline::StageSpec;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask, HostSettings};
 use sluice_jni::error::BridgeError;
 use sluice_jni::map::check_buffer;
@@ -70,7 +71,7 @@ fn run_map_spilling(
     spill_every: Option<usize>,
 ) -> (Vec<u8>, Vec<u64>) {
     open_engine(&settings()).expect("engine");
-    let shuffle = register_shuffle(partitions, 1, None).expect("register");
+    let shuffle = register_shuffle(partitions, 1, StageSpec::None).expect("register");
     let mut task = HostMapTask::open(shuffle, 0, 0, partitions, false).expect("open");
     let mut buf = Vec::new();
     let mut count = 0;
@@ -214,7 +215,7 @@ fn buffers_with_bad_partition_ids_or_lengths_are_refused() {
 #[test]
 fn a_write_into_a_missing_directory_is_a_typed_io_error() {
     open_engine(&settings()).expect("engine");
-    let shuffle = register_shuffle(2, 1, None).expect("register");
+    let shuffle = register_shuffle(2, 1, StageSpec::None).expect("register");
     let mut task = HostMapTask::open(shuffle, 0, 0, 2, false).expect("open");
     let mut buf = Vec::new();
     put(&mut buf, 1, b"x");

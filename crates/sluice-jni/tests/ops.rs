@@ -10,6 +10,8 @@ use std::path::Path;
 use proptest::prelude::*;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
+use sluice_core::reorg::aggregate::SpillStrategy;
+use sluice_core::reorg::pipeline::StageSpec;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask, HostSettings};
 use sluice_jni::error::BridgeError;
 use sluice_jni::ops::{agg_spec, ReduceAggregate};
@@ -113,7 +115,12 @@ fn run(func: i32, maps: &[Vec<(Vec<u8>, i64)>], partitions: u32) -> BTreeMap<Vec
     open_engine(&settings()).expect("engine");
     let dir = tempfile::tempdir().expect("tmp");
     let spec = agg_spec(func, 0).expect("spec");
-    let shuffle = register_shuffle(partitions, maps.len() as u32, Some(spec)).expect("register");
+    let shuffle = register_shuffle(
+        partitions,
+        maps.len() as u32,
+        StageSpec::Aggregate(spec, SpillStrategy::State),
+    )
+    .expect("register");
     let outputs: Vec<_> = maps
         .iter()
         .enumerate()
@@ -169,7 +176,8 @@ fn a_block_of_another_partition_is_refused() {
     open_engine(&settings()).expect("engine");
     let dir = tempfile::tempdir().expect("tmp");
     let spec = agg_spec(0, 0).expect("spec");
-    let shuffle = register_shuffle(2, 1, Some(spec)).expect("register");
+    let shuffle =
+        register_shuffle(2, 1, StageSpec::Aggregate(spec, SpillStrategy::State)).expect("register");
     let records: Vec<(Vec<u8>, i64)> = (0..50u8).map(|i| (vec![i], i64::from(i))).collect();
     let (data, lengths) = map_output(dir.path(), shuffle, 0, 2, &records);
     let seg0 = &data[..lengths[0] as usize];
@@ -183,7 +191,8 @@ fn a_flipped_byte_is_corruption_naming_the_block() {
     open_engine(&settings()).expect("engine");
     let dir = tempfile::tempdir().expect("tmp");
     let spec = agg_spec(1, 0).expect("spec");
-    let shuffle = register_shuffle(1, 1, Some(spec)).expect("register");
+    let shuffle =
+        register_shuffle(1, 1, StageSpec::Aggregate(spec, SpillStrategy::State)).expect("register");
     let records: Vec<(Vec<u8>, i64)> = (0..500u32).map(|i| (i.to_le_bytes().to_vec(), 1)).collect();
     let (mut data, _) = map_output(dir.path(), shuffle, 0, 1, &records);
     let mid = HEADER_BYTES + (data.len() - HEADER_BYTES) / 2;
@@ -198,7 +207,8 @@ fn a_flipped_byte_is_corruption_naming_the_block() {
 fn a_value_of_the_wrong_width_is_a_typed_error() {
     open_engine(&settings()).expect("engine");
     let spec = agg_spec(0, 1).expect("spec"); // i32 values
-    let shuffle = register_shuffle(1, 1, Some(spec)).expect("register");
+    let shuffle =
+        register_shuffle(1, 1, StageSpec::Aggregate(spec, SpillStrategy::State)).expect("register");
     let mut task = HostMapTask::open(shuffle, 0, 0, 1, true).expect("open");
     let mut buf = Vec::new();
     put(&mut buf, 0, b"k", 5); // 8-byte value

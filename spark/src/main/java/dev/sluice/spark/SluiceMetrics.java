@@ -13,6 +13,7 @@ public final class SluiceMetrics {
   static final AtomicLong RECORDS_WRITTEN = new AtomicLong();
   static final AtomicLong BLOCKS_DECODED = new AtomicLong();
   static final AtomicLong MAP_SPILLS = new AtomicLong();
+  static final AtomicLong SORTED_READS = new AtomicLong();
   static final AtomicLong SPILL_BYTES = new AtomicLong();
 
   private SluiceMetrics() {}
@@ -45,5 +46,10 @@ public final class SluiceMetrics {
   /** Bytes written to map-side spill files. */
   public static long spillBytes() {
     return SPILL_BYTES.get();
+  }
+
+  /** Reduce tasks whose records the engine merged into key order (a native sortByKey). */
+  public static long sortedReads() {
+    return SORTED_READS.get();
   }
 }

@@ -1,6 +1,7 @@
 package dev.sluice.spark;
 
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -14,11 +15,13 @@ import scala.Product2;
 import scala.Tuple2;
 
 /**
- * A reduce task's reader of an offloaded operator shuffle ({@link Sluice}). Spark's own reader
- * and fetch machinery fetch the task's segments; each one's blocks are decoded, verified and
- * merged into one native final aggregate as the segment is read (a corrupt block is a fetch
- * failure, as for any Sluice shuffle). Once every segment is in, the aggregate emits each key's
- * result once and the task iterates them, a buffer of results per JNI call.
+ * A reduce task's reader of a shuffle whose reduce side runs in the engine: an offloaded operator
+ * ({@link Sluice}) or a sort ({@link SortKeys}). Spark's own reader and fetch machinery fetch the
+ * task's segments; each one's blocks are decoded, verified and taken in by one native operator
+ * as the segment is read (a corrupt block is a fetch failure, as for any Sluice shuffle). Once
+ * every segment is in, the operator finishes: an aggregate emits each key's result once, which
+ * the task iterates a buffer of results per JNI call; a sort merges the map side's runs and
+ * serves the records' serialized bytes in key order to the shuffle's deserializer.
  */
 final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
   /** Bytes of the result buffer one JNI call fills (256 KiB; larger for a larger result). */
@@ -53,8 +56,9 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
   @SuppressWarnings({"unchecked", "rawtypes"})
   public scala.collection.Iterator<Product2<K, C>> read() {
     OpSpec op = handle.op();
-    Results results =
-        new Results(op, SluiceNative.reduceOpen(op.agg.code, op.valueType, startPartition, endPartition));
+    int[] codes = handle.engineOp();
+    Native results =
+        new Native(SluiceNative.reduceOpen(codes[0], codes[1], startPartition, endPartition));
     context.addTaskCompletionListener((TaskCompletionListener) ctx -> results.close());
     SparkEnv env = SparkEnv.get();
     scala.collection.Iterator blocks =
@@ -67,59 +71,96 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
             blocks,
             context,
             metrics,
-            new SluiceSerializerManager(env.serializer(), env.conf(), results.aggregate),
+            new SluiceSerializerManager(env.serializer(), env.conf(), results.handle),
             env.blockManager(),
             env.mapOutputTracker(),
             false);
-    // Reading every fetched segment feeds the aggregate; the streams yield no records.
+    // Reading every fetched segment feeds the operator; the streams yield no records (for a
+    // sort, Spark's reader then has nothing to sort).
     scala.collection.Iterator<Product2<K, C>> drained = fetch.read();
     while (drained.hasNext()) {
       drained.next();
     }
     long n;
     try {
-      n = SluiceNative.reduceFinish(results.aggregate);
+      n = SluiceNative.reduceFinish(results.handle);
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
     metrics.incRecordsRead(n);
-    return (scala.collection.Iterator) results;
+    if (op != null) {
+      return (scala.collection.Iterator) new Results(op, results);
+    }
+    SluiceMetrics.SORTED_READS.incrementAndGet();
+    return (scala.collection.Iterator)
+        handle
+            .dependency()
+            .serializer()
+            .newInstance()
+            .deserializeStream(new Values(results))
+            .asKeyValueIterator();
   }
 
-  /** The aggregate's results, decoded a buffer at a time; frees the aggregate at the end. */
-  private static final class Results extends scala.collection.AbstractIterator<Tuple2<Object, Object>> {
+  /** The native operator's results, a buffer at a time; frees the operator at the end. */
+  private static final class Native {
+    private long handle;
+    private ByteBuffer buf =
+        ByteBuffer.allocateDirect(RESULT_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+
+    Native(long handle) {
+      this.handle = handle;
+      buf.limit(0);
+    }
+
+    /** Refills the buffer; returns the records in it, 0 at the end (and frees the operator). */
+    int refill() {
+      while (handle != 0) {
+        buf.clear();
+        long r = SluiceNative.reduceNext(handle, buf);
+        int bytes = (int) (r & 0xffffffffL);
+        int records = (int) (r >>> 32);
+        if (records == 0 && bytes > 0) {
+          buf = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
+          continue;
+        }
+        if (records == 0) {
+          buf.limit(0);
+          close();
+          return 0;
+        }
+        buf.limit(bytes);
+        return records;
+      }
+      return 0;
+    }
+
+    void close() {
+      if (handle != 0) {
+        long h = handle;
+        handle = 0;
+        SluiceNative.reduceClose(h);
+      }
+    }
+  }
+
+  /** An aggregate's (key, result) records. */
+  private static final class Results
+      extends scala.collection.AbstractIterator<Tuple2<Object, Object>> {
     private final OpSpec op;
-    private long aggregate;
-    private ByteBuffer buf = ByteBuffer.allocateDirect(RESULT_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
+    private final Native in;
     private int left;
 
-    Results(OpSpec op, long aggregate) {
+    Results(OpSpec op, Native in) {
       this.op = op;
-      this.aggregate = aggregate;
-      buf.limit(0);
+      this.in = in;
     }
 
     @Override
     public boolean hasNext() {
-      while (left == 0) {
-        if (aggregate == 0) {
-          return false;
-        }
-        buf.clear();
-        long r = SluiceNative.reduceNext(aggregate, buf);
-        int bytes = (int) (r & 0xffffffffL);
-        left = (int) (r >>> 32);
-        if (left == 0 && bytes > 0) {
-          buf = ByteBuffer.allocateDirect(bytes).order(ByteOrder.LITTLE_ENDIAN);
-          continue;
-        }
-        if (left == 0) {
-          close();
-          return false;
-        }
-        buf.limit(bytes);
+      if (left == 0) {
+        left = in.refill();
       }
-      return true;
+      return left > 0;
     }
 
     @Override
@@ -127,6 +168,7 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       if (!hasNext()) {
         throw new java.util.NoSuchElementException();
       }
+      ByteBuffer buf = in.buf;
       int klen = buf.getInt();
       buf.getInt(); // the value's length: 8
       buf.getInt(); // the partition id
@@ -135,13 +177,40 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       left--;
       return new Tuple2<>(key, value);
     }
+  }
 
-    void close() {
-      if (aggregate != 0) {
-        long a = aggregate;
-        aggregate = 0;
-        SluiceNative.reduceClose(a);
+  /** A sort's serialized records in key order, as one stream for the deserializer. */
+  private static final class Values extends InputStream {
+    private final Native in;
+
+    Values(Native in) {
+      this.in = in;
+    }
+
+    @Override
+    public int read() {
+      if (!in.buf.hasRemaining() && in.refill() == 0) {
+        return -1;
       }
+      return in.buf.get() & 0xff;
+    }
+
+    @Override
+    public int read(byte[] b, int off, int len) {
+      if (len == 0) {
+        return 0;
+      }
+      if (!in.buf.hasRemaining() && in.refill() == 0) {
+        return -1;
+      }
+      int n = Math.min(len, in.buf.remaining());
+      in.buf.get(b, off, n);
+      return n;
+    }
+
+    @Override
+    public void close() {
+      in.close();
     }
   }
 }

@@ -11,16 +11,31 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
   private final int numMaps;
   /** The offloaded operator of a {@link Sluice} shuffle, or null for a plain one. */
   private final OpSpec op;
+  /** The {@link SortKeys} kind of a shuffle the engine sorts, or {@link SortKeys#NONE}. */
+  private final int sortKind;
 
   SluiceShuffleHandle(
-      int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps, OpSpec op) {
+      int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps, OpSpec op, int sortKind) {
     super(shuffleId, dependency);
     this.numMaps = numMaps;
     this.op = op;
+    this.sortKind = sortKind;
   }
 
   OpSpec op() {
     return op;
+  }
+
+  int sortKind() {
+    return sortKind;
+  }
+
+  /** The native side's operator codes: {@code {func, value}}. */
+  int[] engineOp() {
+    if (op != null) {
+      return new int[] {op.agg.code, op.valueType};
+    }
+    return new int[] {sortKind == SortKeys.NONE ? -1 : -2, 0};
   }
 
   public int numMaps() {

@@ -54,14 +54,23 @@ public class SluiceShuffleManager extends SortShuffleManager {
       // An offloaded operator (Sluice.reduceByKey): only the engine can run it; Sluice's API
       // checked the settings before it built the shuffle.
       OpSpec op = ((SluiceOpSerializer) dependency.serializer()).op;
-      return new SluiceShuffleHandle<>(shuffleId, dependency, maps, op);
+      return new SluiceShuffleHandle<>(shuffleId, dependency, maps, op, SortKeys.NONE);
     }
     String reason = Coverage.fallbackReason(conf, dependency);
     if (reason != null) {
       LOG.info("Sluice: shuffle {} runs on Spark's sort shuffle: {}", shuffleId, reason);
       return super.registerShuffle(shuffleId, dependency);
     }
-    return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null);
+    int sortKind = SortKeys.NONE;
+    if (dependency.keyOrdering().isDefined()
+        && dependency.aggregator().isEmpty()
+        && !dependency.mapSideCombine()) {
+      sortKind = SortKeys.kindOf(dependency.keyOrdering().get());
+      if (sortKind != SortKeys.NONE) {
+        LOG.info("Sluice: shuffle {} is sorted by the engine (map runs, reduce merge)", shuffleId);
+      }
+    }
+    return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null, sortKind);
   }
 
   @Override
@@ -99,7 +108,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
           handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
     SluiceShuffleHandle<K, ?, C> h = (SluiceShuffleHandle<K, ?, C>) handle;
-    if (h.op() != null) {
+    if (h.op() != null || h.sortKind() != SortKeys.NONE) {
       openEngine(new SluiceConf(SparkEnv.get().conf()));
       return new SluiceOpReader<>(
           h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
@@ -158,12 +167,9 @@ public class SluiceShuffleManager extends SortShuffleManager {
     return engineIds.computeIfAbsent(
         h.shuffleId(),
         id -> {
-          OpSpec op = h.op();
+          int[] op = h.engineOp();
           return SluiceNative.registerShuffle(
-              h.dependency().partitioner().numPartitions(),
-              h.numMaps(),
-              op == null ? -1 : op.agg.code,
-              op == null ? 0 : op.valueType);
+              h.dependency().partitioner().numPartitions(), h.numMaps(), op[0], op[1]);
         });
   }
 }

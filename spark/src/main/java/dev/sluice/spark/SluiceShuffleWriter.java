@@ -21,7 +21,8 @@ import scala.reflect.ClassTag$;
  *
  * <p>Engine record: key = the partition id (u32 LE), value = the record's serialized bytes. The
  * serializer is relocatable (see {@link Coverage}), so each record's bytes can be cut out of one
- * serialization stream and later read back to back.
+ * serialization stream and later read back to back. For a shuffle the engine sorts ({@link
+ * SortKeys}), the key is followed by the record's key in its byte-comparable form.
  */
 final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
   /** Bytes in front of each record in the buffer: two lengths and the partition-id key. */
@@ -80,9 +81,11 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     Bytes ser = new Bytes(4096);
     SerializationStream out = dep.serializer().newInstance().serializeStream(ser);
+    int sortKind = handle.sortKind();
+    boolean sorted = sortKind != SortKeys.NONE;
     output =
         new NativeMapOutput(
-            engineShuffle, dep.shuffleId(), mapId, partitions, false, context, metrics, settings,
+            engineShuffle, dep.shuffleId(), mapId, partitions, sorted, context, metrics, settings,
             resolver);
     while (input.hasNext()) {
       Product2<K, ?> r = input.next();
@@ -93,8 +96,14 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
       out.writeValue(r._2(), ClassTag$.MODULE$.Any());
       out.flush();
       int n = ser.size();
-      ByteBuffer b = output.room(RECORD_PREFIX_BYTES + n);
-      b.putInt(4).putInt(n).putInt(p).put(ser.array(), 0, n);
+      // A sorted shuffle's key also carries the record's key, encoded in its sort order.
+      int sortBytes = sorted ? SortKeys.bytes(sortKind, key) : 0;
+      ByteBuffer b = output.room(RECORD_PREFIX_BYTES + sortBytes + n);
+      b.putInt(4 + sortBytes).putInt(n).putInt(p);
+      if (sorted) {
+        SortKeys.put(b, sortKind, key);
+      }
+      b.put(ser.array(), 0, n);
       output.added();
     }
     out.close();

@@ -1,0 +1,167 @@
+//! `sortByKey` in the engine: map tasks sort, reduce tasks merge.
+//!
+//! ```text
+//!  map task:    (pid ++ order-preserving key, serialized record) ──► engine: partition
+//!               + SortRuns per destination ──► Sluice blocks of sorted runs
+//!  reduce task: fetched blocks ──► decode, verify ──► split into sorted runs
+//!               ──► SortMerge (loser tree; runs beyond the memory pool on disk)
+//!               ──► values in key order ──► the JVM's deserializer
+//! ```
+//! The host encodes each key so that comparing the bytes orders keys as
+//! the host orders them (see the Java side's `SortKeys`), after the 4-byte
+//! partition id, which is the same for every record of a partition. The
+//! data file does not mark where one run ends: the reduce side cuts the
+//! records it reads into maximal non-decreasing sequences, each of which
+//! is a sorted run by definition. Every map-side run is one such sequence
+//! or part of one (two runs join where the first's last key is not above
+//! the second's first), so the merge sees at most as many runs as the map
+//! side wrote, and an unsorted input would still come out sorted (with
+//! more runs).
+
+use sluice_core::format::{Layout, RecordBatch};
+use sluice_core::reorg::sort::SortMerge;
+use sluice_core::reorg::{Emitter, SpillConfig};
+
+use crate::bridge::engine;
+use crate::error::{BridgeError, BridgeResult};
+use crate::ops::{variable_record_len, with_checked_block};
+use crate::read::BlockName;
+
+/// Bytes of a run's batch before a new one starts (1 MiB).
+pub const RUN_BATCH_BYTES: usize = 1 << 20;
+
+#[derive(Debug)]
+enum Phase {
+    Merging,
+    Draining { batches: Vec<RecordBatch>, next: usize, at: usize },
+}
+
+/// The reduce side of one task of a sorting shuffle.
+#[derive(Debug)]
+pub struct ReduceSort {
+    merge: SortMerge,
+    partitions: std::ops::Range<u32>,
+    /// The run being read: full batches, the open batch, its last key.
+    run: Vec<RecordBatch>,
+    open: RecordBatch,
+    last_key: Vec<u8>,
+    phase: Phase,
+}
+
+impl ReduceSort {
+    /// A merger for reduce partitions `partitions`, drawing on the engine's
+    /// reduce-side memory pool and spilling runs to its spill directory.
+    pub fn open(partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
+        if partitions.is_empty() {
+            return Err(BridgeError::Argument(format!(
+                "empty reduce partition range {partitions:?}"
+            )));
+        }
+        let e = engine()?;
+        let spill = SpillConfig { dir: e.config().spill_dir.clone(), ..SpillConfig::default() };
+        Ok(ReduceSort {
+            merge: SortMerge::new(Layout::Variable, e.reduce_memory(), spill),
+            partitions,
+            run: Vec::new(),
+            open: RecordBatch::with_capacity(Layout::Variable, RUN_BATCH_BYTES),
+            last_key: Vec::new(),
+            phase: Phase::Merging,
+        })
+    }
+
+    /// Decodes and verifies one fetched block and appends its records to
+    /// the run being read, starting a new run where a key is below the one
+    /// before. Returns the block's records.
+    pub fn feed(&mut self, frame: &[u8], what: &BlockName) -> BridgeResult<usize> {
+        if !matches!(self.phase, Phase::Merging) {
+            return Err(BridgeError::Argument(format!("block {what} fed after finish")));
+        }
+        let partitions = self.partitions.clone();
+        with_checked_block(frame, what, &partitions, |records| {
+            for r in records.iter() {
+                let in_run = !self.open.is_empty() || !self.run.is_empty();
+                if in_run && r.key < self.last_key.as_slice() {
+                    self.end_run()?;
+                }
+                if !self.open.is_empty() && self.open.payload_len() >= RUN_BATCH_BYTES {
+                    let full = std::mem::replace(
+                        &mut self.open,
+                        RecordBatch::with_capacity(Layout::Variable, RUN_BATCH_BYTES),
+                    );
+                    self.run.push(full);
+                }
+                self.open.push(r.key, r.value).map_err(BridgeError::Encode)?;
+                self.last_key.clear();
+                self.last_key.extend_from_slice(r.key);
+            }
+            Ok(records.len())
+        })
+    }
+
+    /// Hands the run being read to the merger.
+    fn end_run(&mut self) -> BridgeResult<()> {
+        let mut run = std::mem::take(&mut self.run);
+        if !self.open.is_empty() {
+            run.push(std::mem::replace(
+                &mut self.open,
+                RecordBatch::with_capacity(Layout::Variable, RUN_BATCH_BYTES),
+            ));
+        }
+        if !run.is_empty() {
+            self.merge.add_run(run)?;
+        }
+        Ok(())
+    }
+
+    /// Ends the input and merges every run; returns the record count.
+    pub fn finish(&mut self) -> BridgeResult<u64> {
+        if !matches!(self.phase, Phase::Merging) {
+            return Err(BridgeError::Argument("reduce sort finished twice".into()));
+        }
+        self.end_run()?;
+        let mut out = Emitter::new(Layout::Variable);
+        self.merge.finish(&mut out)?;
+        let records = out.records();
+        self.phase = Phase::Draining { batches: out.into_batches(), next: 0, at: 0 };
+        Ok(records)
+    }
+
+    /// Runs merged so far (for tests and metrics).
+    pub fn runs(&self) -> u64 {
+        self.merge.stats().runs
+    }
+
+    /// Copies the next records' values, in key order and back to back,
+    /// into `out`. Returns (bytes, records); (0, 0) at the end, and (bytes
+    /// the next value needs, 0) when it does not fit `out`.
+    pub fn next_values(&mut self, out: &mut [u8]) -> BridgeResult<(usize, usize)> {
+        let Phase::Draining { batches, next, at } = &mut self.phase else {
+            return Err(BridgeError::Argument("results read before finish".into()));
+        };
+        let (mut written, mut records) = (0usize, 0usize);
+        while let Some(batch) = batches.get(*next) {
+            let payload = batch.payload();
+            while *at < payload.len() {
+                let len = variable_record_len(payload, *at).ok_or_else(|| {
+                    BridgeError::Argument("sorted batch is not in the variable layout".into())
+                })?;
+                let klen = u32::from_le_bytes(payload[*at..*at + 4].try_into().unwrap_or_default())
+                    as usize;
+                let value = &payload[*at + 8 + klen..*at + len];
+                if value.len() > out.len() - written {
+                    if records == 0 {
+                        return Ok((value.len(), 0));
+                    }
+                    return Ok((written, records));
+                }
+                out[written..written + value.len()].copy_from_slice(value);
+                written += value.len();
+                records += 1;
+                *at += len;
+            }
+            *next += 1;
+            *at = 0;
+        }
+        Ok((written, records))
+    }
+}

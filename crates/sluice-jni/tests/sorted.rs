@@ -1,0 +1,124 @@
+//! `sortByKey` through the bridge without a JVM: map attempts of a sorting
+//! shuffle (runs sorted by the engine, some spilled part way), their output
+//! files read back block by block into each reduce partition's merge, the
+//! values checked to come out in key order and each exactly once.
+
+use proptest::prelude::*;
+use sluice_core::format::header::HEADER_BYTES;
+use sluice_core::format::Codec;
+use sluice_core::reorg::pipeline::StageSpec;
+use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask, HostSettings};
+use sluice_jni::ops::{ReduceOp, OP_SORT};
+use sluice_jni::read::{frame_info, BlockName};
+
+fn settings() -> HostSettings {
+    HostSettings {
+        offload_threads: 1,
+        buffer_pool_bytes: 8 << 20,
+        memory_budget: 64 << 20,
+        spill_dir: std::env::temp_dir(),
+    }
+}
+
+/// The writer's record: key = partition id ++ sort key, value = the sort
+/// key again and the record's index (so order and identity can be checked
+/// from the values alone).
+fn put(buf: &mut Vec<u8>, partition: u32, key: &[u8], index: u32) {
+    buf.extend_from_slice(&(4 + key.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&(key.len() as u32 + 6).to_le_bytes());
+    buf.extend_from_slice(&partition.to_le_bytes());
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(&(key.len() as u16).to_le_bytes());
+    buf.extend_from_slice(key);
+    buf.extend_from_slice(&index.to_le_bytes());
+}
+
+/// A range partition of the key's first byte, as Spark's RangePartitioner.
+fn partition_of(key: &[u8], partitions: u32) -> u32 {
+    u32::from(key.first().copied().unwrap_or(0)) * partitions / 256
+}
+
+/// Every (sort key, index) a reduce partition emits, in emitted order,
+/// read through a small buffer so values span several calls.
+fn drain(op: &mut ReduceOp) -> Vec<(Vec<u8>, u32)> {
+    op.finish().expect("finish");
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 8];
+    loop {
+        let (bytes, records) = op.next_records(&mut buf).expect("next");
+        if records == 0 && bytes > 0 {
+            buf.resize(bytes + 16, 0);
+            continue;
+        }
+        if records == 0 {
+            return out;
+        }
+        let mut at = 0;
+        while at < bytes {
+            let n = u16::from_le_bytes([buf[at], buf[at + 1]]) as usize;
+            let key = buf[at + 2..at + 2 + n].to_vec();
+            let index = u32::from_le_bytes(buf[at + 2 + n..at + 6 + n].try_into().expect("4"));
+            out.push((key, index));
+            at += 6 + n;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+    #[test]
+    fn every_record_comes_out_once_in_key_order(
+        maps in proptest::collection::vec(
+            proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..12), 0..500),
+            1..4),
+        partitions in 1u32..6,
+        spill in any::<bool>(),
+    ) {
+        open_engine(&settings()).expect("engine");
+        let dir = tempfile::tempdir().expect("tmp");
+        let shuffle = register_shuffle(partitions, maps.len() as u32, StageSpec::Sort).expect("register");
+        let mut outputs = Vec::new();
+        let mut index = 0u32;
+        let mut all = Vec::new();
+        for (m, keys) in maps.iter().enumerate() {
+            let mut task = HostMapTask::open(shuffle, m as u32, 0, partitions, true).expect("open");
+            for (half, part) in keys.chunks(keys.len().div_ceil(2).max(1)).enumerate() {
+                let mut buf = Vec::new();
+                for k in part {
+                    put(&mut buf, partition_of(k, partitions), k, index);
+                    all.push((k.clone(), index));
+                    index += 1;
+                }
+                task.produce(&buf, part.len() as u32).expect("produce");
+                if spill && half == 0 {
+                    task.spill(&dir.path().join(format!("spill_{m}")), Codec::Lz4).expect("spill");
+                }
+            }
+            let path = dir.path().join(format!("map_{m}.data"));
+            let lengths = task.commit_to_file(&path, Codec::Lz4).expect("commit");
+            outputs.push((std::fs::read(&path).expect("read"), lengths));
+        }
+        let mut got = Vec::new();
+        for p in 0..partitions {
+            let mut op = ReduceOp::open(OP_SORT, 0, p..p + 1).expect("open reduce");
+            for (data, lengths) in &outputs {
+                let start: u64 = lengths[..p as usize].iter().sum();
+                let seg = &data[start as usize..(start + lengths[p as usize]) as usize];
+                let mut at = 0usize;
+                while at < seg.len() {
+                    let name = BlockName { shuffle: 9, map: 0, reduce: p as i32, offset: at as i64 };
+                    let info = frame_info(&seg[at..at + HEADER_BYTES], &name).expect("header");
+                    op.feed(&seg[at..at + info.frame_len], &name).expect("feed");
+                    at += info.frame_len;
+                }
+            }
+            let out = drain(&mut op);
+            prop_assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "partition {} out of order", p);
+            prop_assert!(out.iter().all(|(k, _)| partition_of(k, partitions) == p));
+            got.extend(out);
+        }
+        got.sort();
+        all.sort();
+        prop_assert_eq!(got, all);
+    }
+}

@@ -1,0 +1,71 @@
+package dev.sluice.spark;
+
+import java.nio.ByteBuffer;
+import scala.math.Ordering;
+
+/**
+ * Keys whose order Sluice can sort natively (a {@code sortByKey}): the ascending natural order of
+ * Long, Integer or String keys, as Scala's implicit orderings give it. Each key is encoded so that
+ * comparing the bytes (unsigned, lexicographically, a prefix first) orders keys exactly as the
+ * ordering does:
+ *
+ * <ul>
+ *   <li>Long, Integer: big-endian with the sign bit flipped (negative numbers first).
+ *   <li>String: its UTF-16 code units, big-endian, which is {@link String#compareTo}'s order
+ *       (UTF-8 would differ for characters beyond U+FFFF against U+E000..U+FFFF).
+ * </ul>
+ *
+ * Another ordering (descending, a custom comparator, Java's comparator wrappers) is not native:
+ * such a shuffle still runs on Sluice and Spark's reader sorts its records.
+ */
+final class SortKeys {
+  static final int NONE = -1;
+  static final int LONG = 0;
+  static final int INT = 1;
+  static final int STRING = 2;
+
+  private SortKeys() {}
+
+  /** The key kind an ordering sorts natively, or {@link #NONE}. */
+  static int kindOf(Ordering<?> ordering) {
+    if (ordering == Ordering.Long$.MODULE$) {
+      return LONG;
+    }
+    if (ordering == Ordering.Int$.MODULE$) {
+      return INT;
+    }
+    if (ordering == Ordering.String$.MODULE$) {
+      return STRING;
+    }
+    return NONE;
+  }
+
+  /** Bytes of the encoded key. */
+  static int bytes(int kind, Object key) {
+    switch (kind) {
+      case LONG:
+        return 8;
+      case INT:
+        return 4;
+      default:
+        return 2 * ((String) key).length();
+    }
+  }
+
+  /** Writes the encoded key at the (little-endian) buffer's position. */
+  static void put(ByteBuffer b, int kind, Object key) {
+    switch (kind) {
+      case LONG:
+        b.putLong(Long.reverseBytes((Long) key ^ Long.MIN_VALUE));
+        return;
+      case INT:
+        b.putInt(Integer.reverseBytes((Integer) key ^ Integer.MIN_VALUE));
+        return;
+      default:
+        String s = (String) key;
+        for (int i = 0; i < s.length(); i++) {
+          b.putShort(Short.reverseBytes((short) s.charAt(i)));
+        }
+    }
+  }
+}
