@@ -49,3 +49,28 @@ def test_executor_killed_in_map_stage(cluster, reference, tmp_path):
     got = sorted(rdd.reduceByKey(lambda a, b: a + b, 8).collect())
     assert os.path.exists(marker), "no executor was killed"
     assert got == reference["reduce_by_key"]
+
+
+def test_offloaded_reduce_by_key_across_executors(cluster):
+    """Sluice.reduceByKey (map and reduce side in each executor's engine,
+    blocks fetched over the network) gives Spark's reduceByKey's answer."""
+    sc = cluster.sparkContext
+    job = sc._jvm.dev.sluice.spark.examples.ReduceByKeyJob
+    spark_way = list(job.checksum(sc._jsc, 300_000, 5_000, 4, 6, False))
+    sluice_way = list(job.checksum(sc._jsc, 300_000, 5_000, 4, 6, True))
+    assert spark_way[0] == 5_000
+    assert sluice_way == spark_way
+
+
+def test_native_sort_by_key_across_executors(cluster):
+    """Scala's sortByKey, sorted by the engine: every output partition in
+    order, partitions in key order, no record lost."""
+    sc = cluster.sparkContext
+    flat = list(sc._jvm.dev.sluice.spark.examples.SortByKeyJob.partitionStats(
+        sc._jsc, 200_000, 4, 5))
+    parts = [flat[i:i + 4] for i in range(0, len(flat), 4)]
+    assert len(parts) == 5
+    assert sum(p[0] for p in parts) == 200_000
+    assert all(p[3] == 1 for p in parts), parts
+    filled = [p for p in parts if p[0] > 0]
+    assert all(a[2] <= b[1] for a, b in zip(filled, filled[1:])), parts

@@ -65,6 +65,23 @@ public final class ReduceByKeyJob {
     return sums.count();
   }
 
+  /**
+   * As {@link #run}, returning {@code {keys, checksum}} where the checksum sums {@code key *
+   * 1000003 + sum} over every result (wrapping): for comparing the offloaded operator with Spark's
+   * reduceByKey on a cluster.
+   */
+  public static long[] checksum(
+      JavaSparkContext sc, long records, long keys, int slices, int partitions, boolean offloaded) {
+    JavaPairRDD<Long, Long> in = pairs(sc, records, keys, slices);
+    JavaPairRDD<Long, Long> sums =
+        offloaded
+            ? Sluice.reduceByKey(in, Agg.SUM, Long.class, partitions)
+            : in.reduceByKey(Long::sum, partitions);
+    long[] out = sums.map(t -> new long[] {1, t._1() * 1_000_003L + t._2()})
+        .reduce((a, b) -> new long[] {a[0] + b[0], a[1] + b[1]});
+    return out;
+  }
+
   public static void main(String[] args) {
     long records = args.length > 0 ? Long.parseLong(args[0]) : 10_000_000L;
     long keys = args.length > 1 ? Long.parseLong(args[1]) : 100_000L;
