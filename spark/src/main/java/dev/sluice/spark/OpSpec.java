@@ -28,6 +28,8 @@ final class OpSpec implements Serializable {
   static final int VALUE_INT = 1;
   static final int VALUE_DOUBLE = 2;
 
+  private static final String[] VALUE_NAMES = {"Long", "Integer", "Double"};
+
   final Agg agg;
   final int valueType;
 
@@ -119,15 +121,20 @@ final class OpSpec implements Serializable {
           return;
       }
     }
-    switch (valueType) {
-      case VALUE_LONG:
-        b.putLong((Long) v);
-        return;
-      case VALUE_INT:
-        b.putInt((Integer) v);
-        return;
-      default:
-        b.putDouble((Double) v);
+    if (valueType == VALUE_LONG && v instanceof Long) {
+      b.putLong((Long) v);
+    } else if (valueType == VALUE_INT && v instanceof Integer) {
+      b.putInt((Integer) v);
+    } else if (valueType == VALUE_DOUBLE && v instanceof Double) {
+      b.putDouble((Double) v);
+    } else {
+      throw new IllegalArgumentException(
+          "Sluice."
+              + agg
+              + " was declared over "
+              + VALUE_NAMES[valueType]
+              + " values, got "
+              + (v == null ? "null" : v.getClass().getName()));
     }
   }
 

@@ -70,9 +70,6 @@ final class SluiceOpWriter<K, V> extends ShuffleWriter<K, V> {
       byte[] utf8 = key instanceof String ? ((String) key).getBytes(StandardCharsets.UTF_8) : null;
       int keyBytes = 4 + OpSpec.keyBytes(key, utf8);
       V value = r._2();
-      if (value == null && op.agg != Agg.COUNT) {
-        throw new NullPointerException("a null value for key " + key + " in Sluice." + op.agg);
-      }
       ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);
       b.putInt(keyBytes).putInt(valueBytes).putInt(partitioner.getPartition(key));
       OpSpec.putKey(b, key, utf8);

@@ -168,6 +168,19 @@ class OperatorsTest {
   }
 
   @Test
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  void aValueOfAnotherTypeFailsTheJobWithAClearMessage() {
+    JavaPairRDD ints = sc.parallelizePairs(List.of(new Tuple2<>(1L, 5), new Tuple2<>(2L, 6)), 1);
+    Exception e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            Exception.class,
+            () -> Sluice.reduceByKey((JavaPairRDD<Long, Long>) ints, Agg.SUM).collect());
+    assertTrue(
+        String.valueOf(e.getMessage()).contains("declared over Long values, got java.lang.Integer"),
+        e.getMessage());
+  }
+
+  @Test
   void distinctMatchesAHashSet() {
     Random r = new Random(4);
     List<String> in = new ArrayList<>();
