@@ -87,6 +87,46 @@ fn codec_from(id: jint, level: jint) -> BridgeResult<Codec> {
     }
 }
 
+/// A file path and codec the Java side passed (`codec`, `level` as
+/// [`codec_from`] reads them).
+fn path_and_codec(
+    env: &mut JNIEnv<'_>,
+    path: &JString<'_>,
+    codec: jint,
+    level: jint,
+) -> BridgeResult<(PathBuf, Codec)> {
+    let path: String = env.get_string(path)?.into();
+    Ok((PathBuf::from(path), codec_from(codec, level)?))
+}
+
+/// The whole memory of a direct buffer, as (address, capacity).
+fn direct_memory(env: &mut JNIEnv<'_>, buffer: &JByteBuffer<'_>) -> BridgeResult<(*mut u8, usize)> {
+    Ok((env.get_direct_buffer_address(buffer)?, env.get_direct_buffer_capacity(buffer)?))
+}
+
+/// The first `len` bytes of a Java byte array, from a JNI critical section:
+/// `f` runs while the section is open, so it must make no JNI call except
+/// opening further (nested) critical sections.
+fn with_frame<T>(
+    env: &mut JNIEnv<'_>,
+    frame: &JByteArray<'_>,
+    len: jint,
+    f: impl FnOnce(&[u8]) -> BridgeResult<T>,
+) -> BridgeResult<T> {
+    let len = non_negative(len.into(), "frame length")? as usize;
+    // SAFETY: `f` makes no JNI call while the critical section is open
+    // (the caller's contract).
+    let input = unsafe { env.get_array_elements_critical(frame, ReleaseMode::NoCopyBack) }?;
+    // SAFETY: i8 and u8 have the same layout; the slice lives as long as
+    // the critical section.
+    let input: &[u8] =
+        unsafe { std::slice::from_raw_parts(input.as_ptr() as *const u8, input.len()) };
+    let frame = input.get(..len).ok_or_else(|| {
+        BridgeError::Argument(format!("frame of {len} bytes in a {}-byte array", input.len()))
+    })?;
+    f(frame)
+}
+
 /// The map attempt behind a handle from `mapOpen`.
 ///
 /// # Safety
@@ -201,8 +241,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapProduce<'l>(
     guard(&mut env, (), |env| {
         let len = non_negative(bytes.into(), "buffer length")? as usize;
         let count = non_negative(records.into(), "record count")? as u32;
-        let addr = env.get_direct_buffer_address(&buffer)?;
-        let capacity = env.get_direct_buffer_capacity(&buffer)?;
+        let (addr, capacity) = direct_memory(env, &buffer)?;
         if len > capacity {
             return Err(BridgeError::Argument(format!(
                 "{len} bytes claimed in a {capacity}-byte buffer"
@@ -232,9 +271,8 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapCommit<'l>(
         // SAFETY: the handle contract of `task_take`; taken first so that
         // the attempt is freed whatever fails below.
         let task = unsafe { task_take(task) }?;
-        let path: String = env.get_string(&path)?.into();
-        let codec = codec_from(codec, level)?;
-        let lengths = task.commit_to_file(std::path::Path::new(&path), codec)?;
+        let (path, codec) = path_and_codec(env, &path, codec, level)?;
+        let lengths = task.commit_to_file(&path, codec)?;
         let out = env.new_long_array(lengths.len() as i32)?;
         let as_i64: Vec<i64> = lengths.iter().map(|&l| l as i64).collect();
         env.set_long_array_region(&out, 0, &as_i64)?;
@@ -255,11 +293,10 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapSpill<'l>(
     level: jint,
 ) -> jlong {
     guard(&mut env, -1, |env| {
-        let path: String = env.get_string(&path)?.into();
-        let codec = codec_from(codec, level)?;
+        let (path, codec) = path_and_codec(env, &path, codec, level)?;
         // SAFETY: the handle contract of `task_mut`.
         let task = unsafe { task_mut(task) }?;
-        Ok(task.spill(std::path::Path::new(&path), codec)? as jlong)
+        Ok(task.spill(&path, codec)? as jlong)
     })
 }
 
@@ -317,28 +354,23 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
 ) -> jlong {
     guard(&mut env, -1, |env| {
         let name = BlockName { shuffle, map, reduce, offset };
-        let len = non_negative(frame_len.into(), "frame length")? as usize;
         // SAFETY: a second handle on the same thread's env, used only to
         // open the second critical section (the crate ties each section to
         // a mutable borrow of the env it came from).
         let mut env2 = unsafe { env.unsafe_clone() };
-        // SAFETY: no other JNI call is made while the critical sections
-        // are open; the arrays are distinct Java objects.
-        let input = unsafe { env.get_array_elements_critical(&frame, ReleaseMode::NoCopyBack) }?;
-        // SAFETY: as above.
-        let mut output = unsafe { env2.get_array_elements_critical(&out, ReleaseMode::CopyBack) }?;
-        // SAFETY: i8 and u8 have the same layout; the slices live as long
-        // as the critical sections.
-        let input: &[u8] =
-            unsafe { std::slice::from_raw_parts(input.as_ptr() as *const u8, input.len()) };
-        let frame = input.get(..len).ok_or_else(|| {
-            BridgeError::Argument(format!("frame of {len} bytes in a {}-byte array", input.len()))
-        })?;
-        // SAFETY: as above.
-        let output: &mut [u8] =
-            unsafe { std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut u8, output.len()) };
-        let (bytes, records) = read::decode_values(frame, &name, output)?;
-        Ok(bytes as i64 | (records as i64) << 32)
+        with_frame(env, &frame, frame_len, |frame| {
+            // SAFETY: no other JNI call is made while the critical sections
+            // are open; the arrays are distinct Java objects.
+            let mut output =
+                unsafe { env2.get_array_elements_critical(&out, ReleaseMode::CopyBack) }?;
+            // SAFETY: i8 and u8 have the same layout; the slice lives as
+            // long as the critical section.
+            let output: &mut [u8] = unsafe {
+                std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut u8, output.len())
+            };
+            let (bytes, records) = read::decode_values(frame, &name, output)?;
+            Ok(bytes as i64 | (records as i64) << 32)
+        })
     })
 }
 
@@ -389,20 +421,9 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFeed<'l>(
 ) -> jint {
     guard(&mut env, -1, |env| {
         let name = BlockName { shuffle, map, reduce, offset };
-        let len = non_negative(frame_len.into(), "frame length")? as usize;
         // SAFETY: the handle contract of `reduce_mut`.
-        let agg = unsafe { reduce_mut(handle) }?;
-        // SAFETY: no other JNI call is made while the critical section is
-        // open.
-        let input = unsafe { env.get_array_elements_critical(&frame, ReleaseMode::NoCopyBack) }?;
-        // SAFETY: i8 and u8 have the same layout; the slice lives as long
-        // as the critical section.
-        let input: &[u8] =
-            unsafe { std::slice::from_raw_parts(input.as_ptr() as *const u8, input.len()) };
-        let frame = input.get(..len).ok_or_else(|| {
-            BridgeError::Argument(format!("frame of {len} bytes in a {}-byte array", input.len()))
-        })?;
-        Ok(agg.feed(frame, &name)? as jint)
+        let op = unsafe { reduce_mut(handle) }?;
+        with_frame(env, &frame, frame_len, |frame| Ok(op.feed(frame, &name)? as jint))
     })
 }
 
@@ -433,8 +454,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceNext<'l>(
     buffer: JByteBuffer<'l>,
 ) -> jlong {
     guard(&mut env, -1, |env| {
-        let addr = env.get_direct_buffer_address(&buffer)?;
-        let capacity = env.get_direct_buffer_capacity(&buffer)?;
+        let (addr, capacity) = direct_memory(env, &buffer)?;
         // SAFETY: a direct buffer's address is valid for its capacity while
         // the Java caller holds the buffer, which it does for this call and
         // does not touch meanwhile.

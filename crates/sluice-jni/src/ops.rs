@@ -24,9 +24,7 @@
 //! every key's result once, and [`ReduceAggregate::next_records`] copies
 //! them out a buffer at a time.
 
-use std::cell::RefCell;
-
-use sluice_core::format::{BatchView, BlockDecoder, Layout, RecordBatch};
+use sluice_core::format::{BatchView, Layout, RecordBatch};
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, ValueType};
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_core::reorg::{Emitter, SpillConfig};
@@ -34,16 +32,11 @@ use sluice_core::reorg::{Emitter, SpillConfig};
 use crate::bridge::engine;
 use crate::error::{BridgeError, BridgeResult};
 use crate::partitioner::{key_partition, PARTITION_KEY_BYTES};
-use crate::read::BlockName;
+use crate::read::{with_decoded_block, BlockName};
 
 /// Bytes of aggregation state one reduce task keeps in memory before it
 /// spills a sorted run (64 MiB; less if the engine's pool grants less).
 pub const REDUCE_STATE_BYTES: usize = 64 << 20;
-
-thread_local! {
-    /// One decoder per reading thread, so its inflate buffer is reused.
-    static DECODER: RefCell<BlockDecoder> = RefCell::new(BlockDecoder::new());
-}
 
 /// The aggregation a JVM names by two small codes: `func` 0 sum, 1 count,
 /// 2 min, 3 max; `value` 0 i64, 1 i32, 2 f64.
@@ -125,16 +118,6 @@ impl ReduceOp {
     }
 }
 
-/// Where a reduce task is in its life.
-#[derive(Debug)]
-enum Phase {
-    /// Taking fetched blocks.
-    Merging,
-    /// Results emitted; `next` is the first batch not yet copied out, `at`
-    /// the offset of the next record in it.
-    Draining { batches: Vec<RecordBatch>, next: usize, at: usize },
-}
-
 /// The reduce side of one operator shuffle's partitions, for one task.
 #[derive(Debug)]
 pub struct ReduceAggregate {
@@ -150,17 +133,11 @@ pub struct ReduceAggregate {
 impl ReduceAggregate {
     /// A final aggregate of `spec` for reduce partitions `partitions`.
     pub fn open(spec: AggSpec, partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
-        if partitions.is_empty() {
-            return Err(BridgeError::Argument(format!(
-                "empty reduce partition range {partitions:?}"
-            )));
-        }
-        let e = engine()?;
-        let spill = SpillConfig { dir: e.config().spill_dir.clone(), ..SpillConfig::default() };
+        let spill = reduce_spill(&partitions)?;
         let agg = FinalAggregate::with_limit(
             spec,
             Layout::Variable,
-            e.reduce_memory(),
+            engine()?.reduce_memory(),
             spill,
             REDUCE_STATE_BYTES,
         );
@@ -191,7 +168,7 @@ impl ReduceAggregate {
         let mut out = Emitter::new(self.agg.output_layout());
         self.agg.finish(&mut out)?;
         let records = out.records();
-        self.phase = Phase::Draining { batches: out.into_batches(), next: 0, at: 0 };
+        self.phase = Phase::Draining(Drain::new(out.into_batches()));
         Ok(records)
     }
 
@@ -201,32 +178,10 @@ impl ReduceAggregate {
     /// (bytes the next record needs, 0) when it does not fit `out`, so the
     /// caller can retry with a larger buffer.
     pub fn next_records(&mut self, out: &mut [u8]) -> BridgeResult<(usize, usize)> {
-        let Phase::Draining { batches, next, at } = &mut self.phase else {
+        let Phase::Draining(drain) = &mut self.phase else {
             return Err(BridgeError::Argument("results read before finish".into()));
         };
-        let (mut written, mut records) = (0usize, 0usize);
-        while let Some(batch) = batches.get(*next) {
-            let payload = batch.payload();
-            while *at < payload.len() {
-                let len = variable_record_len(payload, *at).ok_or_else(|| {
-                    BridgeError::Argument("result batch is not in the variable layout".into())
-                })?;
-                let room = out.len() - written;
-                if len > room {
-                    if records == 0 {
-                        return Ok((len, 0));
-                    }
-                    return Ok((written, records));
-                }
-                out[written..written + len].copy_from_slice(&payload[*at..*at + len]);
-                written += len;
-                records += 1;
-                *at += len;
-            }
-            *next += 1;
-            *at = 0;
-        }
-        Ok((written, records))
+        drain.copy_out(out, |record, _| record)
     }
 
     /// Partial records merged so far.
@@ -245,22 +200,8 @@ pub(crate) fn with_checked_block<T>(
     partitions: &std::ops::Range<u32>,
     f: impl FnOnce(&BatchView<'_>) -> BridgeResult<T>,
 ) -> BridgeResult<T> {
-    DECODER.with(|d| {
-        let mut decoder = d.borrow_mut();
-        let block = decoder
-            .decode(frame)
-            .map_err(|source| BridgeError::Corrupt { what: what.to_string(), source })?;
-        if block.frame_len != frame.len() {
-            return Err(BridgeError::Misplaced {
-                what: what.to_string(),
-                detail: format!(
-                    "block is {} bytes, frame read was {}",
-                    block.frame_len,
-                    frame.len()
-                ),
-            });
-        }
-        for (i, r) in block.records.iter().enumerate() {
+    with_decoded_block(frame, what, |records| {
+        for (i, r) in records.iter().enumerate() {
             if r.key.len() < PARTITION_KEY_BYTES
                 || !partitions.contains(&key_partition(r.key))
                 || key_partition(r.key) != what.reduce as u32
@@ -274,13 +215,86 @@ pub(crate) fn with_checked_block<T>(
                 });
             }
         }
-        f(&block.records)
+        f(records)
     })
+}
+
+/// A reduce task's spill settings (the engine's spill directory), after
+/// checking its partition range.
+pub(crate) fn reduce_spill(partitions: &std::ops::Range<u32>) -> BridgeResult<SpillConfig> {
+    if partitions.is_empty() {
+        return Err(BridgeError::Argument(format!("empty reduce partition range {partitions:?}")));
+    }
+    let e = engine()?;
+    Ok(SpillConfig { dir: e.config().spill_dir.clone(), ..SpillConfig::default() })
+}
+
+/// Where a reduce-side operator is in its life: taking blocks, or handing
+/// out its results.
+#[derive(Debug)]
+pub(crate) enum Phase {
+    /// Taking fetched blocks.
+    Merging,
+    /// Results emitted, being copied out.
+    Draining(Drain),
+}
+
+/// Emitted result batches being copied out to the host a buffer at a time.
+#[derive(Debug)]
+pub(crate) struct Drain {
+    batches: Vec<RecordBatch>,
+    /// The first batch not yet copied out.
+    next: usize,
+    /// Offset of the next record in it.
+    at: usize,
+}
+
+impl Drain {
+    pub(crate) fn new(batches: Vec<RecordBatch>) -> Self {
+        Drain { batches, next: 0, at: 0 }
+    }
+
+    /// Copies, for each next record (variable layout), the bytes `pick`
+    /// chooses from it (given the record and its key length) into `out`,
+    /// while whole ones fit. Returns (bytes, records); (0, 0) when every
+    /// record was copied, and (bytes the next one needs, 0) when it does not
+    /// fit `out`, so the caller can retry with a larger buffer.
+    pub(crate) fn copy_out(
+        &mut self,
+        out: &mut [u8],
+        pick: impl Fn(&[u8], usize) -> &[u8],
+    ) -> BridgeResult<(usize, usize)> {
+        let (mut written, mut records) = (0usize, 0usize);
+        while let Some(batch) = self.batches.get(self.next) {
+            let payload = batch.payload();
+            while self.at < payload.len() {
+                let len = variable_record_len(payload, self.at).ok_or_else(|| {
+                    BridgeError::Argument("result batch is not in the variable layout".into())
+                })?;
+                let record = &payload[self.at..self.at + len];
+                let klen = u32::from_le_bytes([record[0], record[1], record[2], record[3]]);
+                let bytes = pick(record, klen as usize);
+                if bytes.len() > out.len() - written {
+                    if records == 0 {
+                        return Ok((bytes.len(), 0));
+                    }
+                    return Ok((written, records));
+                }
+                out[written..written + bytes.len()].copy_from_slice(bytes);
+                written += bytes.len();
+                records += 1;
+                self.at += len;
+            }
+            self.next += 1;
+            self.at = 0;
+        }
+        Ok((written, records))
+    }
 }
 
 /// Bytes of the variable-layout record at `at` of `payload` (its two
 /// lengths included), if it lies wholly inside.
-pub(crate) fn variable_record_len(payload: &[u8], at: usize) -> Option<usize> {
+fn variable_record_len(payload: &[u8], at: usize) -> Option<usize> {
     let head = payload.get(at..at + 8)?;
     let k = u32::from_le_bytes(head[..4].try_into().ok()?) as usize;
     let v = u32::from_le_bytes(head[4..].try_into().ok()?) as usize;

@@ -13,7 +13,7 @@
 use std::cell::RefCell;
 
 use sluice_core::format::header::HEADER_BYTES;
-use sluice_core::format::{BlockDecoder, BlockHeader};
+use sluice_core::format::{BatchView, BlockDecoder, BlockHeader};
 
 use crate::error::{BridgeError, BridgeResult};
 use crate::partitioner::{key_partition, PARTITION_KEY_BYTES};
@@ -60,15 +60,14 @@ pub fn frame_info(header: &[u8], what: &BlockName) -> BridgeResult<FrameInfo> {
     Ok(FrameInfo { frame_len: h.frame_len(), uncompressed_len: h.uncompressed_len as usize })
 }
 
-/// Decodes the block `frame` of reduce partition `what.reduce` and copies its
-/// records' values into `out`, back to back. Returns (bytes written,
-/// records).
-pub fn decode_values(
+/// Decodes the one block `frame` holds with this thread's decoder (CRC,
+/// lengths, layout; the frame must be exactly the block) and hands its
+/// records to `f`. Shared by every reduce-side reader.
+pub(crate) fn with_decoded_block<T>(
     frame: &[u8],
     what: &BlockName,
-    out: &mut [u8],
-) -> BridgeResult<(usize, usize)> {
-    debug_assert!(frame.len() >= HEADER_BYTES);
+    f: impl FnOnce(&BatchView<'_>) -> BridgeResult<T>,
+) -> BridgeResult<T> {
     DECODER.with(|d| {
         let mut decoder = d.borrow_mut();
         let block = decoder
@@ -84,9 +83,23 @@ pub fn decode_values(
                 ),
             });
         }
+        f(&block.records)
+    })
+}
+
+/// Decodes the block `frame` of reduce partition `what.reduce` and copies its
+/// records' values into `out`, back to back. Returns (bytes written,
+/// records).
+pub fn decode_values(
+    frame: &[u8],
+    what: &BlockName,
+    out: &mut [u8],
+) -> BridgeResult<(usize, usize)> {
+    debug_assert!(frame.len() >= HEADER_BYTES);
+    with_decoded_block(frame, what, |records| {
         let partition = what.reduce as u32;
         let mut at = 0usize;
-        for (i, r) in block.records.iter().enumerate() {
+        for (i, r) in records.iter().enumerate() {
             if r.key.len() != PARTITION_KEY_BYTES || key_partition(r.key) != partition {
                 return Err(BridgeError::Misplaced {
                     what: what.to_string(),
@@ -102,6 +115,6 @@ pub fn decode_values(
             dst.copy_from_slice(r.value);
             at += r.value.len();
         }
-        Ok((at, block.records.len()))
+        Ok((at, records.len()))
     })
 }

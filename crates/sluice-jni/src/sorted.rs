@@ -20,21 +20,15 @@
 
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::reorg::sort::SortMerge;
-use sluice_core::reorg::{Emitter, SpillConfig};
+use sluice_core::reorg::Emitter;
 
 use crate::bridge::engine;
 use crate::error::{BridgeError, BridgeResult};
-use crate::ops::{variable_record_len, with_checked_block};
+use crate::ops::{reduce_spill, with_checked_block, Drain, Phase};
 use crate::read::BlockName;
 
 /// Bytes of a run's batch before a new one starts (1 MiB).
 pub const RUN_BATCH_BYTES: usize = 1 << 20;
-
-#[derive(Debug)]
-enum Phase {
-    Merging,
-    Draining { batches: Vec<RecordBatch>, next: usize, at: usize },
-}
 
 /// The reduce side of one task of a sorting shuffle.
 #[derive(Debug)]
@@ -52,15 +46,9 @@ impl ReduceSort {
     /// A merger for reduce partitions `partitions`, drawing on the engine's
     /// reduce-side memory pool and spilling runs to its spill directory.
     pub fn open(partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
-        if partitions.is_empty() {
-            return Err(BridgeError::Argument(format!(
-                "empty reduce partition range {partitions:?}"
-            )));
-        }
-        let e = engine()?;
-        let spill = SpillConfig { dir: e.config().spill_dir.clone(), ..SpillConfig::default() };
+        let spill = reduce_spill(&partitions)?;
         Ok(ReduceSort {
-            merge: SortMerge::new(Layout::Variable, e.reduce_memory(), spill),
+            merge: SortMerge::new(Layout::Variable, engine()?.reduce_memory(), spill),
             partitions,
             run: Vec::new(),
             open: RecordBatch::with_capacity(Layout::Variable, RUN_BATCH_BYTES),
@@ -122,7 +110,7 @@ impl ReduceSort {
         let mut out = Emitter::new(Layout::Variable);
         self.merge.finish(&mut out)?;
         let records = out.records();
-        self.phase = Phase::Draining { batches: out.into_batches(), next: 0, at: 0 };
+        self.phase = Phase::Draining(Drain::new(out.into_batches()));
         Ok(records)
     }
 
@@ -135,33 +123,9 @@ impl ReduceSort {
     /// into `out`. Returns (bytes, records); (0, 0) at the end, and (bytes
     /// the next value needs, 0) when it does not fit `out`.
     pub fn next_values(&mut self, out: &mut [u8]) -> BridgeResult<(usize, usize)> {
-        let Phase::Draining { batches, next, at } = &mut self.phase else {
+        let Phase::Draining(drain) = &mut self.phase else {
             return Err(BridgeError::Argument("results read before finish".into()));
         };
-        let (mut written, mut records) = (0usize, 0usize);
-        while let Some(batch) = batches.get(*next) {
-            let payload = batch.payload();
-            while *at < payload.len() {
-                let len = variable_record_len(payload, *at).ok_or_else(|| {
-                    BridgeError::Argument("sorted batch is not in the variable layout".into())
-                })?;
-                let klen = u32::from_le_bytes(payload[*at..*at + 4].try_into().unwrap_or_default())
-                    as usize;
-                let value = &payload[*at + 8 + klen..*at + len];
-                if value.len() > out.len() - written {
-                    if records == 0 {
-                        return Ok((value.len(), 0));
-                    }
-                    return Ok((written, records));
-                }
-                out[written..written + value.len()].copy_from_slice(value);
-                written += value.len();
-                records += 1;
-                *at += len;
-            }
-            *next += 1;
-            *at = 0;
-        }
-        Ok((written, records))
+        drain.copy_out(out, |record, klen| &record[8 + klen..])
     }
 }

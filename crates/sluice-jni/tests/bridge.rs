@@ -9,7 +9,10 @@ use proptest::prelude::*;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
 use sluice_core::reorg::pipeline::StageSpec;
-use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask, HostSettings};
+use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
+
+mod common;
+use common::settings;
 use sluice_jni::error::BridgeError;
 use sluice_jni::map::check_buffer;
 use sluice_jni::read::{decode_values, frame_info, BlockName};
@@ -20,15 +23,6 @@ fn put(buf: &mut Vec<u8>, partition: u32, value: &[u8]) {
     buf.extend_from_slice(&(value.len() as u32).to_le_bytes());
     buf.extend_from_slice(&partition.to_le_bytes());
     buf.extend_from_slice(value);
-}
-
-fn settings() -> HostSettings {
-    HostSettings {
-        offload_threads: 1,
-        buffer_pool_bytes: 8 << 20,
-        memory_budget: 64 << 20,
-        spill_dir: std::env::temp_dir(),
-    }
 }
 
 /// Reads one partition's segment of a data file the way the Java reader

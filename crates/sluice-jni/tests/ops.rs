@@ -12,19 +12,13 @@ use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
 use sluice_core::reorg::aggregate::SpillStrategy;
 use sluice_core::reorg::pipeline::StageSpec;
-use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask, HostSettings};
+use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
+
+mod common;
+use common::settings;
 use sluice_jni::error::BridgeError;
 use sluice_jni::ops::{agg_spec, ReduceAggregate};
 use sluice_jni::read::{frame_info, BlockName};
-
-fn settings() -> HostSettings {
-    HostSettings {
-        offload_threads: 1,
-        buffer_pool_bytes: 8 << 20,
-        memory_budget: 64 << 20,
-        spill_dir: std::env::temp_dir(),
-    }
-}
 
 /// The writer's record: key = partition id ++ key bytes, value = i64 LE.
 fn put(buf: &mut Vec<u8>, partition: u32, key: &[u8], value: i64) {

@@ -7,18 +7,12 @@ use proptest::prelude::*;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
 use sluice_core::reorg::pipeline::StageSpec;
-use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask, HostSettings};
+use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
+
+mod common;
+use common::settings;
 use sluice_jni::ops::{ReduceOp, OP_SORT};
 use sluice_jni::read::{frame_info, BlockName};
-
-fn settings() -> HostSettings {
-    HostSettings {
-        offload_threads: 1,
-        buffer_pool_bytes: 8 << 20,
-        memory_budget: 64 << 20,
-        spill_dir: std::env::temp_dir(),
-    }
-}
 
 /// The writer's record: key = partition id ++ sort key, value = the sort
 /// key again and the record's index (so order and identity can be checked

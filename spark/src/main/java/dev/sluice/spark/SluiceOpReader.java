@@ -5,7 +5,6 @@ import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.BlockStoreShuffleReader;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
@@ -60,21 +59,16 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     Native results =
         new Native(SluiceNative.reduceOpen(codes[0], codes[1], startPartition, endPartition));
     context.addTaskCompletionListener((TaskCompletionListener) ctx -> results.close());
-    SparkEnv env = SparkEnv.get();
-    scala.collection.Iterator blocks =
-        env.mapOutputTracker()
-            .getMapSizesByExecutorId(
-                handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition);
     BlockStoreShuffleReader<K, C> fetch =
-        new BlockStoreShuffleReader<K, C>(
+        SluiceShuffleManager.fetchReader(
             handle,
-            blocks,
+            startMapIndex,
+            endMapIndex,
+            startPartition,
+            endPartition,
             context,
             metrics,
-            new SluiceSerializerManager(env.serializer(), env.conf(), results.handle),
-            env.blockManager(),
-            env.mapOutputTracker(),
-            false);
+            results.handle);
     // Reading every fetched segment feeds the operator; the streams yield no records (for a
     // sort, Spark's reader then has nothing to sort).
     scala.collection.Iterator<Product2<K, C>> drained = fetch.read();

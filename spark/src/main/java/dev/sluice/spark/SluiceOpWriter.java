@@ -6,11 +6,8 @@ import java.nio.charset.StandardCharsets;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.TaskContext;
-import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
-import org.apache.spark.shuffle.ShuffleWriter;
-import scala.Option;
 import scala.Product2;
 
 /**
@@ -18,17 +15,7 @@ import scala.Product2;
  * each (key, value) pair is written into the engine's buffer as the engine's own record (see
  * {@link OpSpec}), and the engine partitions and partially aggregates it on its offload threads.
  */
-final class SluiceOpWriter<K, V> extends ShuffleWriter<K, V> {
-  private final SluiceShuffleHandle<K, V, ?> handle;
-  private final int engineShuffle;
-  private final long mapId;
-  private final TaskContext context;
-  private final ShuffleWriteMetricsReporter metrics;
-  private final SluiceConf settings;
-  private final IndexShuffleBlockResolver resolver;
-
-  private NativeMapOutput output;
-  private MapStatus status;
+final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
 
   SluiceOpWriter(
       SluiceShuffleHandle<K, V, ?> handle,
@@ -38,13 +25,7 @@ final class SluiceOpWriter<K, V> extends ShuffleWriter<K, V> {
       ShuffleWriteMetricsReporter metrics,
       SluiceConf settings,
       IndexShuffleBlockResolver resolver) {
-    this.handle = handle;
-    this.engineShuffle = engineShuffle;
-    this.mapId = mapId;
-    this.context = context;
-    this.metrics = metrics;
-    this.settings = settings;
-    this.resolver = resolver;
+    super(handle, engineShuffle, mapId, context, metrics, settings, resolver);
   }
 
   @Override
@@ -52,17 +33,7 @@ final class SluiceOpWriter<K, V> extends ShuffleWriter<K, V> {
     ShuffleDependency<K, V, ?> dep = handle.dependency();
     OpSpec op = handle.op();
     Partitioner partitioner = dep.partitioner();
-    output =
-        new NativeMapOutput(
-            engineShuffle,
-            dep.shuffleId(),
-            mapId,
-            partitioner.numPartitions(),
-            true,
-            context,
-            metrics,
-            settings,
-            resolver);
+    NativeMapOutput output = openOutput(true);
     int valueBytes = op.valueBytes();
     while (records.hasNext()) {
       Product2<K, V> r = records.next();
@@ -77,21 +48,5 @@ final class SluiceOpWriter<K, V> extends ShuffleWriter<K, V> {
       output.added();
     }
     status = output.commit();
-  }
-
-  @Override
-  public Option<MapStatus> stop(boolean success) {
-    if (output != null) {
-      output.abort();
-    }
-    if (success && status != null) {
-      return Option.apply(status);
-    }
-    return Option.empty();
-  }
-
-  @Override
-  public long[] getPartitionLengths() {
-    return output == null ? null : output.lengths();
   }
 }

@@ -113,6 +113,25 @@ public class SluiceShuffleManager extends SortShuffleManager {
       return new SluiceOpReader<>(
           h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
+    return fetchReader(
+        h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, 0L);
+  }
+
+  /**
+   * Spark's reader over a Sluice shuffle's segments: Spark's fetch machinery, with each fetched
+   * segment decoded as Sluice blocks ({@link SluiceSerializerManager}); into the native reduce
+   * operator {@code nativeOp} when it is not 0.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static <K, C> BlockStoreShuffleReader<K, C> fetchReader(
+      SluiceShuffleHandle<K, ?, C> handle,
+      int startMapIndex,
+      int endMapIndex,
+      int startPartition,
+      int endPartition,
+      TaskContext context,
+      ShuffleReadMetricsReporter metrics,
+      long nativeOp) {
     SparkEnv env = SparkEnv.get();
     scala.collection.Iterator blocks =
         env.mapOutputTracker()
@@ -123,7 +142,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
         blocks,
         context,
         metrics,
-        new SluiceSerializerManager(env.serializer(), env.conf(), 0L),
+        new SluiceSerializerManager(env.serializer(), env.conf(), nativeOp),
         env.blockManager(),
         env.mapOutputTracker(),
         false);

@@ -6,12 +6,9 @@ import java.nio.ByteBuffer;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.TaskContext;
-import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.serializer.SerializationStream;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
-import org.apache.spark.shuffle.ShuffleWriter;
-import scala.Option;
 import scala.Product2;
 import scala.reflect.ClassTag$;
 
@@ -24,36 +21,20 @@ import scala.reflect.ClassTag$;
  * serialization stream and later read back to back. For a shuffle the engine sorts ({@link
  * SortKeys}), the key is followed by the record's key in its byte-comparable form.
  */
-final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
+final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
   /** Bytes in front of each record in the buffer: two lengths and the partition-id key. */
   static final int RECORD_PREFIX_BYTES = NativeMapOutput.LENGTHS_BYTES + 4;
 
-  private final SluiceShuffleHandle<K, V, C> handle;
-  private final int engineShuffle;
-  private final long mapId;
-  private final TaskContext context;
-  private final ShuffleWriteMetricsReporter metrics;
-  private final SluiceConf settings;
-  private final IndexShuffleBlockResolver resolver;
-
-  private NativeMapOutput output;
-  private MapStatus status;
 
   SluiceShuffleWriter(
-      SluiceShuffleHandle<K, V, C> handle,
+      SluiceShuffleHandle<K, V, ?> handle,
       int engineShuffle,
       long mapId,
       TaskContext context,
       ShuffleWriteMetricsReporter metrics,
       SluiceConf settings,
       IndexShuffleBlockResolver resolver) {
-    this.handle = handle;
-    this.engineShuffle = engineShuffle;
-    this.mapId = mapId;
-    this.context = context;
-    this.metrics = metrics;
-    this.settings = settings;
-    this.resolver = resolver;
+    super(handle, engineShuffle, mapId, context, metrics, settings, resolver);
   }
 
   /** A byte stream whose array can be read without a copy. */
@@ -69,9 +50,8 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
 
   @Override
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
-    ShuffleDependency<K, V, C> dep = handle.dependency();
+    ShuffleDependency<K, V, ?> dep = handle.dependency();
     Partitioner partitioner = dep.partitioner();
-    int partitions = partitioner.numPartitions();
     scala.collection.Iterator<? extends Product2<K, ?>> input = records;
     if (dep.mapSideCombine()) {
       if (dep.aggregator().isEmpty()) {
@@ -83,10 +63,7 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     SerializationStream out = dep.serializer().newInstance().serializeStream(ser);
     int sortKind = handle.sortKind();
     boolean sorted = sortKind != SortKeys.NONE;
-    output =
-        new NativeMapOutput(
-            engineShuffle, dep.shuffleId(), mapId, partitions, sorted, context, metrics, settings,
-            resolver);
+    NativeMapOutput output = openOutput(sorted);
     while (input.hasNext()) {
       Product2<K, ?> r = input.next();
       K key = r._1();
@@ -108,21 +85,5 @@ final class SluiceShuffleWriter<K, V, C> extends ShuffleWriter<K, V> {
     }
     out.close();
     status = output.commit();
-  }
-
-  @Override
-  public Option<MapStatus> stop(boolean success) {
-    if (output != null) {
-      output.abort();
-    }
-    if (success && status != null) {
-      return Option.apply(status);
-    }
-    return Option.empty();
-  }
-
-  @Override
-  public long[] getPartitionLengths() {
-    return output == null ? null : output.lengths();
   }
 }

@@ -52,17 +52,21 @@ public final class ReduceByKeyJob {
   }
 
   /**
-   * Sums the values of each key into {@code partitions} partitions, with Sluice's offloaded
-   * operator or Spark's reduceByKey; returns the number of keys.
+   * The generated pairs' values summed per key into {@code partitions} partitions, with Sluice's
+   * offloaded operator or Spark's reduceByKey.
    */
-  public static long run(
+  public static JavaPairRDD<Long, Long> sums(
       JavaSparkContext sc, long records, long keys, int slices, int partitions, boolean offloaded) {
     JavaPairRDD<Long, Long> in = pairs(sc, records, keys, slices);
-    JavaPairRDD<Long, Long> sums =
-        offloaded
-            ? Sluice.reduceByKey(in, Agg.SUM, Long.class, partitions)
-            : in.reduceByKey(Long::sum, partitions);
-    return sums.count();
+    return offloaded
+        ? Sluice.reduceByKey(in, Agg.SUM, Long.class, partitions)
+        : in.reduceByKey(Long::sum, partitions);
+  }
+
+  /** Runs {@link #sums}; returns the number of keys. */
+  public static long run(
+      JavaSparkContext sc, long records, long keys, int slices, int partitions, boolean offloaded) {
+    return sums(sc, records, keys, slices, partitions, offloaded).count();
   }
 
   /**
@@ -72,14 +76,9 @@ public final class ReduceByKeyJob {
    */
   public static long[] checksum(
       JavaSparkContext sc, long records, long keys, int slices, int partitions, boolean offloaded) {
-    JavaPairRDD<Long, Long> in = pairs(sc, records, keys, slices);
-    JavaPairRDD<Long, Long> sums =
-        offloaded
-            ? Sluice.reduceByKey(in, Agg.SUM, Long.class, partitions)
-            : in.reduceByKey(Long::sum, partitions);
-    long[] out = sums.map(t -> new long[] {1, t._1() * 1_000_003L + t._2()})
+    return sums(sc, records, keys, slices, partitions, offloaded)
+        .map(t -> new long[] {1, t._1() * 1_000_003L + t._2()})
         .reduce((a, b) -> new long[] {a[0] + b[0], a[1] + b[1]});
-    return out;
   }
 
   public static void main(String[] args) {
