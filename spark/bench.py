@@ -6,11 +6,16 @@ The jobs run in the JVM, so that the time is the shuffle's (Python workers
 would dominate a PySpark RDD job): DataFrame jobs TeraSort (10-byte random
 keys, 90-byte values, a global sort by key), WordCount (HiBench's word
 list, counted), an aggregate by key (reduceByKey's SQL form) and a
-repartition; and two Java RDD jobs (dev.sluice.spark.examples.ReduceByKeyJob,
-Long keys and values generated in the map tasks, summed per key):
-`rdd_reduce_by_key` runs Spark's reduceByKey under both managers, and
-`reduce_by_key` runs Spark's reduceByKey under the sort shuffle against
-Sluice.reduceByKey (the aggregation offloaded to the engine) under Sluice.
+repartition; and Java RDD jobs from dev.sluice.spark.examples, HiBench's RDD
+forms: `rdd_terasort` (TeraSortJob: TeraGen records generated in the map
+tasks, sortByKey on byte[] keys with BytesOrdering, which Sluice sorts in
+the engine), `rdd_wordcount` (WordCountJob: textFile, split, reduceByKey
+over text written once outside the clock), `rdd_reduce_by_key`
+(ReduceByKeyJob: Long keys and values generated in the map tasks, summed
+with reduceByKey); these run the same code under both managers.
+`word_count` and `reduce_by_key` run Spark's reduceByKey under the sort
+shuffle against Sluice.reduceByKey (the aggregation offloaded to the
+engine) under Sluice.
 Both sessions use Kryo (spark.serializer), which Sluice needs for RDD
 shuffles. Executor CPU
 time and shuffle bytes come from Spark's own status REST API (stage totals
@@ -33,6 +38,8 @@ import urllib.request
 HERE = pathlib.Path(__file__).resolve().parent
 JAR = HERE / "target" / "sluice-spark.jar"
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
+# Where inputs written outside the clock live (set from --tmp).
+DATA = pathlib.Path("/tmp/sluice-bench-spark")
 
 
 def session(manager, cores, tmp):
@@ -133,6 +140,43 @@ def rdd_sum(spark, gb, offloaded):
     jvm.dev.sluice.spark.examples.ReduceByKeyJob.run(jsc, records, 1_000_000, 16, 16, offloaded)
 
 
+def rdd_terasort(spark, gb, manager):
+    """HiBench's RDD TeraSort (dev.sluice.spark.examples.TeraSortJob): gb of
+    TeraGen records generated in the map tasks, sortByKey on byte[] keys in
+    unsigned byte order; the same job under both managers."""
+    jvm = spark.sparkContext._jvm
+    records = int(gb * 1e9 / 100)
+    jvm.dev.sluice.spark.examples.TeraSortJob.run(spark.sparkContext._jsc, records, 16, 16)
+
+
+def wordcount_text(spark, gb, tmp):
+    """HiBench-like text for the RDD WordCount, written once (outside the
+    clock; HiBench's prepare step) and shared by both managers."""
+    path = tmp / f"words-{gb}gb"
+    if not (path / "_SUCCESS").exists():
+        spark.sparkContext._jvm.dev.sluice.spark.examples.WordCountJob.generate(
+            spark.sparkContext._jsc, str(path), int(gb * 1e9), 16)
+    return str(path)
+
+
+def rdd_words(spark, gb, manager, offloaded):
+    jvm = spark.sparkContext._jvm
+    path = wordcount_text(spark, gb, DATA)
+    jvm.dev.sluice.spark.examples.WordCountJob.run(spark.sparkContext._jsc, path, 16, offloaded)
+
+
+def rdd_wordcount(spark, gb, manager):
+    """HiBench's RDD WordCount (textFile, split, reduceByKey), the same
+    code under both managers."""
+    rdd_words(spark, gb, manager, False)
+
+
+def word_count(spark, gb, manager):
+    """The same WordCount with Sluice.reduceByKey(words, Agg.SUM) under
+    Sluice, against Spark's reduceByKey under the sort shuffle."""
+    rdd_words(spark, gb, manager, manager == "sluice")
+
+
 def rdd_reduce_by_key(spark, gb, manager):
     rdd_sum(spark, gb, False)
 
@@ -143,7 +187,14 @@ def reduce_by_key(spark, gb, manager):
 
 # RDD workloads: generate their pairs inside the map tasks (cheap: a
 # SplittableRandom per task), timed whole.
-RDD_JOBS = {"rdd_reduce_by_key": rdd_reduce_by_key, "reduce_by_key": reduce_by_key}
+RDD_JOBS = {
+    "rdd_terasort": rdd_terasort,
+    "rdd_wordcount": rdd_wordcount,
+    "word_count": word_count,
+    "rdd_reduce_by_key": rdd_reduce_by_key,
+    "reduce_by_key": reduce_by_key,
+}
+TERASORT = ("terasort", "rdd_terasort")
 WORKLOADS = list(QUERIES) + list(RDD_JOBS)
 
 
@@ -176,14 +227,16 @@ def timed(spark, job):
 def run_manager(a, manager):
     """Every workload under one shuffle manager, in this process's JVM;
     each run `a.reps` times, the fastest run kept."""
+    global DATA
+    DATA = a.tmp
     results = {}
     spark = session(manager, a.cores, a.tmp / manager)
     try:
         # Warm-up: JIT, native library, engine.
         noop(QUERIES["aggregate"][1](pairs(spark, 0.01)))
         reduce_by_key(spark, 0.01, manager)
-        for name in WORKLOADS:
-            gb = a.terasort_gb if name == "terasort" else a.gb
+        for name in a.workloads:
+            gb = a.terasort_gb if name in TERASORT else a.gb
             if name in QUERIES:
                 make, query = QUERIES[name]
                 # The input is generated and cached before the clock starts,
@@ -215,12 +268,18 @@ def main():
     ap.add_argument("--gb", type=float, default=1.0, help="input of the other workloads (GB)")
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2, help="runs of each workload; the fastest is kept")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS),
+                    help=f"comma-separated subset of {','.join(WORKLOADS)}")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, a smoke run")
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--tmp", type=pathlib.Path, default=pathlib.Path("/tmp/sluice-bench-spark"))
     ap.add_argument("--manager", choices=MANAGERS, help=argparse.SUPPRESS)
     ap.add_argument("--part", type=pathlib.Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    a.workloads = [w for w in a.workloads.split(",") if w]
+    unknown = [w for w in a.workloads if w not in WORKLOADS]
+    if unknown:
+        ap.error(f"unknown workloads {unknown}; choose from {WORKLOADS}")
     if a.quick:
         a.terasort_gb, a.gb, a.reps = 0.05, 0.02, 1
     if not JAR.exists():
@@ -236,7 +295,8 @@ def main():
         part = a.tmp / f"{manager}.json"
         args = [sys.executable, __file__, "--manager", manager, "--part", str(part),
                 "--terasort-gb", str(a.terasort_gb), "--gb", str(a.gb), "--cores", str(a.cores),
-                "--reps", str(a.reps), "--tmp", str(a.tmp)]
+                "--reps", str(a.reps), "--tmp", str(a.tmp),
+                "--workloads", ",".join(a.workloads)]
         subprocess.run(args, check=True)
         for name, r in json.loads(part.read_text()).items():
             results.setdefault(name, {})[manager] = r

@@ -74,3 +74,14 @@ def test_native_sort_by_key_across_executors(cluster):
     assert all(p[3] == 1 for p in parts), parts
     filled = [p for p in parts if p[0] > 0]
     assert all(a[2] <= b[1] for a, b in zip(filled, filled[1:])), parts
+
+
+def test_rdd_terasort_across_executors(cluster):
+    """HiBench's RDD TeraSort (byte[] keys in unsigned order, sorted by the
+    engine): keys in order within and across partitions, and the records'
+    checksum equal to the input's."""
+    sc = cluster.sparkContext
+    job = sc._jvm.dev.sluice.spark.examples.TeraSortJob
+    records, unordered, checksum = list(job.run(sc._jsc, 100_000, 4, 5))
+    assert (records, unordered) == (100_000, 0)
+    assert checksum == job.inputChecksum(sc._jsc, 100_000, 4)

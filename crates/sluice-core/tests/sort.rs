@@ -34,11 +34,16 @@ fn records(seed: u64, n: usize, layout: Layout, key_domain: u64) -> Recs {
         .collect()
 }
 
+/// Sorts `recs` as three map tasks would (runs of `threshold` bytes) and
+/// merges the runs within `budget`: all at once, or, with `piece`, through
+/// the streaming merge `piece` payload bytes at a time. Returns the output,
+/// the runs and the spilled runs.
 fn run(
     recs: &[(Vec<u8>, Vec<u8>)],
     layout: Layout,
     threshold: usize,
     budget: usize,
+    piece: Option<u64>,
 ) -> (Recs, u64, u64) {
     let pool = MemoryPool::new(budget);
     let spill = SpillConfig { dir: std::env::temp_dir(), codec: sluice_core::Codec::None };
@@ -67,10 +72,24 @@ fn run(
         }
     }
     let mut out = Emitter::new(layout);
-    merge.finish(&mut out).expect("merge");
     let spilled = merge.stats().spilled_runs;
-    let got = out
-        .into_batches()
+    let mut batches = Vec::new();
+    match piece {
+        None => merge.finish(&mut out).expect("merge"),
+        Some(bytes) => {
+            let mut stream = merge.into_stream().expect("stream");
+            let mut pieces = 0u64;
+            while stream.emit_some(&mut out, bytes).expect("merge piece") {
+                batches.extend(out.take_batches());
+                pieces += 1;
+            }
+            assert_eq!(stream.emitted(), recs.len() as u64, "every record emitted");
+            let total: u64 = recs.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();
+            assert!(pieces + 1 >= total / bytes.max(1) / 2, "{pieces} pieces for {total} bytes");
+        }
+    }
+    batches.extend(out.into_batches());
+    let got = batches
         .iter()
         .flat_map(|b| b.iter().map(|r| (r.key.to_vec(), r.value.to_vec())).collect::<Vec<_>>())
         .collect();
@@ -95,19 +114,23 @@ fn many_runs_some_on_disk() {
         Layout::Variable,
     ] {
         let recs = records(11, 20_000, layout, 5000);
-        let (got, runs, spilled) = run(&recs, layout, 64 << 10, 128 << 10);
-        assert!(runs > 3, "{layout}: {runs} runs");
-        assert!(spilled > 0, "{layout}: no run spilled");
-        check(&recs, &got);
+        for piece in [None, Some(1000), Some(1 << 20)] {
+            let (got, runs, spilled) = run(&recs, layout, 64 << 10, 128 << 10, piece);
+            assert!(runs > 3, "{layout}: {runs} runs");
+            assert!(spilled > 0, "{layout}: no run spilled");
+            check(&recs, &got);
+        }
     }
 }
 
 #[test]
 fn empty_input_gives_empty_output() {
     let layout = Layout::fixed(8, 4).expect("l");
-    let (got, runs, _) = run(&[], layout, 1 << 20, 1 << 20);
-    assert!(got.is_empty());
-    assert_eq!(runs, 0);
+    for piece in [None, Some(1)] {
+        let (got, runs, _) = run(&[], layout, 1 << 20, 1 << 20, piece);
+        assert!(got.is_empty());
+        assert_eq!(runs, 0);
+    }
 }
 
 proptest! {
@@ -121,10 +144,11 @@ proptest! {
         which in 0usize..4,
         threshold in (4usize << 10)..(128 << 10),
         budget in 0usize..(512 << 10),
+        piece in proptest::option::of(1u64..8192),
     ) {
         let layout = [Layout::fixed(8, 4).expect("l"), Layout::fixed(4, 0).expect("l"), Layout::fixed(16, 8).expect("l"), Layout::Variable][which];
         let recs = records(seed, n, layout, domain);
-        let (got, _, _) = run(&recs, layout, threshold, budget);
+        let (got, _, _) = run(&recs, layout, threshold, budget, piece);
         check(&recs, &got);
     }
 }
@@ -159,5 +183,46 @@ fn a_pool_that_refuses_everything_still_gives_sorted_runs_of_all_input() {
         want.sort();
         got.sort();
         assert_eq!(got, want, "{layout:?}: every record once");
+    }
+}
+
+/// Prefixes drawn from one of several distributions: uniform 64-bit (the
+/// passes cover only the top bits, the fix-up the rest), a small domain
+/// (an exact sort of few bits), a shared high part with varying low bits,
+/// clusters (large groups for the fix-up), and all equal.
+fn prefixes(kind: u8, seed: u64, n: usize) -> Vec<u64> {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x ^ (x >> 29)
+    };
+    (0..n)
+        .map(|_| match kind % 5 {
+            0 => next(),
+            1 => next() % 97,
+            2 => 0xdead_beef_0000_0000 | (next() & 0xffff_ffff),
+            3 => ((next() % 3) << 60) | (next() & 0xffff),
+            _ => 42,
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The kernel's radix sort (top-bits passes, then the fix-up) gives the
+    /// order of a stable sort by prefix, ties in input order.
+    #[test]
+    fn radix_sort_is_a_stable_sort_by_prefix(kind in 0u8..5, seed: u64, n in 0usize..20_000) {
+        use sluice_core::reorg::sort::kernel::{radix_sort, SortEntry};
+        let mut entries: Vec<SortEntry> = prefixes(kind, seed, n)
+            .into_iter()
+            .enumerate()
+            .map(|(i, prefix)| SortEntry { prefix, off: i as u32, len: 1 })
+            .collect();
+        let mut want = entries.clone();
+        want.sort_by_key(|e| e.prefix);
+        radix_sort(&mut entries, &mut Vec::new());
+        prop_assert_eq!(entries, want);
     }
 }

@@ -12,6 +12,7 @@
 //! truncated file is a typed error naming the file and offset.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::{MemoryPool, Reservation};
@@ -45,7 +46,7 @@ pub struct StoreStats {
 enum Disk {
     None,
     Writing(SpillWriter),
-    Sealed(SpillFile),
+    Sealed(Arc<SpillFile>),
 }
 
 /// Ordered blocks of one partition, in memory then on disk.

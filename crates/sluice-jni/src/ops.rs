@@ -24,10 +24,13 @@
 //! every key's result once, and [`ReduceAggregate::next_records`] copies
 //! them out a buffer at a time.
 
+use std::collections::VecDeque;
+
 use sluice_core::format::{BatchView, Layout, RecordBatch};
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, ValueType};
 use sluice_core::reorg::pipeline::StageSpec;
-use sluice_core::reorg::{Emitter, SpillConfig};
+use sluice_core::reorg::sort::MergeStream;
+use sluice_core::reorg::{Emitter, SpillConfig, EMIT_BATCH_BYTES};
 
 use crate::bridge::engine;
 use crate::error::{BridgeError, BridgeResult};
@@ -168,7 +171,7 @@ impl ReduceAggregate {
         let mut out = Emitter::new(self.agg.output_layout());
         self.agg.finish(&mut out)?;
         let records = out.records();
-        self.phase = Phase::Draining(Drain::new(out.into_batches()));
+        self.phase = Phase::Draining(Box::new(Drain::new(out.into_batches())));
         Ok(records)
     }
 
@@ -236,22 +239,51 @@ pub(crate) enum Phase {
     /// Taking fetched blocks.
     Merging,
     /// Results emitted, being copied out.
-    Draining(Drain),
+    Draining(Box<Drain>),
 }
 
-/// Emitted result batches being copied out to the host a buffer at a time.
+/// Payload bytes a streaming drain asks its merge for at a time (one
+/// emitted batch).
+const REFILL_BYTES: u64 = EMIT_BATCH_BYTES as u64;
+
+/// Result batches being copied out to the host a buffer at a time: either
+/// all emitted up front, or pulled from a streaming merge a batch at a
+/// time, so that only about one batch is ever held. Each batch is dropped
+/// (or reused) once copied out.
 #[derive(Debug)]
 pub(crate) struct Drain {
-    batches: Vec<RecordBatch>,
-    /// The first batch not yet copied out.
-    next: usize,
-    /// Offset of the next record in it.
+    batches: VecDeque<RecordBatch>,
+    /// Offset of the next record in the first batch.
     at: usize,
+    /// The merge still producing batches, with the emitter it fills.
+    source: Option<(MergeStream, Emitter)>,
 }
 
 impl Drain {
     pub(crate) fn new(batches: Vec<RecordBatch>) -> Self {
-        Drain { batches, next: 0, at: 0 }
+        Drain { batches: batches.into(), at: 0, source: None }
+    }
+
+    /// A drain that pulls records in `layout` from `stream` as it goes.
+    pub(crate) fn streaming(stream: MergeStream, layout: Layout) -> Self {
+        Drain { batches: VecDeque::new(), at: 0, source: Some((stream, Emitter::new(layout))) }
+    }
+
+    /// Makes sure a batch is waiting unless every record was copied out;
+    /// returns whether one is.
+    fn refill(&mut self) -> BridgeResult<bool> {
+        while self.batches.is_empty() {
+            let Some((stream, out)) = &mut self.source else { return Ok(false) };
+            let more = stream.emit_some(out, REFILL_BYTES)?;
+            if !more {
+                out.flush();
+            }
+            self.batches.extend(out.take_batches());
+            if !more {
+                self.source = None;
+            }
+        }
+        Ok(true)
     }
 
     /// Copies, for each next record (variable layout), the bytes `pick`
@@ -265,8 +297,8 @@ impl Drain {
         pick: impl Fn(&[u8], usize) -> &[u8],
     ) -> BridgeResult<(usize, usize)> {
         let (mut written, mut records) = (0usize, 0usize);
-        while let Some(batch) = self.batches.get(self.next) {
-            let payload = batch.payload();
+        while self.refill()? {
+            let payload = self.batches[0].payload();
             while self.at < payload.len() {
                 let len = variable_record_len(payload, self.at).ok_or_else(|| {
                     BridgeError::Argument("result batch is not in the variable layout".into())
@@ -285,8 +317,11 @@ impl Drain {
                 records += 1;
                 self.at += len;
             }
-            self.next += 1;
+            let done = self.batches.pop_front();
             self.at = 0;
+            if let (Some((_, emitter)), Some(b)) = (&mut self.source, done) {
+                emitter.recycle([b]);
+            }
         }
         Ok((written, records))
     }

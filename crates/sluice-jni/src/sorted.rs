@@ -5,7 +5,8 @@
 //!               + SortRuns per destination ──► Sluice blocks of sorted runs
 //!  reduce task: fetched blocks ──► decode, verify ──► split into sorted runs
 //!               ──► SortMerge (loser tree; runs beyond the memory pool on disk)
-//!               ──► values in key order ──► the JVM's deserializer
+//!               ──► values in key order, merged 1 MiB at a time as the JVM's
+//!                   deserializer reads them
 //! ```
 //! The host encodes each key so that comparing the bytes orders keys as
 //! the host orders them (see the Java side's `SortKeys`), after the 4-byte
@@ -20,7 +21,6 @@
 
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::reorg::sort::SortMerge;
-use sluice_core::reorg::Emitter;
 
 use crate::bridge::engine;
 use crate::error::{BridgeError, BridgeResult};
@@ -33,7 +33,10 @@ pub const RUN_BATCH_BYTES: usize = 1 << 20;
 /// The reduce side of one task of a sorting shuffle.
 #[derive(Debug)]
 pub struct ReduceSort {
-    merge: SortMerge,
+    /// The merger while blocks arrive (taken by `finish`).
+    merge: Option<SortMerge>,
+    /// Runs handed to the merger.
+    runs: u64,
     partitions: std::ops::Range<u32>,
     /// The run being read: full batches, the open batch, its last key.
     run: Vec<RecordBatch>,
@@ -48,7 +51,8 @@ impl ReduceSort {
     pub fn open(partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
         let spill = reduce_spill(&partitions)?;
         Ok(ReduceSort {
-            merge: SortMerge::new(Layout::Variable, engine()?.reduce_memory(), spill),
+            merge: Some(SortMerge::new(Layout::Variable, engine()?.reduce_memory(), spill)),
+            runs: 0,
             partitions,
             run: Vec::new(),
             open: RecordBatch::with_capacity(Layout::Variable, RUN_BATCH_BYTES),
@@ -96,27 +100,37 @@ impl ReduceSort {
             ));
         }
         if !run.is_empty() {
-            self.merge.add_run(run)?;
+            let merge = self
+                .merge
+                .as_mut()
+                .ok_or_else(|| BridgeError::Argument("reduce sort fed after finish".into()))?;
+            merge.add_run(run)?;
+            self.runs += 1;
         }
         Ok(())
     }
 
-    /// Ends the input and merges every run; returns the record count.
+    /// Ends the input and starts the merge of every run; returns the
+    /// record count. The merged records are produced as the host reads
+    /// them ([`ReduceSort::next_values`]), never all in memory at once.
     pub fn finish(&mut self) -> BridgeResult<u64> {
         if !matches!(self.phase, Phase::Merging) {
             return Err(BridgeError::Argument("reduce sort finished twice".into()));
         }
         self.end_run()?;
-        let mut out = Emitter::new(Layout::Variable);
-        self.merge.finish(&mut out)?;
-        let records = out.records();
-        self.phase = Phase::Draining(Drain::new(out.into_batches()));
+        let merge = self
+            .merge
+            .take()
+            .ok_or_else(|| BridgeError::Argument("reduce sort finished twice".into()))?;
+        let records = merge.stats().input_records;
+        let stream = merge.into_stream()?;
+        self.phase = Phase::Draining(Box::new(Drain::streaming(stream, Layout::Variable)));
         Ok(records)
     }
 
     /// Runs merged so far (for tests and metrics).
     pub fn runs(&self) -> u64 {
-        self.merge.stats().runs
+        self.runs
     }
 
     /// Copies the next records' values, in key order and back to back,

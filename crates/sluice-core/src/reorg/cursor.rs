@@ -81,15 +81,15 @@ impl RunCursor for MemRun {
 
 /// A run read back from a spill file, one verified block at a time.
 #[derive(Debug)]
-pub struct SpillRun<'f> {
-    reader: SpillRunReader<'f>,
+pub struct SpillRun {
+    reader: SpillRunReader,
     block: Option<RecordBatch>,
     off: usize,
 }
 
-impl<'f> SpillRun<'f> {
+impl SpillRun {
     /// A cursor at the first record of the run (reads its first block).
-    pub fn new(reader: SpillRunReader<'f>) -> Result<Self, ReorgError> {
+    pub fn new(reader: SpillRunReader) -> Result<Self, ReorgError> {
         let mut run = SpillRun { reader, block: None, off: 0 };
         run.load()?;
         Ok(run)
@@ -108,7 +108,7 @@ impl<'f> SpillRun<'f> {
     }
 }
 
-impl RunCursor for SpillRun<'_> {
+impl RunCursor for SpillRun {
     #[inline]
     fn current(&self) -> Option<Record<'_>> {
         let b = self.block.as_ref()?;
@@ -129,14 +129,14 @@ impl RunCursor for SpillRun<'_> {
 
 /// Either kind of run, so one merge can take both.
 #[derive(Debug)]
-pub enum AnyRun<'f> {
+pub enum AnyRun {
     /// In memory.
     Mem(MemRun),
     /// On disk.
-    Spill(SpillRun<'f>),
+    Spill(SpillRun),
 }
 
-impl RunCursor for AnyRun<'_> {
+impl RunCursor for AnyRun {
     #[inline]
     fn current(&self) -> Option<Record<'_>> {
         match self {

@@ -7,6 +7,7 @@
 //! the operator combines them in one pass.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::cursor::{AnyRun, SpillRun};
 use super::merge::LoserTree;
@@ -34,7 +35,7 @@ impl Default for SpillConfig {
 pub(crate) struct SpilledRuns {
     config: SpillConfig,
     writer: Option<SpillWriter>,
-    file: Option<SpillFile>,
+    file: Option<Arc<SpillFile>>,
     runs: usize,
 }
 
@@ -72,11 +73,11 @@ impl SpilledRuns {
 
     /// I/O statistics of the file.
     pub(crate) fn stats(&self) -> SpillStats {
-        self.file.as_ref().map(SpillFile::stats).unwrap_or_default()
+        self.file.as_ref().map(|f| f.stats()).unwrap_or_default()
     }
 
     /// A cursor per spilled run (after [`SpilledRuns::seal`]).
-    pub(crate) fn cursors(&self) -> Result<Vec<AnyRun<'_>>, ReorgError> {
+    pub(crate) fn cursors(&self) -> Result<Vec<AnyRun>, ReorgError> {
         let Some(file) = &self.file else { return Ok(Vec::new()) };
         let mut cursors = Vec::with_capacity(file.runs());
         for r in 0..file.runs() {

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use super::SpillError;
 use crate::format::header::{BlockHeader, HEADER_BYTES};
@@ -141,10 +142,11 @@ impl SpillWriter {
     }
 
     /// Writes what is buffered and returns the readable file.
-    pub fn finish(mut self) -> Result<SpillFile, SpillError> {
+    /// (Shared: each run reader holds the file open and alive.)
+    pub fn finish(mut self) -> Result<Arc<SpillFile>, SpillError> {
         self.flush()?;
         let SpillWriter { file, path, index, stats, .. } = self;
-        Ok(SpillFile { file, path, index, stats })
+        Ok(Arc::new(SpillFile { file, path, index, stats }))
     }
 }
 
@@ -178,22 +180,28 @@ impl SpillFile {
         self.index.get(run).map_or_else(Vec::new, |b| b.iter().map(|l| l.offset).collect())
     }
 
-    /// A reader of run `run`'s blocks.
-    pub fn run(&self, run: usize) -> Result<SpillRunReader<'_>, SpillError> {
+    /// A reader of run `run`'s blocks; it keeps the file alive.
+    pub fn run(self: &Arc<Self>, run: usize) -> Result<SpillRunReader, SpillError> {
         self.run_from(run, 0)
     }
 
     /// A reader of run `run`'s blocks from block `first` on (for a consumer
     /// that reads one block per call).
-    pub fn run_from(&self, run: usize, first: usize) -> Result<SpillRunReader<'_>, SpillError> {
-        let blocks = self.index.get(run).ok_or_else(|| SpillError::NoSuchRun {
-            path: self.path.0.clone(),
-            run,
-            runs: self.index.len(),
-        })?;
+    pub fn run_from(
+        self: &Arc<Self>,
+        run: usize,
+        first: usize,
+    ) -> Result<SpillRunReader, SpillError> {
+        if run >= self.index.len() {
+            return Err(SpillError::NoSuchRun {
+                path: self.path.0.clone(),
+                run,
+                runs: self.index.len(),
+            });
+        }
         Ok(SpillRunReader {
-            file: self,
-            blocks,
+            file: Arc::clone(self),
+            run,
             next: first,
             frame: Vec::new(),
             decoder: BlockDecoder::new(),
@@ -203,18 +211,18 @@ impl SpillFile {
 
 /// Reads one run's blocks in order, verifying each.
 #[derive(Debug)]
-pub struct SpillRunReader<'f> {
-    file: &'f SpillFile,
-    blocks: &'f [BlockLoc],
+pub struct SpillRunReader {
+    file: Arc<SpillFile>,
+    run: usize,
     next: usize,
     frame: Vec<u8>,
     decoder: BlockDecoder,
 }
 
-impl SpillRunReader<'_> {
+impl SpillRunReader {
     /// The next block's records, or `None` after the last.
     pub fn next_batch(&mut self) -> Result<Option<BatchView<'_>>, SpillError> {
-        let Some(loc) = self.blocks.get(self.next).copied() else { return Ok(None) };
+        let Some(loc) = self.file.index[self.run].get(self.next).copied() else { return Ok(None) };
         self.next += 1;
         let path = &self.file.path.0;
         let corrupt =

@@ -5,6 +5,7 @@
 //!  records ──► SortRuns: buffer up to the threshold, sort (kernel), emit a run ──► runs
 //!  runs    ──► SortMerge: runs in memory within the pool, beyond it on disk;
 //!              loser-tree merge of all of them ──► records in key order
+//!              (all at once, or a piece at a time through MergeStream)
 //! ```
 //! The map side sorts within memory it reserved (the buffered records plus
 //! two 16-byte sort entries per record) and gathers each run straight into
@@ -270,13 +271,7 @@ impl SortMerge {
 
     /// Merges every run into `out` in key order.
     pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        self.spilled.seal()?;
-        let mut cursors: Vec<AnyRun<'_>> = std::mem::take(&mut self.mem)
-            .into_iter()
-            .map(|r| AnyRun::Mem(MemRun::new(r)))
-            .collect();
-        cursors.extend(self.spilled.cursors()?);
-        let mut tree = LoserTree::new(cursors);
+        let mut tree = LoserTree::new(self.cursors()?);
         let before = out.records();
         while let Some(r) = tree.peek() {
             out.emit(r.key, r.value)?;
@@ -285,5 +280,58 @@ impl SortMerge {
         self.stats.emitted_records += out.records() - before;
         self.reservation.free();
         Ok(())
+    }
+
+    /// The merge of every run, to be read a piece at a time
+    /// ([`MergeStream::emit_some`]), so that a reduce task's output never
+    /// has to be in memory whole. The in-memory runs stay accounted until
+    /// the stream is dropped; spilled runs are read back a block at a time.
+    pub fn into_stream(mut self) -> Result<MergeStream, ReorgError> {
+        let tree = LoserTree::new(self.cursors()?);
+        Ok(MergeStream { tree, _reservation: self.reservation, emitted: 0 })
+    }
+
+    /// A cursor per run, in memory and on disk (the spill file sealed).
+    fn cursors(&mut self) -> Result<Vec<AnyRun>, ReorgError> {
+        self.spilled.seal()?;
+        let mut cursors: Vec<AnyRun> = std::mem::take(&mut self.mem)
+            .into_iter()
+            .map(|r| AnyRun::Mem(MemRun::new(r)))
+            .collect();
+        cursors.extend(self.spilled.cursors()?);
+        Ok(cursors)
+    }
+}
+
+/// [`SortMerge`]'s merge in progress: the loser tree over its runs, which
+/// own what they read (the spill file lives as long as a cursor needs it
+/// and is removed after).
+#[derive(Debug)]
+pub struct MergeStream {
+    tree: LoserTree<AnyRun>,
+    _reservation: Reservation,
+    emitted: u64,
+}
+
+impl MergeStream {
+    /// Emits the next records in key order into `out` until `bytes` more
+    /// payload bytes were emitted or the runs end. Returns whether records
+    /// remain.
+    pub fn emit_some(&mut self, out: &mut Emitter, bytes: u64) -> Result<bool, ReorgError> {
+        let start = out.bytes();
+        while let Some(r) = self.tree.peek() {
+            out.emit(r.key, r.value)?;
+            self.tree.advance()?;
+            self.emitted += 1;
+            if out.bytes() - start >= bytes {
+                return Ok(self.tree.peek().is_some());
+            }
+        }
+        Ok(false)
+    }
+
+    /// Records emitted so far.
+    pub fn emitted(&self) -> u64 {
+        self.emitted
     }
 }

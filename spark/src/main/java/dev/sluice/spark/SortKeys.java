@@ -5,7 +5,8 @@ import scala.math.Ordering;
 
 /**
  * Keys whose order Sluice can sort natively (a {@code sortByKey}): the ascending natural order of
- * Long, Integer or String keys, as Scala's implicit orderings give it. Each key is encoded so that
+ * Long, Integer or String keys, as Scala's implicit orderings give it, and of {@code byte[]} keys
+ * under {@link BytesOrdering}. Each key is encoded so that
  * comparing the bytes (unsigned, lexicographically, a prefix first) orders keys exactly as the
  * ordering does:
  *
@@ -13,6 +14,7 @@ import scala.math.Ordering;
  *   <li>Long, Integer: big-endian with the sign bit flipped (negative numbers first).
  *   <li>String: its UTF-16 code units, big-endian, which is {@link String#compareTo}'s order
  *       (UTF-8 would differ for characters beyond U+FFFF against U+E000..U+FFFF).
+ *   <li>byte[]: the bytes themselves.
  * </ul>
  *
  * Another ordering (descending, a custom comparator, Java's comparator wrappers) is not native:
@@ -23,6 +25,7 @@ final class SortKeys {
   static final int LONG = 0;
   static final int INT = 1;
   static final int STRING = 2;
+  static final int BYTES = 3;
 
   private SortKeys() {}
 
@@ -37,6 +40,9 @@ final class SortKeys {
     if (ordering == Ordering.String$.MODULE$) {
       return STRING;
     }
+    if (ordering instanceof BytesOrdering) {
+      return BYTES;
+    }
     return NONE;
   }
 
@@ -47,6 +53,8 @@ final class SortKeys {
         return 8;
       case INT:
         return 4;
+      case BYTES:
+        return ((byte[]) key).length;
       default:
         return 2 * ((String) key).length();
     }
@@ -60,6 +68,9 @@ final class SortKeys {
         return;
       case INT:
         b.putInt(Integer.reverseBytes((Integer) key ^ Integer.MIN_VALUE));
+        return;
+      case BYTES:
+        b.put((byte[]) key);
         return;
       default:
         String s = (String) key;

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.examples.WordCountJob;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;
@@ -165,6 +166,20 @@ class OperatorsTest {
     assertEquals(2_000, spark.size());
     assertEquals(spark, sluice);
     assertEquals(2_000, dev.sluice.spark.examples.ReduceByKeyJob.run(sc, 150_001, 2_000, 3, 4, true));
+  }
+
+  @Test
+  void theWordCountJobAgreesWithSparksReduceByKey() {
+    String text = dir.resolve("wordcount-text").toString();
+    long words = WordCountJob.generate(sc, text, 300_000, 3);
+    Map<String, Long> spark = new HashMap<>(WordCountJob.counts(sc, text, 4, false).collectAsMap());
+    Map<String, Long> sluice = new HashMap<>(WordCountJob.counts(sc, text, 5, true).collectAsMap());
+    assertEquals(WordCountJob.WORDS, spark.size(), "every word of the list occurs");
+    assertEquals(words, spark.values().stream().mapToLong(Long::longValue).sum());
+    assertEquals(spark, sluice);
+    long[] summary = WordCountJob.run(sc, text, 4, true);
+    assertEquals(WordCountJob.WORDS, summary[0]);
+    assertEquals(words, summary[1]);
   }
 
   @Test

@@ -1,8 +1,10 @@
 package dev.sluice.spark;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.examples.TeraSortJob;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -99,6 +101,59 @@ class SortTest {
         sortByKey(sc.parallelizePairs(in, 3), Ordering.String$.MODULE$, 4);
     assertSortedPermutation(in, got, Comparator.naturalOrder());
     assertTrue(SluiceMetrics.sortedReads() > before, "the engine merged");
+  }
+
+  @Test
+  void byteArrayKeysInUnsignedOrder() {
+    Random r = new Random(14);
+    byte[][] pieces = {{}, {0}, {0, 0}, {(byte) 0x7f}, {(byte) 0x80}, {(byte) 0xff}, {1, 2, 3}};
+    List<Tuple2<byte[], Integer>> in = new ArrayList<>();
+    for (int i = 0; i < 30_000; i++) {
+      byte[] k;
+      if (r.nextBoolean()) {
+        k = new byte[r.nextInt(13)];
+        r.nextBytes(k);
+      } else {
+        java.io.ByteArrayOutputStream b = new java.io.ByteArrayOutputStream();
+        for (int n = r.nextInt(4); n > 0; n--) {
+          b.writeBytes(pieces[r.nextInt(pieces.length)]);
+        }
+        k = b.toByteArray();
+      }
+      in.add(new Tuple2<>(k, i));
+    }
+    long before = SluiceMetrics.sortedReads();
+    List<Tuple2<byte[], Integer>> got =
+        sortByKey(sc.parallelizePairs(in, 4), BytesOrdering.INSTANCE, 4);
+    assertEquals(in.size(), got.size());
+    for (int i = 1; i < got.size(); i++) {
+      byte[] a = got.get(i - 1)._1();
+      byte[] b = got.get(i)._1();
+      assertTrue(
+          java.util.Arrays.compareUnsigned(a, b) <= 0,
+          "out of order at " + i + ": " + java.util.Arrays.toString(a) + " > "
+              + java.util.Arrays.toString(b));
+    }
+    // The same records: each value once, still with its own key.
+    byte[][] keyOf = new byte[in.size()][];
+    for (Tuple2<byte[], Integer> t : got) {
+      assertTrue(keyOf[t._2()] == null, "value " + t._2() + " twice");
+      keyOf[t._2()] = t._1();
+    }
+    for (Tuple2<byte[], Integer> t : in) {
+      assertArrayEquals(t._1(), keyOf[t._2()], "key of value " + t._2());
+    }
+    assertTrue(SluiceMetrics.sortedReads() - before >= 4, "the engine merged every partition");
+  }
+
+  @Test
+  void teraSortJobMatchesItsInput() {
+    long records = 40_000;
+    long[] got = TeraSortJob.run(sc, records, 3, 4);
+    long inputSum = TeraSortJob.inputChecksum(sc, records, 3);
+    assertEquals(records, got[0], "records");
+    assertEquals(0, got[1], "keys out of order");
+    assertEquals(inputSum, got[2], "checksum of the sorted records against the input's");
   }
 
   @Test
