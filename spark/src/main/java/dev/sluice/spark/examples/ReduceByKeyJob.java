@@ -2,9 +2,7 @@ package dev.sluice.spark.examples;
 
 import dev.sluice.spark.Agg;
 import dev.sluice.spark.Sluice;
-import java.util.ArrayList;
 import java.util.Iterator;
-import java.util.List;
 import java.util.SplittableRandom;
 import org.apache.spark.SparkConf;
 import org.apache.spark.api.java.JavaPairRDD;
@@ -25,14 +23,10 @@ public final class ReduceByKeyJob {
   /** The generated pairs, {@code records} in all over {@code slices} map tasks. */
   public static JavaPairRDD<Long, Long> pairs(
       JavaSparkContext sc, long records, long keys, int slices) {
-    List<Integer> ids = new ArrayList<>();
-    for (int i = 0; i < slices; i++) {
-      ids.add(i);
-    }
-    return sc.parallelize(ids, slices)
+    return Slices.ids(sc, slices)
         .flatMapToPair(
             slice -> {
-              long n = records / slices + (slice < records % slices ? 1 : 0);
+              long n = Slices.share(records, slices, slice);
               SplittableRandom r = new SplittableRandom(0x5eed + slice);
               return new Iterator<Tuple2<Long, Long>>() {
                 long left = n;

@@ -41,15 +41,11 @@ public final class TeraSortJob {
   /** TeraGen's records, {@code records} in all over {@code slices} map tasks. */
   public static JavaPairRDD<byte[], byte[]> teragen(
       JavaSparkContext sc, long records, int slices) {
-    List<Integer> ids = new ArrayList<>();
-    for (int i = 0; i < slices; i++) {
-      ids.add(i);
-    }
-    return sc.parallelize(ids, slices)
+    return Slices.ids(sc, slices)
         .flatMapToPair(
             slice -> {
-              long first = records / slices * slice + Math.min(slice, records % slices);
-              long n = records / slices + (slice < records % slices ? 1 : 0);
+              long first = Slices.first(records, slices, slice);
+              long n = Slices.share(records, slices, slice);
               SplittableRandom r = new SplittableRandom(0x7e7a + slice);
               return new Iterator<Tuple2<byte[], byte[]>>() {
                 long row = first;

@@ -2,10 +2,8 @@ package dev.sluice.spark.examples;
 
 import dev.sluice.spark.Agg;
 import dev.sluice.spark.Sluice;
-import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Iterator;
-import java.util.List;
 import java.util.SplittableRandom;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaRDD;
@@ -46,12 +44,8 @@ public final class WordCountJob {
    * that must not exist yet); returns the number of words written.
    */
   public static long generate(JavaSparkContext sc, String path, long bytes, int slices) {
-    List<Integer> ids = new ArrayList<>();
-    for (int i = 0; i < slices; i++) {
-      ids.add(i);
-    }
     JavaRDD<String> lines =
-        sc.parallelize(ids, slices)
+        Slices.ids(sc, slices)
             .flatMap(
                 slice -> {
                   String[] words = wordList();
