@@ -23,13 +23,18 @@ of the job). Results are checked by the tests (spark/tests), not here: each
 job ends in Spark's noop sink so that the optimizer keeps every shuffle.
 CPU per GB divides both managers' CPU time by the GB the sort
 shuffle wrote, so a better-compressing manager is not penalised. Each
-manager runs in its own process (its own JVM), a warm-up job first; each
-workload runs --reps times and the fastest run is kept."""
+manager runs in its own process (its own JVM, so neither inherits the
+other's JIT-compiled code), a warm-up job first; both processes stay up,
+and each workload's --reps runs alternate between them (the one going
+first swaps every rep), so that a slow stretch of a shared VM falls on
+both alike. The fastest run of each is kept; the median ratio is printed
+beside it."""
 
 import argparse
 import json
 import os
 import pathlib
+import statistics
 import subprocess
 import sys
 import time
@@ -224,40 +229,117 @@ def timed(spark, job):
     }
 
 
-def run_manager(a, manager):
-    """Every workload under one shuffle manager, in this process's JVM;
-    each run `a.reps` times, the fastest run kept."""
-    global DATA
-    DATA = a.tmp
-    results = {}
-    spark = session(manager, a.cores, a.tmp / manager)
-    try:
+class Worker:
+    """One shuffle manager's Spark session, in this process's JVM, serving
+    the parent's commands (one JSON line each on stdin, one JSON line back
+    on stdout): prepare a workload's input, run it once, release it."""
+
+    def __init__(self, a, manager):
+        global DATA
+        DATA = a.tmp
+        self.a, self.manager = a, manager
+        self.spark = session(manager, a.cores, a.tmp / manager)
+        self.df = None
+        self.job = None
         # Warm-up: JIT, native library, engine.
-        noop(QUERIES["aggregate"][1](pairs(spark, 0.01)))
-        reduce_by_key(spark, 0.01, manager)
+        noop(QUERIES["aggregate"][1](pairs(self.spark, 0.01)))
+        reduce_by_key(self.spark, 0.01, manager)
+
+    def prepare(self, name):
+        a, spark, manager = self.a, self.spark, self.manager
+        gb = a.terasort_gb if name in TERASORT else a.gb
+        if name in QUERIES:
+            make, query = QUERIES[name]
+            # The input is generated and cached before the clock starts,
+            # as HiBench reads it from storage rather than timing TeraGen.
+            df = make(spark, gb).cache()
+            df.count()
+            self.df = df
+            self.job = lambda: noop(query(df))
+        else:
+            if name in ("rdd_wordcount", "word_count"):
+                wordcount_text(spark, gb, DATA)
+            self.job = lambda: RDD_JOBS[name](spark, gb, manager)
+        return {}
+
+    def run(self):
+        r = timed(self.spark, self.job)
+        # Outside the clock: a full collection, so that each run starts
+        # from a collected heap and the idle session gives memory back.
+        self.spark.sparkContext._jvm.java.lang.System.gc()
+        return r
+
+    def release(self):
+        if self.df is not None:
+            self.df.unpersist(blocking=True)
+            self.df = None
+        self.job = None
+        return {}
+
+    def serve(self):
+        try:
+            for line in sys.stdin:
+                cmd = json.loads(line)
+                op = cmd["op"]
+                if op == "stop":
+                    break
+                if op == "prepare":
+                    reply = self.prepare(cmd["workload"])
+                elif op == "run":
+                    reply = self.run()
+                else:
+                    reply = self.release()
+                print(json.dumps(reply), file=self.reply_to, flush=True)
+        finally:
+            self.spark.stop()
+
+
+def start_worker(a, manager):
+    """A child process holding one manager's session; its stdout is the
+    reply channel (Spark's and py4j's chatter goes to stderr)."""
+    args = [sys.executable, __file__, "--manager", manager,
+            "--terasort-gb", str(a.terasort_gb), "--gb", str(a.gb), "--cores", str(a.cores),
+            "--tmp", str(a.tmp)]
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def ask(worker, **cmd):
+    worker.stdin.write(json.dumps(cmd) + "\n")
+    worker.stdin.flush()
+    line = worker.stdout.readline()
+    if not line:
+        sys.exit(f"a benchmark worker died (exit {worker.wait()})")
+    return json.loads(line)
+
+
+def run_interleaved(a):
+    """Each workload's runs alternate between the two managers (the first
+    one to run swaps every rep), so that the VM's drift over a long run
+    falls on both alike; the fastest run of each is kept."""
+    workers = {m: start_worker(a, m) for m in MANAGERS}
+    results = {}
+    try:
         for name in a.workloads:
-            gb = a.terasort_gb if name in TERASORT else a.gb
-            if name in QUERIES:
-                make, query = QUERIES[name]
-                # The input is generated and cached before the clock starts,
-                # as HiBench reads it from storage rather than timing TeraGen.
-                df = make(spark, gb).cache()
-                df.count()
-                job = lambda: noop(query(df))  # noqa: E731
-            else:
-                df = None
-                job = lambda: RDD_JOBS[name](spark, gb, manager)  # noqa: E731
+            for w in workers.values():
+                ask(w, op="prepare", workload=name)
+            order = list(MANAGERS)
             for rep in range(a.reps):
-                run = timed(spark, job)
-                print(f"  {manager:6} {name:17} run {rep + 1}: {run['seconds']:7.2f} s, "
-                      f"JVM CPU {run['process_cpu_s']:7.2f} s, "
-                      f"task CPU {run['task_cpu_s']:7.2f} s", flush=True)
-                if name not in results or run["seconds"] < results[name]["seconds"]:
-                    results[name] = run
-            if df is not None:
-                df.unpersist(blocking=True)
+                for manager in order:
+                    run = ask(workers[manager], op="run")
+                    print(f"  {manager:6} {name:17} run {rep + 1}: {run['seconds']:7.2f} s, "
+                          f"JVM CPU {run['process_cpu_s']:7.2f} s, "
+                          f"task CPU {run['task_cpu_s']:7.2f} s", flush=True)
+                    runs = results.setdefault(name, {}).setdefault(manager, [])
+                    runs.append(run)
+                order.reverse()
+            for w in workers.values():
+                ask(w, op="release")
     finally:
-        spark.stop()
+        for w in workers.values():
+            if w.poll() is None:
+                w.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                w.stdin.close()
+                w.wait()
     return results
 
 
@@ -274,7 +356,6 @@ def main():
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--tmp", type=pathlib.Path, default=pathlib.Path("/tmp/sluice-bench-spark"))
     ap.add_argument("--manager", choices=MANAGERS, help=argparse.SUPPRESS)
-    ap.add_argument("--part", type=pathlib.Path, help=argparse.SUPPRESS)
     a = ap.parse_args()
     a.workloads = [w for w in a.workloads.split(",") if w]
     unknown = [w for w in a.workloads if w not in WORKLOADS]
@@ -285,27 +366,26 @@ def main():
     if not JAR.exists():
         sys.exit(f"{JAR} is missing: run spark/build.sh")
     if a.manager:
-        a.part.write_text(json.dumps(run_manager(a, a.manager)))
+        # Worker mode: replies go to the real stdout; everything else this
+        # process or its JVM (which inherits fd 1) prints goes to stderr.
+        worker_out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+        w = Worker(a, a.manager)
+        w.reply_to = worker_out
+        w.serve()
         return
-    # Each manager runs in a JVM of its own (a fresh Python process and
-    # gateway), so neither inherits the other's JIT-compiled code.
-    results = {}
     a.tmp.mkdir(parents=True, exist_ok=True)
-    for manager in MANAGERS:
-        part = a.tmp / f"{manager}.json"
-        args = [sys.executable, __file__, "--manager", manager, "--part", str(part),
-                "--terasort-gb", str(a.terasort_gb), "--gb", str(a.gb), "--cores", str(a.cores),
-                "--reps", str(a.reps), "--tmp", str(a.tmp),
-                "--workloads", ",".join(a.workloads)]
-        subprocess.run(args, check=True)
-        for name, r in json.loads(part.read_text()).items():
-            results.setdefault(name, {})[manager] = r
+    runs = run_interleaved(a)
+    results = {name: {m: min(rs, key=lambda r: r["seconds"]) for m, rs in by.items()}
+               for name, by in runs.items()}
+    medians = {name: {m: statistics.median(r["seconds"] for r in rs) for m, rs in by.items()}
+               for name, by in runs.items()}
     print()
     print("JVM CPU: the whole Spark process (task threads, Sluice's native threads, GC);")
     print("per GB: divided by the GB the sort shuffle wrote, for both managers.")
     print(f"{'workload':17} {'sort s':>7} {'sluice s':>8} {'speedup':>7} {'sort CPU s':>10} "
           f"{'sluice CPU s':>12} {'sort CPU s/GB':>13} {'sluice CPU s/GB':>15} "
-          f"{'shuffle GB sort':>15} {'sluice':>7}")
+          f"{'shuffle GB sort':>15} {'sluice':>7} {'median sort/sluice s':>20}")
     for name, r in results.items():
         s, l = r["sort"], r["sluice"]
         gb_s, gb_l = s["shuffle_bytes"] / 1e9, l["shuffle_bytes"] / 1e9
@@ -313,9 +393,11 @@ def main():
         print(f"{name:17} {s['seconds']:7.2f} {l['seconds']:8.2f} "
               f"{s['seconds'] / l['seconds']:6.2f}x {cs:10.2f} {cl:12.2f} "
               f"{cs / max(gb_s, 1e-9):13.2f} {cl / max(gb_s, 1e-9):15.2f} "
-              f"{gb_s:15.3f} {gb_l:7.3f}")
+              f"{gb_s:15.3f} {gb_l:7.3f} "
+              f"{medians[name]['sort']:8.2f}/{medians[name]['sluice']:.2f} "
+              f"{medians[name]['sort'] / medians[name]['sluice']:.2f}x")
     if a.json:
-        a.json.write_text(json.dumps(results, indent=2))
+        a.json.write_text(json.dumps({"best": results, "runs": runs}, indent=2))
 
 
 if __name__ == "__main__":

@@ -126,3 +126,84 @@ fn sorted_runs_per_destination_merge_in_order() {
     }
     assert_eq!(total, 40_000);
 }
+
+/// A partitioner that answers one partition too many for key 0xff.
+#[derive(Debug)]
+struct Overshoot;
+
+impl Partitioner for Overshoot {
+    fn name(&self) -> &'static str {
+        "overshoot"
+    }
+    fn partitions(&self) -> u32 {
+        4
+    }
+    fn partition(&self, key: &[u8]) -> u32 {
+        if key.first() == Some(&0xff) {
+            4
+        } else {
+            u32::from(key.first().copied().unwrap_or(0)) % 4
+        }
+    }
+}
+
+#[test]
+fn partition_only_pages_fill_across_batches_and_keep_every_record_in_order() {
+    // Many small variable-width batches: each holds only ~100 records per
+    // destination, yet the output pages come out full (the open page of a
+    // destination carries over from batch to batch) and a flush part way
+    // (a host spilling) hands the partial pages on without losing order.
+    let page = 16 << 10;
+    let pages = Arc::new(PagePool::new(page));
+    let memory = MemoryPool::new(1 << 20);
+    let f: Arc<dyn Partitioner> = Arc::new(FoldHash::new(2).expect("fold"));
+    let mut p =
+        MapPipeline::new(Layout::Variable, f.clone(), pages, &StageSpec::None, 1 << 20, &memory);
+    let mut want: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 4];
+    let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(); 4];
+    let mut batches_out = [0usize; 4];
+    let mut collect = |p: &mut MapPipeline, got: &mut Vec<Vec<Vec<u8>>>| {
+        for d in 0..4 {
+            for b in p.take_output(d) {
+                assert!(b.payload_len() <= page, "a {}-byte page", b.payload_len());
+                batches_out[d] += 1;
+                got[d].extend(b.view().iter().map(|r| r.value.to_vec()));
+            }
+        }
+    };
+    for i in 0..400u32 {
+        let mut b = RecordBatch::new(Layout::Variable);
+        for j in 0..400u32 {
+            let key = u64::from(i * 400 + j).to_le_bytes();
+            let value = format!("record {i}/{j} {}", "v".repeat((j % 40) as usize)).into_bytes();
+            want[f.partition(&key) as usize].push(value.clone());
+            b.push(&key, &value).expect("push");
+        }
+        p.push(&b.view()).expect("push");
+        if i == 150 {
+            p.flush_stages().expect("flush");
+        }
+        collect(&mut p, &mut got);
+    }
+    p.finish().expect("finish");
+    collect(&mut p, &mut got);
+    for d in 0..4 {
+        assert_eq!(got[d], want[d], "destination {d}");
+        let bytes: usize = want[d].iter().map(|v| v.len() + 16).sum();
+        // Full pages but for the flush and the end: within two pages of
+        // the fewest that could hold the bytes.
+        assert!(batches_out[d] <= bytes / page + 3, "{} batches for {bytes} bytes", batches_out[d]);
+    }
+    let mut bad = MapPipeline::new(
+        Layout::Variable,
+        Arc::new(Overshoot),
+        Arc::new(PagePool::new(page)),
+        &StageSpec::None,
+        1 << 20,
+        &memory,
+    );
+    let mut b = RecordBatch::new(Layout::Variable);
+    b.push(&[0xff], b"lost?").expect("push");
+    let err = bad.push(&b.view()).expect_err("partition 4 of 4");
+    assert!(err.to_string().contains("partition 4 of 4"), "{err}");
+}

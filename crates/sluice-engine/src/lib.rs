@@ -63,6 +63,7 @@ pub use engine::{
 pub use error::{EngineError, ShuffleId};
 pub use liquid::Decision;
 pub use shuffle::{
-    Commit, MapSideStats, ShuffleSpec, PAGE_POOL_FREE_BYTES, REDUCE_STATE_MIN_BYTES,
+    page_bytes_for, Commit, MapSideStats, ShuffleSpec, OPEN_PAGES_BYTES, PAGE_BYTES_MAX,
+    PAGE_POOL_FREE_BYTES, REDUCE_STATE_MIN_BYTES,
 };
 pub use store::{StoreStats, BLOCK_BYTES};

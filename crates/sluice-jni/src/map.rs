@@ -16,9 +16,10 @@
 //! back to back in partition order, and an index of offsets that Spark's
 //! `IndexShuffleBlockResolver` writes from the lengths returned here. Inside
 //! a segment the bytes are Sluice blocks (36-byte header, lz4 or zstd,
-//! CRC32C). Batches of a partition are coalesced into blocks of about
-//! [`BLOCK_TARGET_BYTES`] before encoding, and the file is written in
-//! sequential chunks of at least [`WRITE_CHUNK_BYTES`].
+//! CRC32C). Small batches of a partition are coalesced into blocks of
+//! about [`BLOCK_TARGET_BYTES`] before encoding, batches of at least
+//! [`DIRECT_BLOCK_MIN_BYTES`] are encoded as they are, and the file is
+//! written in sequential chunks of at least [`WRITE_CHUNK_BYTES`].
 //!
 //! # Spills
 //! When the host's memory manager refuses a map task more memory, the
@@ -44,6 +45,13 @@ pub const BLOCK_TARGET_BYTES: usize = 1 << 20;
 
 /// Bytes buffered before a write to the output file (1 MiB).
 pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
+
+/// A batch of at least this many bytes (64 KiB) is encoded as a block of
+/// its own, not first copied together with its neighbours: lz4's window is
+/// 64 KiB, so the bigger block would hardly compress better, and the copy
+/// is saved (an engine with few partitions hands over pages this large;
+/// see `sluice_engine::page_bytes_for`).
+pub const DIRECT_BLOCK_MIN_BYTES: usize = 64 << 10;
 
 /// Validates a JVM-filled buffer: `count` records in the variable layout,
 /// each keyed by a partition id below `partitions`, followed by the host's
@@ -199,7 +207,11 @@ fn write_segments(
                 *length += encode(&mut encoder, &block, &mut out)?;
                 block.clear();
             }
-            if batch.payload_len() >= BLOCK_TARGET_BYTES {
+            if batch.payload_len() >= DIRECT_BLOCK_MIN_BYTES {
+                if !block.is_empty() {
+                    *length += encode(&mut encoder, &block, &mut out)?;
+                    block.clear();
+                }
                 *length += encode(&mut encoder, batch, &mut out)?;
             } else {
                 block.extend_view(&batch.view()).map_err(BridgeError::Encode)?;

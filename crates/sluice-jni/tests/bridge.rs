@@ -139,6 +139,55 @@ proptest! {
 }
 
 /// Splits the test's self-delimiting values (u16 length, bytes) and sorts them.
+/// Uncompressed payload bytes of each block of a segment.
+fn block_sizes(seg: &[u8], partition: u32) -> Vec<usize> {
+    let mut sizes = Vec::new();
+    let mut at = 0usize;
+    while at < seg.len() {
+        let name = BlockName { shuffle: 1, map: 7, reduce: partition as i32, offset: at as i64 };
+        let info = frame_info(&seg[at..at + HEADER_BYTES], &name).expect("header");
+        sizes.push(info.uncompressed_len);
+        at += info.frame_len;
+    }
+    sizes
+}
+
+#[test]
+fn big_pages_are_blocks_of_their_own_and_small_ones_are_gathered() {
+    // Two partitions (256 KiB pages): partition 0 gets 3 MiB, so full pages
+    // that are encoded as they are; partition 1 gets 100-byte records only
+    // every 500th time, so its pages stay small and are gathered.
+    let dir = tempfile::tempdir().expect("tmp");
+    let records: Vec<(u32, Vec<u8>)> = (0..31_000u32)
+        .map(|i| {
+            let p = u32::from(i % 500 == 0);
+            let mut v = (98u16).to_le_bytes().to_vec();
+            v.extend(std::iter::repeat_n((i % 251) as u8, 98));
+            (p, v)
+        })
+        .collect();
+    let (data, lengths) = run_map_spilling(dir.path(), 2, &records, Codec::Lz4, Some(40));
+    let seg0 = &data[..lengths[0] as usize];
+    let seg1 = &data[lengths[0] as usize..];
+    let big = block_sizes(seg0, 0);
+    assert!(big.len() >= 10, "3 MiB in {} blocks", big.len());
+    assert!(
+        big.iter().filter(|&&b| b >= sluice_jni::map::DIRECT_BLOCK_MIN_BYTES).count() >= 10,
+        "{big:?}"
+    );
+    assert!(big.iter().all(|&b| b <= sluice_jni::map::BLOCK_TARGET_BYTES.max(256 << 10) + 4096));
+    let small = block_sizes(seg1, 1);
+    assert!(small.iter().all(|&b| b < sluice_jni::map::DIRECT_BLOCK_MIN_BYTES), "{small:?}");
+    for (p, seg) in [(0u32, seg0), (1, seg1)] {
+        let mut want: Vec<Vec<u8>> =
+            records.iter().filter(|(q, _)| *q == p).map(|(_, v)| v[2..].to_vec()).collect();
+        want.sort();
+        let mut got = split(&read_segment(seg, p).expect("decode"));
+        got.sort();
+        assert!(got == want, "partition {p} differs");
+    }
+}
+
 fn split(mut bytes: &[u8]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     while let Some((len, rest)) = bytes.split_first_chunk::<2>() {

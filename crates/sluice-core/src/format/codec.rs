@@ -150,14 +150,16 @@ impl Compressor {
         input: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<(), FormatError> {
-        let start = out.len();
         match (self.codec, self.zstd.as_mut()) {
             (Codec::Lz4, _) => {
+                // Into the scratch, which keeps its length between calls, so
+                // that the worst-case bound is not zero-filled per block;
+                // copying the compressed bytes out costs less than that.
                 let bound = lz4_flex::block::get_maximum_output_size(input.len());
-                out.resize(start + bound, 0);
-                let n = lz4_flex::block::compress_into(input, &mut out[start..])
+                let scratch = fit_at_least(&mut self.scratch, bound);
+                let n = lz4_flex::block::compress_into(input, scratch)
                     .map_err(|e| FormatError::Compress { codec: "lz4", reason: e.to_string() })?;
-                out.truncate(start + n);
+                out.extend_from_slice(&scratch[..n]);
             }
             (Codec::Zstd { .. }, Some(z)) => {
                 // zstd writes from the start of a Vec, so compress into the
@@ -176,6 +178,25 @@ impl Compressor {
             }
         }
         Ok(())
+    }
+}
+
+/// `buf` at least `len` bytes long (zero-filling only bytes it never held);
+/// its first `len` bytes.
+fn fit_at_least(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    if buf.len() < len {
+        buf.resize(len, 0);
+    }
+    &mut buf[..len]
+}
+
+/// Makes `buf` exactly `len` bytes long, keeping (not zeroing) the bytes it
+/// already held: for a buffer about to be overwritten whole.
+fn set_len_reusing(buf: &mut Vec<u8>, len: usize) {
+    if buf.len() < len {
+        buf.resize(len, 0);
+    } else {
+        buf.truncate(len);
     }
 }
 
@@ -205,7 +226,6 @@ impl Decompressor {
         out: &mut Vec<u8>,
     ) -> Result<(), FormatError> {
         debug_assert!(uncompressed_len <= BLOCK_UNCOMPRESSED_BYTES_MAX);
-        out.clear();
         match codec {
             Codec::None => {
                 return Err(FormatError::decompress(codec, "stored blocks are not inflated"))
@@ -222,7 +242,9 @@ impl Decompressor {
                         ),
                     });
                 }
-                out.resize(uncompressed_len, 0);
+                // Whatever `out` held is overwritten or cut off (only a
+                // longer block than the last one zero-fills its extra bytes).
+                set_len_reusing(out, uncompressed_len);
                 let n = lz4_flex::block::decompress_into(stored, out)
                     .map_err(|e| FormatError::decompress(codec, e))?;
                 out.truncate(n);
@@ -252,7 +274,7 @@ impl Decompressor {
                 }
                 // A slice, not a Vec: zstd may write at most the announced
                 // length, so a forged frame cannot grow the buffer.
-                out.resize(uncompressed_len, 0);
+                set_len_reusing(out, uncompressed_len);
                 let n = z
                     .decompress_to_buffer(stored, out.as_mut_slice())
                     .map_err(|e| FormatError::decompress(codec, e))?;

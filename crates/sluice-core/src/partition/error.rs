@@ -36,6 +36,14 @@ pub enum PartitionError {
         /// The cap.
         max: usize,
     },
+    /// A partitioner named a partition it does not have.
+    #[error("partitioner answered partition {got} of {partitions}")]
+    PartitionOutOfRange {
+        /// The answer.
+        got: u32,
+        /// The partitioner's count.
+        partitions: u32,
+    },
     /// Input batches with different layouts.
     #[error("input batches have different layouts")]
     MixedLayouts,

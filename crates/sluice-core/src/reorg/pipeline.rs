@@ -5,7 +5,14 @@
 //!  batch ──► partition (LocalPagesAndMerge, 1 thread) ──► pages of p ──► op[p] ──► out[p]
 //! ```
 //! With no operator the pages themselves become `out[p]`'s batches (no
-//! copy); shipped batches handed back return to the page pool.
+//! copy); shipped batches handed back return to the page pool. For
+//! variable-width records the pipeline then keeps one open page chain per
+//! destination across batches, so a page is handed on only when full (or at
+//! a flush): partitioning each input batch into pages of its own would
+//! leave every page holding only that batch's share (a 100 KB segment over
+//! 24 destinations: 4 KB in a 16 KiB page), so the output would take
+//! several times its bytes in memory and reach the writer as many small
+//! batches.
 //! Partitioned pages are staged per destination until [`STAGE_BYTES`] have
 //! gathered, then the destination's operator runs over all of them at once.
 //! Each destination has its own operator instance and output, so state
@@ -17,8 +24,11 @@ use std::sync::Arc;
 
 use crate::format::{BatchView, Layout, RecordBatch};
 use crate::memory::MemoryPool;
-use crate::partition::strategy::LocalPagesAndMerge;
-use crate::partition::{Page, PagePool, PartitionJob, PartitionStrategy, Partitioned, Partitioner};
+use crate::partition::page::PageChain;
+use crate::partition::strategy::{for_each_raw, LocalPagesAndMerge};
+use crate::partition::{
+    Page, PagePool, PartitionError, PartitionJob, PartitionStrategy, Partitioned, Partitioner,
+};
 use crate::reorg::aggregate::{AggSpec, PartialAggregate, SpillStrategy};
 use crate::reorg::distinct::{DistinctBy, PartialDistinct};
 use crate::reorg::emit::Emitter;
@@ -96,6 +106,9 @@ pub struct MapPipeline {
     staged: Vec<Vec<Page>>,
     staged_bytes: Vec<usize>,
     stage_bytes: usize,
+    /// Open page chains per destination, for a partition-only pipeline over
+    /// variable-width records (empty otherwise).
+    open: Vec<PageChain>,
     stats: PipelineStats,
 }
 
@@ -135,6 +148,11 @@ impl MapPipeline {
             })
             .collect();
         let stage_bytes = if matches!(spec, StageSpec::None) { 0 } else { STAGE_BYTES };
+        let open = if matches!(spec, StageSpec::None) && layout == Layout::Variable {
+            (0..parts).map(|_| PageChain::default()).collect()
+        } else {
+            Vec::new()
+        };
         MapPipeline {
             layout,
             partitioner,
@@ -144,12 +162,16 @@ impl MapPipeline {
             staged: (0..parts).map(|_| Vec::new()).collect(),
             staged_bytes: vec![0; parts],
             stage_bytes,
+            open,
             stats: PipelineStats::default(),
         }
     }
 
     /// Partitions one batch and runs each destination's operator on it.
     pub fn push(&mut self, view: &BatchView<'_>) -> Result<(), ReorgError> {
+        if !self.open.is_empty() {
+            return self.push_open(view);
+        }
         let job = PartitionJob {
             layout: self.layout,
             input: std::slice::from_ref(view),
@@ -174,6 +196,45 @@ impl MapPipeline {
             }
         }
         Ok(())
+    }
+
+    /// Partition only, variable-width records: each record goes to the
+    /// open page of its destination; pages that filled become output.
+    fn push_open(&mut self, view: &BatchView<'_>) -> Result<(), ReorgError> {
+        if view.layout() != self.layout {
+            return Err(PartitionError::MixedLayouts.into());
+        }
+        let (open, partitioner, pages) = (&mut self.open, &*self.partitioner, &*self.pages);
+        let mut out_of_range = None;
+        for_each_raw(view, |r| {
+            let p = partitioner.partition(r.key);
+            match open.get_mut(p as usize) {
+                Some(chain) => chain.push(r.bytes, pages),
+                None => out_of_range = Some(p),
+            }
+        });
+        if let Some(got) = out_of_range {
+            let partitions = partitioner.partitions();
+            return Err(PartitionError::PartitionOutOfRange { got, partitions }.into());
+        }
+        self.stats.input_records += view.len() as u64;
+        self.stats.input_bytes += view.payload().len() as u64;
+        for (chain, out) in self.open.iter_mut().zip(&mut self.outs) {
+            for page in chain.full.drain(..) {
+                out.push_batch(page.into_batch(self.layout));
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands every open page on as output, full or not.
+    fn close_open_pages(&mut self) {
+        for (chain, out) in self.open.iter_mut().zip(&mut self.outs) {
+            let chain = std::mem::take(chain);
+            for page in chain.into_pages() {
+                out.push_batch(page.into_batch(self.layout));
+            }
+        }
     }
 
     /// Runs destination `p`'s operator over its staged pages and recycles
@@ -213,6 +274,7 @@ impl MapPipeline {
     /// operators keep their state and take more input afterwards (a host
     /// that spills map output part way).
     pub fn flush_stages(&mut self) -> Result<(), ReorgError> {
+        self.close_open_pages();
         for p in 0..self.stages.len() {
             if !self.staged[p].is_empty() {
                 self.run_stage(p)?;
@@ -254,6 +316,7 @@ impl MapPipeline {
     /// [`MapPipeline::take_output`] then returns all of it; returns the
     /// totals.
     pub fn finish(&mut self) -> Result<PipelineStats, ReorgError> {
+        self.close_open_pages();
         for p in 0..self.stages.len() {
             self.run_stage(p)?;
         }
