@@ -2,7 +2,7 @@
 //! memory pool grants them, and beyond that written to disk.
 //!
 //! Blocks are appended in order, small ones gathered into blocks of about
-//! [`BLOCK_BYTES`] (partition pages from the map side are 16-256 KiB; reduce
+//! [`BLOCK_BYTES`] (partition pages from the map side are 16-64 KiB; reduce
 //! tasks read large blocks). While reservations succeed they stay in
 //! memory; from the first refusal on, every further block goes to one
 //! spill file per partition (the block format: header and payload CRCs;

@@ -46,12 +46,13 @@ pub const BLOCK_TARGET_BYTES: usize = 1 << 20;
 /// Bytes buffered before a write to the output file (1 MiB).
 pub const WRITE_CHUNK_BYTES: usize = 1 << 20;
 
-/// A batch of at least this many bytes (64 KiB) is encoded as a block of
+/// A batch of at least this many bytes (32 KiB) is encoded as a block of
 /// its own, not first copied together with its neighbours: lz4's window is
-/// 64 KiB, so the bigger block would hardly compress better, and the copy
-/// is saved (an engine with few partitions hands over pages this large;
-/// see `sluice_engine::page_bytes_for`).
-pub const DIRECT_BLOCK_MIN_BYTES: usize = 64 << 10;
+/// 64 KiB, so a bigger block would hardly compress better (Spark's own lz4
+/// blocks are 32 KiB), and the copy is saved. An engine shuffle with up to
+/// 64 partitions hands over full 64 KiB pages (see
+/// `sluice_engine::page_bytes_for`).
+pub const DIRECT_BLOCK_MIN_BYTES: usize = 32 << 10;
 
 /// Validates a JVM-filled buffer: `count` records in the variable layout,
 /// each keyed by a partition id below `partitions`, followed by the host's
