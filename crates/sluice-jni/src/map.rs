@@ -204,15 +204,14 @@ fn write_segments(
         }
         let runs = per_partition.get(p).unwrap_or(&no_runs);
         for batch in runs.iter().flatten() {
-            if !block.is_empty() && block.payload_len() + batch.payload_len() > BLOCK_TARGET_BYTES {
+            let direct = batch.payload_len() >= DIRECT_BLOCK_MIN_BYTES;
+            if !block.is_empty()
+                && (direct || block.payload_len() + batch.payload_len() > BLOCK_TARGET_BYTES)
+            {
                 *length += encode(&mut encoder, &block, &mut out)?;
                 block.clear();
             }
-            if batch.payload_len() >= DIRECT_BLOCK_MIN_BYTES {
-                if !block.is_empty() {
-                    *length += encode(&mut encoder, &block, &mut out)?;
-                    block.clear();
-                }
+            if direct {
                 *length += encode(&mut encoder, batch, &mut out)?;
             } else {
                 block.extend_view(&batch.view()).map_err(BridgeError::Encode)?;

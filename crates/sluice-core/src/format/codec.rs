@@ -152,14 +152,13 @@ impl Compressor {
     ) -> Result<(), FormatError> {
         match (self.codec, self.zstd.as_mut()) {
             (Codec::Lz4, _) => {
-                // Into the scratch, which keeps its length between calls, so
+                // Into the scratch, whose bytes are reused between calls, so
                 // that the worst-case bound is not zero-filled per block;
                 // copying the compressed bytes out costs less than that.
                 let bound = lz4_flex::block::get_maximum_output_size(input.len());
-                let scratch = fit_at_least(&mut self.scratch, bound);
-                let n = lz4_flex::block::compress_into(input, scratch)
+                let n = lz4_flex::block::compress_into(input, room(&mut self.scratch, bound))
                     .map_err(|e| FormatError::Compress { codec: "lz4", reason: e.to_string() })?;
-                out.extend_from_slice(&scratch[..n]);
+                out.extend_from_slice(&self.scratch[..n]);
             }
             (Codec::Zstd { .. }, Some(z)) => {
                 // zstd writes from the start of a Vec, so compress into the
@@ -181,23 +180,13 @@ impl Compressor {
     }
 }
 
-/// `buf` at least `len` bytes long (zero-filling only bytes it never held);
-/// its first `len` bytes.
-fn fit_at_least(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+/// The first `len` bytes of `buf`, which grows to at least `len` (only bytes
+/// it never held are zero-filled): room for a call that overwrites it.
+fn room(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
     if buf.len() < len {
         buf.resize(len, 0);
     }
     &mut buf[..len]
-}
-
-/// Makes `buf` exactly `len` bytes long, keeping (not zeroing) the bytes it
-/// already held: for a buffer about to be overwritten whole.
-fn set_len_reusing(buf: &mut Vec<u8>, len: usize) {
-    if buf.len() < len {
-        buf.resize(len, 0);
-    } else {
-        buf.truncate(len);
-    }
 }
 
 /// Reusable decompression state.
@@ -244,8 +233,7 @@ impl Decompressor {
                 }
                 // Whatever `out` held is overwritten or cut off (only a
                 // longer block than the last one zero-fills its extra bytes).
-                set_len_reusing(out, uncompressed_len);
-                let n = lz4_flex::block::decompress_into(stored, out)
+                let n = lz4_flex::block::decompress_into(stored, room(out, uncompressed_len))
                     .map_err(|e| FormatError::decompress(codec, e))?;
                 out.truncate(n);
             }
@@ -274,9 +262,8 @@ impl Decompressor {
                 }
                 // A slice, not a Vec: zstd may write at most the announced
                 // length, so a forged frame cannot grow the buffer.
-                set_len_reusing(out, uncompressed_len);
                 let n = z
-                    .decompress_to_buffer(stored, out.as_mut_slice())
+                    .decompress_to_buffer(stored, room(out, uncompressed_len))
                     .map_err(|e| FormatError::decompress(codec, e))?;
                 out.truncate(n);
             }
