@@ -1,8 +1,9 @@
 package dev.sluice.spark;
 
-import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.OutputStream;
 import java.nio.ByteBuffer;
+import java.util.Arrays;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.TaskContext;
@@ -37,10 +38,44 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     super(handle, engineShuffle, mapId, context, metrics, settings, resolver);
   }
 
-  /** A byte stream whose array can be read without a copy. */
-  private static final class Bytes extends ByteArrayOutputStream {
+  /**
+   * One record's serialized bytes, readable without a copy. Unlike {@code ByteArrayOutputStream}
+   * its writes are not synchronized: the serializer flushes into it once per record, and an
+   * uncontended lock still costs an atomic operation per call.
+   */
+  private static final class Bytes extends OutputStream {
+    private byte[] buf;
+    private int count;
+
     Bytes(int size) {
-      super(size);
+      buf = new byte[size];
+    }
+
+    private void ensure(int more) {
+      if (count + more > buf.length) {
+        buf = Arrays.copyOf(buf, Math.max(buf.length * 2, count + more));
+      }
+    }
+
+    @Override
+    public void write(int b) {
+      ensure(1);
+      buf[count++] = (byte) b;
+    }
+
+    @Override
+    public void write(byte[] b, int off, int len) {
+      ensure(len);
+      System.arraycopy(b, off, buf, count, len);
+      count += len;
+    }
+
+    void reset() {
+      count = 0;
+    }
+
+    int size() {
+      return count;
     }
 
     byte[] array() {
