@@ -44,3 +44,23 @@ pub(crate) fn copy_all(chunks: &[&[u8]], dst: &mut [u8]) {
     }
     black_box(dst);
 }
+
+/// [`copy_all`] on `threads` threads: each thread copies a contiguous run
+/// of the chunks into its own part of `dst`. With one thread this is [`copy_all`] on
+/// the caller's thread.
+pub(crate) fn copy_all_threads(chunks: &[&[u8]], dst: &mut [u8], threads: usize) {
+    let threads = threads.clamp(1, chunks.len().max(1));
+    if threads == 1 {
+        return copy_all(chunks, dst);
+    }
+    let per = chunks.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let mut rest: &mut [u8] = dst;
+        for run in chunks.chunks(per) {
+            let len: usize = run.iter().map(|c| c.len()).sum();
+            let (mine, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            rest = tail;
+            s.spawn(move || copy_all(run, mine));
+        }
+    });
+}

@@ -4,6 +4,7 @@ mod format;
 mod measure;
 mod operators;
 mod partition;
+mod partition_targets;
 mod plot;
 mod report;
 mod sweep_plot;

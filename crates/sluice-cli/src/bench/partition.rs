@@ -11,9 +11,12 @@
 //! Output pages go back to the pool after every run, as an engine would do
 //! once a partition is handed on.
 //!
-//! Baselines from the same run: a memory copy of the same bytes (median of
-//! `--reps`, measured per record size) and the naive single-threaded
-//! partitioner (one growable vector per partition), per partition count.
+//! Baselines from the same run: a memory copy of the same bytes on the
+//! point's thread count (one per round, interleaved with the strategies,
+//! median per point) and the naive
+//! single-threaded partitioner (one growable vector per partition), per
+//! partition count. The run ends with the targets computed from the
+//! rows (`partition_targets`).
 //! Every run's output is checked: the record count per partition must equal
 //! that of the first strategy run at that partition count (the naive one by
 //! default).
@@ -31,7 +34,7 @@ use sluice_core::{BatchView, Layout, RecordBatch};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::measure::{copy_all, gbps, median_of, time};
+use super::measure::{copy_all, copy_all_threads, gbps, median_of, time};
 use super::plot::{write_svg, Point};
 use super::report::{write_json, Table};
 
@@ -121,11 +124,12 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
         ("GB/s", 6),
         ("x naive", 7),
         ("x memcpy", 8),
+        ("memcpy GB/s", 11),
     ]);
     let mut rows = Vec::new();
     let mut points = Vec::new();
     let mut csv = String::from(
-        "record_bytes,partitions,threads,strategy,mrecords_per_s,gbps,vs_naive,vs_memcpy\n",
+        "record_bytes,partitions,threads,strategy,mrecords_per_s,gbps,vs_naive,vs_memcpy,memcpy_gbps\n",
     );
     let total_points = sizes.len()
         * partitions.len()
@@ -147,9 +151,7 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
         let chunks: Vec<&[u8]> = batches.iter().map(RecordBatch::payload).collect();
         let mut dst = vec![0u8; bytes];
         copy_all(&chunks, &mut dst);
-        let memcpy = median_of(
-            (0..reps.max(1)).map(|_| gbps(bytes, time(|| copy_all(&chunks, &mut dst)))).collect(),
-        );
+        let mut size_memcpy = Vec::new();
         for &p in &partitions {
             let f = MaskPartitioner::new(p)?;
             let mut reference_counts: Option<Vec<usize>> = None;
@@ -163,10 +165,16 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                     .collect();
                 let job =
                     PartitionJob { layout, input: &views, partitioner: &f, threads, pool: &pool };
-                // Rounds interleave the strategies, so a slow spell of the
-                // machine slows every strategy of the point alike.
+                // Rounds interleave the strategies and the memory copy, so a
+                // slow spell of the machine slows every strategy of the point
+                // and its baseline alike.
                 let mut times: Vec<Vec<Duration>> = vec![Vec::new(); active.len()];
+                let mut copies = Vec::new();
                 for round in 0..=reps.max(1) {
+                    let copy = time(|| copy_all_threads(&chunks, &mut dst, threads));
+                    if round > 0 {
+                        copies.push(gbps(bytes, copy));
+                    }
                     for (i, &kind) in active.iter().enumerate() {
                         let strategy = kind.build();
                         let t = std::time::Instant::now();
@@ -191,6 +199,8 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                         }
                     }
                 }
+                let memcpy = median_of(copies);
+                size_memcpy.push(memcpy);
                 let auto_choice = Auto::choose(&job).name();
                 for (&kind, times) in active.iter().zip(&times) {
                     let strategy = kind.build();
@@ -202,7 +212,7 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                     let vs_naive = if naive_gbps > 0.0 { g / naive_gbps } else { f64::NAN };
                     progress.inc(1);
                     csv.push_str(&format!(
-                        "{size},{p},{threads},{},{mrec:.3},{g:.4},{vs_naive:.4},{:.4}\n",
+                        "{size},{p},{threads},{},{mrec:.3},{g:.4},{vs_naive:.4},{:.4},{memcpy:.4}\n",
                         strategy.name(),
                         g / memcpy
                     ));
@@ -223,6 +233,7 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                             format!("{g:.2}"),
                             format!("{vs_naive:.2}"),
                             format!("{:.2}", g / memcpy),
+                            format!("{memcpy:.2}"),
                         ])
                     });
                     rows.push(json!({
@@ -235,9 +246,14 @@ pub(crate) fn run(args: &PartitionArgs) -> Result<(), Box<dyn std::error::Error>
                 }
             }
         }
-        progress.suspend(|| println!("  (memcpy of the {size}-byte input: {memcpy:.2} GB/s)"));
+        let (lo, hi) =
+            size_memcpy.iter().fold((f64::MAX, 0.0f64), |(lo, hi), &g| (lo.min(g), hi.max(g)));
+        progress.suspend(|| {
+            println!("  (memcpy of the {size}-byte input, per point: {lo:.2}-{hi:.2} GB/s)")
+        });
     }
     progress.finish_and_clear();
+    super::partition_targets::print(&rows);
     if let Some(path) = &args.csv {
         std::fs::write(path, &csv)?;
         println!("wrote {}", path.display());

@@ -30,10 +30,7 @@ mod smb;
 mod smb_lockfree;
 mod sort_group;
 
-pub use auto::{
-    Auto, AUTO_CMP_UNITS_PARTITIONS_MAX, AUTO_LARGE_RECORD_BYTES_MIN,
-    AUTO_LOCAL_PAGES_PARTITIONS_MAX,
-};
+pub use auto::{Auto, AUTO_LOCAL_PAGES_PARTITIONS_MAX};
 pub use cmp_units::{CmpProcessingUnits, UNIT_THREADS_DEFAULT};
 pub use hybrid::{Hybrid, HYBRID_CHUNK_RECORDS_DEFAULT};
 pub use local_pages::{LocalPagesAndMerge, MERGE_COPY_DIVISOR};
