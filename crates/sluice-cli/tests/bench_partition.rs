@@ -1,5 +1,6 @@
 //! Runs the real `sluice bench partition` on a small grid and checks its
-//! reports: every strategy at every point, consistent ratios, and the plot.
+//! reports: every strategy at every point, consistent ratios, the targets
+//! summary, and the plot.
 
 use std::process::Command;
 
@@ -10,7 +11,7 @@ fn bench_partition_writes_json_csv_and_svg() {
     let (json, csv, svg) = (dir.join("p.json"), dir.join("p.csv"), dir.join("p.svg"));
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["bench", "partition", "--mib", "2", "--reps", "1", "--sizes", "16,100"])
-        .args(["--partitions", "8,64", "--threads", "1,2", "--page-kib", "16"])
+        .args(["--partitions", "8,32", "--threads", "1,2", "--page-kib", "16"])
         .arg("--json")
         .arg(&json)
         .arg("--csv")
@@ -31,7 +32,13 @@ fn bench_partition_writes_json_csv_and_svg() {
         let f = |k: &str| row[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {row}"));
         assert!(f("gbps") > 0.0 && f("naive_gbps") > 0.0 && f("memcpy_gbps") > 0.0, "{row}");
         assert!((f("vs_naive") - f("gbps") / f("naive_gbps")).abs() < 1e-9, "{row}");
+        assert!((f("vs_memcpy") - f("gbps") / f("memcpy_gbps")).abs() < 1e-9, "{row}");
     }
+    // The run ends with the targets computed from these rows.
+    for size in ["16 B", "100 B"] {
+        assert!(stdout.contains(&format!("{size}  P=32 2 thr / 1 thr: ")), "{stdout}");
+    }
+    assert!(stdout.contains("auto's pick within 10 % of the best at "), "{stdout}");
     let csv = std::fs::read_to_string(&csv).expect("csv");
     assert_eq!(csv.lines().count(), rows.len() + 1);
     let svg = std::fs::read_to_string(&svg).expect("svg");
