@@ -39,6 +39,7 @@
 
 pub mod datagen;
 pub mod format;
+mod hint;
 pub mod memory;
 pub mod partition;
 pub mod reorg;

@@ -13,6 +13,22 @@
 //! here is one bounds check, one `W`-byte store and one cursor update per
 //! record.
 //!
+//! # Cursor and prefetch
+//! Each partition's write state is one (next, end) pointer pair, so a
+//! record touches one line of writer state beside the page line it is
+//! stored into (separate base and offset arrays cost a third line; merging
+//! them took 16 B / 1024 partitions / 1 thread from 0.34-0.41 to 0.44-0.51
+//! of a memory copy). Every store also prefetches the line
+//! [`TAIL_PREFETCH_BYTES`] ahead of the cursor: a page comes back from the
+//! pool cold, and without the hint each new line's fetch stalls the store
+//! buffer. Three interleaved runs against the same code without it, M
+//! records/s, one thread: 16 B into 32 partitions 191-200 -> 245-258, 100 B
+//! into 32 partitions 47 -> 49-58, 100 B into 1024 partitions 33-36 ->
+//! 39-43, 16 B into 1024 and into 8 partitions unchanged. 128 and 512 bytes
+//! ahead were no better. (`prefetchw` would say "for writing", but it needs
+//! a target feature the portable build does not assume; `prefetcht0` is
+//! what is emitted.)
+//!
 //! # Pages
 //! Each partition's current page is a pool buffer with room for a whole
 //! number of records; records are appended to it (the capacity check is a
@@ -20,7 +36,12 @@
 //! the buffer becomes a [`Page`] and a fresh one comes from the pool; a
 //! record wider than a page gets a buffer sized to it.
 
+use crate::hint::prefetch;
 use crate::partition::page::{Page, PagePool};
+
+/// How far ahead of a partition's cursor its page is prefetched, in bytes
+/// (4 lines; see the module docs for the measurement).
+pub(crate) const TAIL_PREFETCH_BYTES: usize = 256;
 
 /// Where the next record of a partition goes, and where its page ends.
 ///
@@ -103,6 +124,7 @@ impl<'p> FixedPageWriter<'p> {
             std::ptr::copy_nonoverlapping(rec.as_ptr(), c.at, width);
             self.cursors[p].at = c.at.add(width);
         }
+        prefetch(c.at.wrapping_add(TAIL_PREFETCH_BYTES));
     }
 
     /// Bytes written into partition `p`'s tail.

@@ -38,19 +38,7 @@ const SLOTS_MIN: usize = 64;
 /// Largest number of entries (entry numbers are stored in 32 bits).
 pub const TABLE_ENTRIES_MAX: usize = (u32::MAX - 1) as usize;
 
-/// Hints the CPU to bring the cache line at `at` in; used a batch of
-/// records ahead of the probe that will read it.
-#[inline(always)]
-pub(crate) fn prefetch<T>(at: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and has no architectural effect,
-    // whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
-}
+pub(crate) use crate::hint::prefetch;
 
 /// Hash of a key: a multiply-xorshift mix for 8-byte keys, xxh3 otherwise.
 #[inline]
