@@ -59,6 +59,10 @@ pub struct EngineConfig {
     /// Extra host threads for migrated segments; 0: the producing map
     /// tasks run their migrated share themselves.
     pub host_threads: usize,
+    /// Whether an extra host thread with no migrated segment to run takes
+    /// the next map segment queued for the offload workers (work
+    /// conserving: a host core never idles while segments wait).
+    pub host_steal: bool,
     /// What a full buffer pool does to `buf_acquire`.
     pub backpressure: Backpressure,
 }
@@ -76,6 +80,7 @@ impl Default for EngineConfig {
             device_speed: 1.0,
             migration: true,
             host_threads: 0,
+            host_steal: true,
             backpressure: Backpressure::Wait,
         }
     }

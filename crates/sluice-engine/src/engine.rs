@@ -25,7 +25,7 @@ use crate::attempt::Attempt;
 use crate::buffer::{BufferOwner, BufferPool, MapBuffer};
 use crate::error::{EngineError, ShuffleId};
 use crate::liquid::{Decision, HostCredit, Liquid};
-use crate::scheduler::{Job, Scheduler, Side};
+use crate::scheduler::{Job, Scheduler, Side, Wait};
 use crate::segment::{cut, SegmentTask};
 use crate::shuffle::{Commit, MapSideStats, ShuffleSpec, ShuffleState};
 use crate::store::StoreStats;
@@ -71,6 +71,9 @@ pub struct EngineMetrics {
     /// Map payload bytes host threads processed (migrated by liquid
     /// offloading).
     pub migrated_bytes: u64,
+    /// Of `migrated_bytes`, what idle extra host threads took from the
+    /// offload workers' queue (`host_steal`).
+    pub stolen_bytes: u64,
     /// Time offload workers spent in map segments (excluding the
     /// device-speed idling).
     pub offload_busy: Duration,
@@ -368,6 +371,7 @@ impl Engine {
             produced_bytes: i.buffers.inner().produced_bytes.load(Ordering::Relaxed),
             offload_bytes: i.liquid.consumed.load(Ordering::Relaxed),
             migrated_bytes: i.liquid.migrated.load(Ordering::Relaxed),
+            stolen_bytes: i.liquid.stolen.load(Ordering::Relaxed),
             offload_busy: Duration::from_nanos(c.offload_nanos.load(Ordering::Relaxed)),
             reduce_busy: Duration::from_nanos(c.reduce_nanos.load(Ordering::Relaxed)),
             host_busy: Duration::from_nanos(c.host_nanos.load(Ordering::Relaxed)),
@@ -413,18 +417,53 @@ impl Inner {
 }
 
 /// An extra host thread: runs migrated segments at host speed until the
-/// engine shuts down.
+/// engine shuts down; with `host_steal`, when none is waiting, the next
+/// map segment queued for the offload workers.
 fn host_worker(inner: &Inner) {
-    while let Some(job) = inner.host_queue.pop() {
+    let backlog = inner.config.segment_bytes.saturating_mul(STEAL_BACKLOG_SEGMENTS);
+    loop {
+        let (job, stolen) = if !inner.config.host_steal {
+            match inner.host_queue.pop() {
+                Some(job) => (job, false),
+                None => return,
+            }
+        } else {
+            // Migrated segments first; else wait on the offload workers'
+            // queue (every push there wakes this thread) for a backlog of
+            // segments, bounded so that migrated segments pushed alone are
+            // not left waiting.
+            match inner.host_queue.pop_within(Duration::ZERO, None) {
+                Wait::Job(job) => (job, false),
+                Wait::Closed => return,
+                Wait::Idle => match inner.scheduler.pop_within(HOST_IDLE_POLL, Some(backlog)) {
+                    Wait::Job(job) => (job, true),
+                    Wait::Closed => return,
+                    Wait::Idle => continue,
+                },
+            }
+        };
         let t = Instant::now();
-        let bytes = job.bytes;
+        let bytes = job.bytes as u64;
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(job.run));
         if ran.unwrap_or(true) {
             inner.counters.host_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            inner.liquid.migrated.fetch_add(bytes as u64, Ordering::Relaxed);
+            inner.liquid.migrated.fetch_add(bytes, Ordering::Relaxed);
+            if stolen {
+                inner.liquid.stolen.fetch_add(bytes, Ordering::Relaxed);
+            }
         }
     }
 }
+
+/// An idle extra host thread takes a segment queued for the offload
+/// workers only while at least this many segments' bytes are queued there:
+/// a device that keeps up has a short queue, and taking from it would put
+/// a third thread on its core.
+pub const STEAL_BACKLOG_SEGMENTS: usize = 4;
+
+/// How long an idle extra host thread waits on the offload workers' queue
+/// before it looks for migrated segments again.
+pub const HOST_IDLE_POLL: Duration = Duration::from_millis(1);
 
 /// An offload worker: runs jobs until the scheduler closes.
 fn worker(inner: &Inner) {

@@ -57,8 +57,8 @@ pub use config::{
     RESULTS_SHARE_PERCENT, SEGMENT_BYTES_DEFAULT, SPILL_THRESHOLD_DEFAULT,
 };
 pub use engine::{
-    DestinationRuns, Engine, EngineMetrics, MapTask, ReduceBlock, HOST_THREAD_NAME,
-    OFFLOAD_THREAD_NAME,
+    DestinationRuns, Engine, EngineMetrics, MapTask, ReduceBlock, HOST_IDLE_POLL, HOST_THREAD_NAME,
+    OFFLOAD_THREAD_NAME, STEAL_BACKLOG_SEGMENTS,
 };
 pub use error::{EngineError, ShuffleId};
 pub use liquid::Decision;

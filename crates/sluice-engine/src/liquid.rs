@@ -26,7 +26,13 @@
 //! any commits. The host workers are the producing map tasks' own threads
 //! (`buf_produce` runs its share of segments in place), or the engine's
 //! `host_threads` extra threads when configured; either runs the same
-//! pipeline code the offload workers run. Every change of the share is
+//! pipeline code the offload workers run. An extra host thread with no
+//! migrated segment waiting also takes the next map segment queued for the
+//! offload workers (`host_steal`, on by default): the share decides where
+//! segments are queued, stealing keeps a host core from idling while a
+//! slow device's queue holds work. Stolen segments count as migrated, not
+//! as consumed by the workers, so the controller sees the workers' real
+//! rate. Every change of the share is
 //! recorded as a [`Decision`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,6 +85,9 @@ pub(crate) struct Liquid {
     pub(crate) consumed: AtomicU64,
     /// Bytes of map segments run on host threads.
     pub(crate) migrated: AtomicU64,
+    /// Of `migrated`, bytes an idle extra host thread took from the
+    /// offload workers' queue.
+    pub(crate) stolen: AtomicU64,
     task_nanos: AtomicU64,
     tasks: AtomicU64,
     decisions: Mutex<Vec<Decision>>,
@@ -94,6 +103,7 @@ impl Liquid {
             share_bits: AtomicU64::new(0f64.to_bits()),
             consumed: AtomicU64::new(0),
             migrated: AtomicU64::new(0),
+            stolen: AtomicU64::new(0),
             task_nanos: AtomicU64::new(0),
             tasks: AtomicU64::new(0),
             decisions: Mutex::new(Vec::new()),

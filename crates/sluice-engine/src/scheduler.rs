@@ -12,6 +12,7 @@
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::error::ShuffleId;
 
@@ -48,6 +49,40 @@ struct Queues {
     /// Bytes of map segments queued.
     queued_map_bytes: usize,
     closed: bool,
+}
+
+impl Queues {
+    /// The head of the next non-empty group after the last one served
+    /// (only a map segment at a head when `map_only`).
+    fn take(&mut self, map_only: bool) -> Option<Job> {
+        let n = self.groups.len();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            let queue = &mut self.groups[i].1;
+            if map_only && queue.front().is_none_or(|j| j.side != Side::Map) {
+                continue;
+            }
+            if let Some(job) = queue.pop_front() {
+                self.next = (i + 1) % n;
+                if job.side == Side::Map {
+                    self.queued_map_bytes -= job.bytes;
+                }
+                return Some(job);
+            }
+        }
+        None
+    }
+}
+
+/// What a bounded wait for a job found.
+#[derive(Debug)]
+pub(crate) enum Wait {
+    /// A job.
+    Job(Job),
+    /// None within the time given.
+    Idle,
+    /// The scheduler closed.
+    Closed,
 }
 
 /// FCFS queues per scheduling group.
@@ -98,15 +133,12 @@ impl Scheduler {
         let Some((_, queue)) = q.groups.iter_mut().find(|(s, _)| *s == shuffle) else {
             return false;
         };
-        let n = jobs.len();
         queue.extend(jobs);
         q.queued_map_bytes += added;
         drop(q);
-        if n == 1 {
-            self.ready.notify_one();
-        } else {
-            self.ready.notify_all();
-        }
+        // Every waiter: a host thread waiting for map segments only must
+        // not swallow the one wake-up a reduce-side job needs.
+        self.ready.notify_all();
         true
     }
 
@@ -118,18 +150,35 @@ impl Scheduler {
             if q.closed {
                 return None;
             }
-            let n = q.groups.len();
-            for k in 0..n {
-                let i = (q.next + k) % n;
-                if let Some(job) = q.groups[i].1.pop_front() {
-                    q.next = (i + 1) % n;
-                    if job.side == Side::Map {
-                        q.queued_map_bytes -= job.bytes;
-                    }
-                    return Some(job);
-                }
+            if let Some(job) = q.take(false) {
+                return Some(job);
             }
             q = self.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Like [`pop`](Self::pop), but waits at most `d`. With
+    /// `map_backlog: Some(min)` it takes only a map segment at the head of
+    /// a group (a group whose head is reduce-side work is passed over, so
+    /// each group's jobs still start in arrival order), and only while at
+    /// least `min` bytes of map segments are queued: what an idle host
+    /// thread may take from the offload workers' queue.
+    pub(crate) fn pop_within(&self, d: Duration, map_backlog: Option<usize>) -> Wait {
+        let deadline = Instant::now() + d;
+        let mut q = self.lock();
+        loop {
+            if q.closed {
+                return Wait::Closed;
+            }
+            let allowed = map_backlog.is_none_or(|min| q.queued_map_bytes >= min.max(1));
+            if let Some(job) = allowed.then(|| q.take(map_backlog.is_some())).flatten() {
+                return Wait::Job(job);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Wait::Idle;
+            }
+            q = self.ready.wait_timeout(q, deadline - now).unwrap_or_else(|p| p.into_inner()).0;
         }
     }
 
@@ -146,11 +195,11 @@ impl Scheduler {
     }
 
     /// Sleeps for `d`, or until the scheduler closes.
-    pub(crate) fn pause(&self, d: std::time::Duration) {
-        let deadline = std::time::Instant::now() + d;
+    pub(crate) fn pause(&self, d: Duration) {
+        let deadline = Instant::now() + d;
         let mut q = self.lock();
         while !q.closed {
-            let now = std::time::Instant::now();
+            let now = Instant::now();
             if now >= deadline {
                 return;
             }
@@ -191,6 +240,34 @@ mod tests {
         let order = log.lock().expect("log").clone();
         assert_eq!(order, vec![(1, 0), (2, 0), (1, 1), (2, 1), (1, 2), (1, 3)]);
         assert_eq!(s.queued_map_bytes(), 0);
+    }
+
+    #[test]
+    fn a_host_thread_takes_map_segments_only_from_a_backlog() {
+        let s = Scheduler::default();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        s.add_group(1);
+        s.add_group(2);
+        let mut reduce = job(&log, 1, 0);
+        reduce.side = Side::Reduce;
+        s.push(1, vec![reduce, job(&log, 1, 1)]);
+        s.push(2, vec![job(&log, 2, 0), job(&log, 2, 1)]);
+        assert_eq!(s.queued_map_bytes(), 30);
+        // Below the backlog asked for: nothing, after the wait.
+        assert!(matches!(s.pop_within(Duration::from_millis(1), Some(31)), Wait::Idle));
+        // Group 1's head is reduce-side work: passed over, not reordered.
+        for _ in 0..2 {
+            let Wait::Job(j) = s.pop_within(Duration::ZERO, Some(10)) else { panic!("a job") };
+            assert_eq!(j.side, Side::Map);
+            (j.run)();
+        }
+        assert_eq!(*log.lock().expect("log"), vec![(2, 0), (2, 1)]);
+        assert!(matches!(s.pop_within(Duration::ZERO, Some(1)), Wait::Idle));
+        // Any job: group 1 in arrival order.
+        let Wait::Job(j) = s.pop_within(Duration::ZERO, None) else { panic!("a job") };
+        assert_eq!(j.side, Side::Reduce);
+        s.close();
+        assert!(matches!(s.pop_within(Duration::from_secs(5), None), Wait::Closed));
     }
 
     #[test]

@@ -335,6 +335,36 @@ fn extra_host_threads_take_the_migrated_share() {
     check_sums(&parts, &sums(&maps), &*f);
     let m = e.metrics();
     assert!(m.migrated_bytes > 0, "{m:?}");
+    // The device runs at a twentieth of the host's speed, so its queue
+    // holds a backlog and the idle host thread takes from it.
+    assert!(m.stolen_bytes > 0 && m.stolen_bytes <= m.migrated_bytes, "{m:?}");
+    assert_eq!(m.offload_bytes + m.migrated_bytes, m.produced_bytes);
+}
+
+#[test]
+fn host_threads_without_stealing_run_only_the_migrated_share() {
+    let dir = tempdir("nosteal");
+    let config = EngineConfig {
+        offload_threads: 1,
+        device_speed: 0.05,
+        host_threads: 1,
+        host_steal: false,
+        ..small_config(&dir)
+    };
+    let e = Engine::new(config).expect("engine");
+    let maps = inputs(4, 25_000, 1 << 40, 16);
+    let spec = ShuffleSpec {
+        id: 16,
+        maps: 4,
+        layout: layout(),
+        partitioner: fold(3),
+        op: StageSpec::None,
+        nodes: None,
+    };
+    let parts = shuffle_all(&e, spec, &maps, 1);
+    assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
+    let m = e.metrics();
+    assert_eq!(m.stolen_bytes, 0, "{m:?}");
     assert_eq!(m.offload_bytes + m.migrated_bytes, m.produced_bytes);
 }
 

@@ -70,6 +70,10 @@ pub(crate) struct RunArgs {
     /// Extra host threads for migrated work (0: the map threads run it).
     #[arg(long, default_value_t = 0)]
     pub(crate) host_threads: usize,
+    /// Extra host threads take only migrated work, never segments queued
+    /// for the offload workers.
+    #[arg(long)]
+    pub(crate) no_steal: bool,
     /// Directory for spilled state and persisted partitions.
     #[arg(long)]
     pub(crate) spill_dir: Option<PathBuf>,
@@ -105,6 +109,7 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
         device_speed: args.device_speed,
         migration: !args.no_migration,
         host_threads: args.host_threads,
+        host_steal: !args.no_steal,
         spill_dir: args.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         ..EngineConfig::default()
     };

@@ -63,6 +63,9 @@ pub(crate) struct Summary {
     pub(crate) reduce_busy_seconds: f64,
     pub(crate) host_migrated_busy_seconds: f64,
     pub(crate) migrated_share: f64,
+    /// Share of produced bytes idle host threads took from the offload
+    /// workers' queue (part of `migrated_share`).
+    pub(crate) stolen_share: f64,
     pub(crate) migration_decisions: usize,
     /// (ms since start, occupancy bytes, growth bytes, host share) per decision.
     pub(crate) migration_trace: Vec<(u64, usize, i64, f64)>,
@@ -142,6 +145,7 @@ impl Summary {
             reduce_busy_seconds: m.reduce_busy.as_secs_f64(),
             host_migrated_busy_seconds: m.host_busy.as_secs_f64(),
             migrated_share: m.migrated_bytes as f64 / m.produced_bytes.max(1) as f64,
+            stolen_share: m.stolen_bytes as f64 / m.produced_bytes.max(1) as f64,
             migration_decisions: m.decisions.len(),
             migration_trace: m
                 .decisions
@@ -211,8 +215,9 @@ impl Summary {
             self.offload_busy_seconds, self.reduce_busy_seconds, self.host_migrated_busy_seconds
         );
         println!(
-            "  migrated                {:.1} % of produced bytes, {} decisions",
+            "  migrated                {:.1} % of produced bytes ({:.1} % taken by idle host threads), {} decisions",
             self.migrated_share * 100.0,
+            self.stolen_share * 100.0,
             self.migration_decisions
         );
         println!(
