@@ -18,7 +18,7 @@ abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
   private final long mapId;
   final TaskContext context;
   private final ShuffleWriteMetricsReporter metrics;
-  private final SluiceConf settings;
+  final SluiceConf settings;
   private final IndexShuffleBlockResolver resolver;
 
   NativeMapOutput output;

@@ -9,6 +9,8 @@ final class SluiceConf {
   static final String BUFFER_POOL = "spark.sluice.bufferPoolBytes";
   static final String MEMORY_BUDGET = "spark.sluice.memoryBudget";
   static final String BUFFER = "spark.sluice.bufferBytes";
+  /** Whether Spark SQL's rows are written without the serializer ({@link UnsafeRowFastPath}). */
+  static final String SQL_ROWS_DIRECT = "spark.sluice.sqlRowsDirect";
 
   /** Codec ids as the native side reads them. */
   static final int CODEC_NONE = 0;
@@ -21,6 +23,8 @@ final class SluiceConf {
   final long memoryBudget;
   /** Bytes of the direct buffer a map task fills before handing it over. */
   final int bufferBytes;
+  /** See {@link #SQL_ROWS_DIRECT}. */
+  final boolean sqlRowsDirect;
 
   final int codec;
   final int codecLevel;
@@ -32,6 +36,7 @@ final class SluiceConf {
     bufferPoolBytes = conf.getSizeAsBytes(BUFFER_POOL, "64m");
     memoryBudget = conf.getSizeAsBytes(MEMORY_BUDGET, "256m");
     bufferBytes = (int) Math.min(conf.getSizeAsBytes(BUFFER, "1m"), 64L << 20);
+    sqlRowsDirect = conf.getBoolean(SQL_ROWS_DIRECT, true);
     if (!conf.getBoolean("spark.shuffle.compress", true)) {
       codec = CODEC_NONE;
       codecLevel = 0;

@@ -99,10 +99,15 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     int sortKind = handle.sortKind();
     boolean sorted = sortKind != SortKeys.NONE;
     NativeMapOutput output = openOutput(sorted);
+    // Spark SQL's rows skip the serializer (same bytes, one copy); see UnsafeRowFastPath.
+    boolean rows = !sorted && settings.sqlRowsDirect && UnsafeRowFastPath.covers(dep.serializer());
     while (input.hasNext()) {
       Product2<K, ?> r = input.next();
       K key = r._1();
       int p = partitioner.getPartition(key);
+      if (rows && UnsafeRowFastPath.write(output, p, r._2())) {
+        continue;
+      }
       ser.reset();
       out.writeKey(key, ClassTag$.MODULE$.Any());
       out.writeValue(r._2(), ClassTag$.MODULE$.Any());

@@ -1,0 +1,56 @@
+package dev.sluice.spark;
+
+import java.nio.ByteBuffer;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.unsafe.Platform;
+
+/**
+ * Spark SQL's shuffle records (an {@link UnsafeRow} per record, serialized by {@code
+ * UnsafeRowSerializer}) written into the engine buffer without the serializer.
+ *
+ * <p>{@code UnsafeRowSerializer} writes a record as the row's size (a big-endian int) followed by
+ * the row's bytes, and ignores the key (Spark SQL's exchange passes the partition id as the key,
+ * already computed). Going through it costs, per record, a {@code DataOutputStream}, a {@code
+ * BufferedOutputStream}, a flush into the writer's byte sink, and three copies of the row. This
+ * class writes the same bytes straight into the engine buffer with one copy, so the reader and
+ * the serializer's deserialization stream see exactly what the serializer would have written.
+ *
+ * <p>It is loaded only when the shuffle's serializer is {@code UnsafeRowSerializer}, so the
+ * plugin does not need Spark SQL on the class path otherwise. A row whose bytes are not in a
+ * {@code byte[]} (off-heap) is left to the serializer.
+ */
+final class UnsafeRowFastPath {
+  /** The serializer whose format this class writes. */
+  static final String SERIALIZER_CLASS = "org.apache.spark.sql.execution.UnsafeRowSerializer";
+
+  /** Bytes of the row size in front of the row (the serializer's framing). */
+  static final int SIZE_BYTES = 4;
+
+  private UnsafeRowFastPath() {}
+
+  /** Whether {@code serializer} writes records in the format this class writes. */
+  static boolean covers(Serializer serializer) {
+    return serializer.getClass().getName().equals(SERIALIZER_CLASS);
+  }
+
+  /**
+   * Writes {@code value} as one engine record for partition {@code partition}, or returns false
+   * (and writes nothing) when it is not an on-heap {@link UnsafeRow}.
+   */
+  static boolean write(NativeMapOutput output, int partition, Object value)
+      throws java.io.IOException {
+    if (!(value instanceof UnsafeRow row) || !(row.getBaseObject() instanceof byte[] bytes)) {
+      return false;
+    }
+    int size = row.getSizeInBytes();
+    long offset = row.getBaseOffset() - Platform.BYTE_ARRAY_OFFSET;
+    int n = SIZE_BYTES + size;
+    ByteBuffer b = output.room(SluiceShuffleWriter.RECORD_PREFIX_BYTES + n);
+    // The buffer is little-endian; the serializer's size is big-endian.
+    b.putInt(4).putInt(n).putInt(partition).putInt(Integer.reverseBytes(size));
+    b.put(bytes, (int) offset, size);
+    output.added();
+    return true;
+  }
+}
