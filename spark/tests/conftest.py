@@ -50,6 +50,7 @@ def sluice_metrics(spark):
         "map_outputs": m.mapOutputs(),
         "blocks_decoded": m.blocksDecoded(),
         "records": m.recordsWritten(),
+        "sql_rows_direct": m.sqlRowsDirect(),
     }
 
 

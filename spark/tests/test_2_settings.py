@@ -21,6 +21,24 @@ def test_default_serializer_still_uses_sluice(tmp_path, reference):
         s.stop()
 
 
+def test_sql_rows_bypass_the_serializer_unless_turned_off(tmp_path, reference):
+    # Spark SQL's rows are written into the engine buffer as the exact bytes
+    # UnsafeRowSerializer would write; with the setting off they go through
+    # the serializer. Both give Spark's answer.
+    for direct in ("true", "false"):
+        s = session("local[2]", SLUICE, tmp_path / direct, extra={"spark.sluice.sqlRowsDirect": direct})
+        try:
+            before = sluice_metrics(s)
+            assert workloads.sql_group_by(s) == reference["sql_group_by"]
+            assert workloads.sql_join(s) == reference["sql_join"]
+            after = sluice_metrics(s)
+            assert after["map_outputs"] > before["map_outputs"]
+            rows = after["sql_rows_direct"] - before["sql_rows_direct"]
+            assert (rows > 0) == (direct == "true"), (direct, rows)
+        finally:
+            s.stop()
+
+
 def test_encryption_falls_back_to_sort_shuffle(tmp_path, reference):
     s = session("local[2]", SLUICE, tmp_path, extra={"spark.io.encryption.enabled": "true"})
     try:

@@ -15,6 +15,7 @@ public final class SluiceMetrics {
   static final AtomicLong MAP_SPILLS = new AtomicLong();
   static final AtomicLong SORTED_READS = new AtomicLong();
   static final AtomicLong SPILL_BYTES = new AtomicLong();
+  static final AtomicLong SQL_ROWS_DIRECT = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -46,6 +47,11 @@ public final class SluiceMetrics {
   /** Bytes written to map-side spill files. */
   public static long spillBytes() {
     return SPILL_BYTES.get();
+  }
+
+  /** Spark SQL rows written without the serializer ({@link UnsafeRowFastPath}). */
+  public static long sqlRowsDirect() {
+    return SQL_ROWS_DIRECT.get();
   }
 
   /** Reduce tasks whose records the engine merged into key order (a native sortByKey). */

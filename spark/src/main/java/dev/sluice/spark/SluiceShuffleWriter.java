@@ -101,11 +101,13 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     NativeMapOutput output = openOutput(sorted);
     // Spark SQL's rows skip the serializer (same bytes, one copy); see UnsafeRowFastPath.
     boolean rows = !sorted && settings.sqlRowsDirect && UnsafeRowFastPath.covers(dep.serializer());
+    long direct = 0;
     while (input.hasNext()) {
       Product2<K, ?> r = input.next();
       K key = r._1();
       int p = partitioner.getPartition(key);
       if (rows && UnsafeRowFastPath.write(output, p, r._2())) {
+        direct++;
         continue;
       }
       ser.reset();
@@ -125,5 +127,6 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     }
     out.close();
     status = output.commit();
+    SluiceMetrics.SQL_ROWS_DIRECT.addAndGet(direct);
   }
 }
