@@ -114,23 +114,39 @@ impl Emitter {
         Ok(())
     }
 
-    /// Appends the fixed-width records of `src` (a validated payload in this
-    /// emitter's layout) at the given `(offset, length)` ranges, in order:
-    /// a gather straight into the output batches, with no staging copy.
-    pub(crate) fn gather_fixed(
+    /// Appends `count` fixed-width records, the leading record-width bytes
+    /// of each slice `records` yields (slices of validated payloads in this
+    /// emitter's layout), in order: a gather straight into the output
+    /// batches, with no staging copy. A slice shorter than a record is an
+    /// error.
+    pub(crate) fn gather_fixed<'a>(
         &mut self,
-        src: &[u8],
-        ranges: impl Iterator<Item = (usize, usize)>,
-    ) {
-        for (off, len) in ranges {
-            if self.current.payload_len() + len > EMIT_BATCH_BYTES && !self.current.is_empty() {
-                self.seal();
-                self.current.reserve(EMIT_BATCH_BYTES);
+        mut records: impl Iterator<Item = &'a [u8]>,
+        count: usize,
+    ) -> Result<(), FormatError> {
+        let width = self.layout.fixed_record_bytes().unwrap_or(0).max(1);
+        let mut left = count;
+        while left > 0 {
+            let mut room = EMIT_BATCH_BYTES.saturating_sub(self.current.payload_len()) / width;
+            if room == 0 {
+                if !self.current.is_empty() {
+                    self.seal();
+                    self.current.reserve(EMIT_BATCH_BYTES);
+                    continue;
+                }
+                // A record wider than a batch gets a batch of its own.
+                room = 1;
             }
-            self.current.push_fixed_unchecked(&src[off..off + len]);
-            self.records += 1;
-            self.bytes += len as u64;
+            let want = room.min(left);
+            let n = self.current.gather_fixed(&mut records, want)?;
+            self.records += n as u64;
+            self.bytes += (n * width) as u64;
+            if n < want {
+                break;
+            }
+            left -= n;
         }
+        Ok(())
     }
 
     fn seal(&mut self) {

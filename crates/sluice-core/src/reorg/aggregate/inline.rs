@@ -359,7 +359,7 @@ impl InlinePartial {
 
     /// Emits every group: the taken slots, found eight control bytes at a
     /// time, gathered straight into the output batches.
-    fn emit_all(&mut self, out: &mut Emitter) {
+    fn emit_all(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
         let stride = self.stride;
         let ctrl = &self.ctrl[..self.cap];
         let taken = (0..self.cap).step_by(GROUP).flat_map(move |pos| {
@@ -368,16 +368,18 @@ impl InlinePartial {
                 (full != 0).then(|| {
                     let j = group::lowest(full);
                     full &= full - 1;
-                    ((pos + j) * stride, stride)
+                    (pos + j) * stride
                 })
             })
         });
-        out.gather_fixed(&self.slots, taken);
+        let slots = &self.slots;
+        out.gather_fixed(taken.map(|at| slots.get(at..).unwrap_or_default()), self.len)?;
         self.stats.emitted_records += self.len as u64;
+        Ok(())
     }
 
     fn spill_state(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        self.emit_all(out);
+        self.emit_all(out)?;
         self.ctrl.fill(0);
         self.len = 0;
         self.stats.state_spills += 1;
@@ -386,7 +388,7 @@ impl InlinePartial {
 
     /// End of input: emits the table and frees it.
     pub(crate) fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        self.emit_all(out);
+        self.emit_all(out)?;
         self.ctrl = Vec::new();
         self.slots = Vec::new();
         self.cap = 0;

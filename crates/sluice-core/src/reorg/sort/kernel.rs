@@ -3,7 +3,8 @@
 //! # Algorithm (PSACS: sort small entries, then gather)
 //! 1. One pass builds an entry per record: the key's first 8 bytes as a
 //!    big-endian integer (zero padded), and the record's offset and length
-//!    in the buffer (16 bytes per entry).
+//!    in the buffer (16 bytes per entry). The same pass finds which prefix
+//!    bits vary (the radix sort's first step).
 //! 2. Radix sort of the entries on that prefix, 11 bits per pass, least
 //!    significant digit first, over the prefix bits that vary and of those
 //!    only the top `log2(n) + 5` (see [`radix_sort`]), then a fix-up scan
@@ -63,31 +64,31 @@ pub fn sort_records(
 ) {
     entries.clear();
     entries.reserve(count);
+    // The entries are built in the same pass that finds which prefix bits
+    // vary (the radix sort's first step).
+    let mut varying = 0u64;
+    let mut first = None;
+    let mut add = |prefix: u64, off: usize, len: usize| {
+        varying |= prefix ^ *first.get_or_insert(prefix);
+        entries.push(SortEntry { prefix, off: off as u32, len: len as u32 });
+    };
     match layout {
         Layout::Fixed { key_width, value_width } => {
             let kw = usize::from(key_width);
             let width = kw + value_width as usize;
             for (i, rec) in payload.chunks_exact(width).take(count).enumerate() {
-                entries.push(SortEntry {
-                    prefix: key_prefix(&rec[..kw]),
-                    off: (i * width) as u32,
-                    len: width as u32,
-                });
+                add(key_prefix(&rec[..kw]), i * width, width);
             }
         }
         Layout::Variable => {
             let mut off = 0usize;
             while let Some((r, n)) = record_at(layout, payload, off) {
-                entries.push(SortEntry {
-                    prefix: key_prefix(r.key),
-                    off: off as u32,
-                    len: n as u32,
-                });
+                add(key_prefix(r.key), off, n);
                 off += n;
             }
         }
     }
-    radix_sort(entries, scratch);
+    radix_sort_varying(entries, scratch, varying);
     let exact = matches!(layout, Layout::Fixed { key_width, .. } if key_width <= 8);
     if !exact {
         tie_break(layout, payload, entries);
@@ -123,13 +124,16 @@ const INSERTION_MAX: usize = 16;
 /// small domain take as few passes as their varying bits need; a skewed
 /// distribution makes larger groups, sorted in O(g log g).
 pub fn radix_sort(entries: &mut Vec<SortEntry>, scratch: &mut Vec<SortEntry>) {
-    let n = entries.len();
-    if n < 2 {
-        return;
-    }
-    let first = entries[0].prefix;
+    let first = entries.first().map_or(0, |e| e.prefix);
     let varying = entries.iter().fold(0u64, |acc, e| acc | (e.prefix ^ first));
-    if varying == 0 {
+    radix_sort_varying(entries, scratch, varying);
+}
+
+/// [`radix_sort`] given the OR of every prefix XOR the first one (the bits
+/// that vary), found while the entries were built.
+fn radix_sort_varying(entries: &mut Vec<SortEntry>, scratch: &mut Vec<SortEntry>, varying: u64) {
+    let n = entries.len();
+    if n < 2 || varying == 0 {
         return;
     }
     let top = 64 - varying.leading_zeros();

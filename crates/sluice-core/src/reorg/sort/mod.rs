@@ -195,8 +195,10 @@ impl SortRuns {
         match self.layout {
             Layout::Fixed { .. } => {
                 // Gather straight into the output batches.
-                let ranges = self.entries.iter().map(|e| (e.off as usize, e.len as usize));
-                out.gather_fixed(&self.buf, ranges);
+                let buf = &self.buf;
+                let records =
+                    self.entries.iter().map(|e| buf.get(e.off as usize..).unwrap_or_default());
+                out.gather_fixed(records, self.entries.len())?;
             }
             Layout::Variable => {
                 for e in &self.entries {
