@@ -240,6 +240,7 @@ impl PartialDistinct {
     }
 }
 
+#[inline(always)]
 fn emit_item(key_only: bool, r: &RawRecord<'_>, out: &mut Emitter) -> Result<(), ReorgError> {
     if key_only {
         out.emit(r.key, &[])?;

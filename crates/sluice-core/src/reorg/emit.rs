@@ -41,7 +41,7 @@ impl Emitter {
     }
 
     /// Appends one record.
-    #[inline]
+    #[inline(always)]
     pub fn emit(&mut self, key: &[u8], value: &[u8]) -> Result<(), FormatError> {
         let bytes = self.layout.record_bytes(key.len(), value.len());
         if self.current.payload_len() + bytes > EMIT_BATCH_BYTES && !self.current.is_empty() {

@@ -19,9 +19,12 @@
 //! make about 23 bytes per group, against 48 in the general table, so a
 //! threshold holds twice the groups and more records find their group.
 //!
-//! The probe loop is compiled once per (function, value type), so the
-//! state update is a few inlined instructions rather than a call that
-//! matches on the function for every record.
+//! The probe loop is compiled once per (function, value type) and state
+//! width, so the state update is a few inlined instructions rather than a
+//! call that matches on the function for every record. It keeps the
+//! table's fields in locals and leaves only for a record that needs a new
+//! group when the table is at its load limit (grow, spill or pass through:
+//! [`InlinePartial::one`]); a new group's state is written, never read.
 
 use super::func::{AggFn, AggSpec, ValueType};
 use super::{check_value, AggregateStats, SpillStrategy};
@@ -137,12 +140,6 @@ impl InlinePartial {
         key.first_chunk::<8>().map_or(0, |b| u64::from_le_bytes(*b))
     }
 
-    /// The key of the slot starting at byte `s`.
-    #[inline(always)]
-    fn key_at(&self, s: usize) -> u64 {
-        Self::key_word(self.slots.get(s..).unwrap_or_default())
-    }
-
     /// Folds `value` into the state of the slot starting at byte `s`.
     #[inline(always)]
     fn update_at<U>(&mut self, s: usize, value: &[u8], first: bool, update: U)
@@ -175,25 +172,7 @@ impl InlinePartial {
     /// table is not empty (`cap > 0`) and never full (load <= 3/4).
     #[inline(always)]
     fn probe(&self, key: u64, hash: u64) -> (usize, bool) {
-        let mask = self.cap - 1;
-        let tag = group::tag(hash);
-        let mut pos = hash as usize & mask;
-        loop {
-            let g = group::load(&self.ctrl, pos);
-            let mut m = group::match_tag(g, tag);
-            while m != 0 {
-                let i = (pos + group::lowest(m)) & mask;
-                if self.key_at(i * self.stride) == key {
-                    return (i, true);
-                }
-                m &= m - 1;
-            }
-            let e = group::match_empty(g);
-            if e != 0 {
-                return ((pos + group::lowest(e)) & mask, false);
-            }
-            pos = (pos + GROUP) & mask;
-        }
+        probe_in(&self.ctrl, &self.slots, self.cap - 1, self.stride, key, hash)
     }
 
     /// Whether one more group fits without growing.
@@ -270,6 +249,10 @@ impl InlinePartial {
 
     /// The probe loop over hashed records, software-pipelined: while record
     /// `i` is applied the home slot of record `i + PROBE_BATCH` is fetched.
+    /// Records run through [`InlinePartial::run_fast`] until one needs a
+    /// new group and the table has no room for it; that record takes the
+    /// slow path ([`InlinePartial::one`]: grow, spill or pass through), and
+    /// the fast loop goes on after it.
     #[inline(always)]
     fn apply<U>(
         &mut self,
@@ -285,14 +268,77 @@ impl InlinePartial {
         for &h in hashes.iter().take(PROBE_BATCH) {
             self.prefetch(h);
         }
-        for (i, (r, &h)) in payload.chunks_exact(width).zip(hashes).enumerate() {
+        let mut i = 0;
+        while i < hashes.len() {
+            i = match self.words {
+                1 => self.run_fast::<U, 1>(payload, width, hashes, i, update),
+                _ => self.run_fast::<U, 2>(payload, width, hashes, i, update),
+            };
+            let (Some(r), Some(&h)) = (payload.get(i * width..(i + 1) * width), hashes.get(i))
+            else {
+                break;
+            };
             if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
                 self.prefetch(ahead);
             }
             let (key, value) = r.split_at(INLINE_KEY_BYTES);
             self.one(key, value, h, out, update)?;
+            i += 1;
         }
         Ok(())
+    }
+
+    /// Applies records `from..` while each finds its group or a free slot
+    /// within the load limit, with the table's fields held in locals (the
+    /// stores into slots would otherwise make the compiler reload them for
+    /// every record); returns the index of the first record that needs the
+    /// slow path, or the record count. `WORDS` is the state's word count.
+    #[inline(always)]
+    fn run_fast<U, const WORDS: usize>(
+        &mut self,
+        payload: &[u8],
+        width: usize,
+        hashes: &[u64],
+        from: usize,
+        update: U,
+    ) -> usize
+    where
+        U: Fn(&mut [u64], &[u8], bool) + Copy,
+    {
+        let cap = self.cap;
+        if cap == 0 {
+            return from;
+        }
+        let stride = 8 * (1 + WORDS);
+        let mask = cap - 1;
+        // `has_room`: (len + 1) * LOAD_DEN <= cap * LOAD_NUM.
+        let len_max = cap * LOAD_NUM / LOAD_DEN;
+        let mut len = self.len;
+        let (ctrl, slots) = (&mut self.ctrl[..], &mut self.slots[..]);
+        let records = payload.chunks_exact(width).zip(hashes).enumerate().skip(from);
+        let mut stopped = hashes.len();
+        for (i, (r, &h)) in records {
+            if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
+                let home = ahead as usize & mask;
+                prefetch(ctrl.as_ptr().wrapping_add(home));
+                prefetch(slots.as_ptr().wrapping_add(home * stride));
+            }
+            let (key, value) = r.split_at(INLINE_KEY_BYTES);
+            let (at, found) = probe_in(ctrl, slots, mask, stride, Self::key_word(key), h);
+            let s = at * stride;
+            if !found {
+                if len >= len_max {
+                    stopped = i;
+                    break;
+                }
+                group::set(ctrl, cap, at, group::tag(h));
+                slots[s..s + INLINE_KEY_BYTES].copy_from_slice(key);
+                len += 1;
+            }
+            update_state::<U, WORDS>(slots, s, value, !found, update);
+        }
+        self.len = len;
+        stopped
     }
 
     #[inline(always)]
@@ -360,20 +406,15 @@ impl InlinePartial {
     /// Emits every group: the taken slots, found eight control bytes at a
     /// time, gathered straight into the output batches.
     fn emit_all(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        let stride = self.stride;
-        let ctrl = &self.ctrl[..self.cap];
-        let taken = (0..self.cap).step_by(GROUP).flat_map(move |pos| {
-            let mut full = group::match_full(group::load(ctrl, pos));
-            std::iter::from_fn(move || {
-                (full != 0).then(|| {
-                    let j = group::lowest(full);
-                    full &= full - 1;
-                    (pos + j) * stride
-                })
-            })
-        });
-        let slots = &self.slots;
-        out.gather_fixed(taken.map(|at| slots.get(at..).unwrap_or_default()), self.len)?;
+        let taken = TakenSlots {
+            ctrl: &self.ctrl[..self.cap],
+            slots: &self.slots,
+            stride: self.stride,
+            next_group: 0,
+            base: 0,
+            full: 0,
+        };
+        out.gather_fixed(taken, self.len)?;
         self.stats.emitted_records += self.len as u64;
         Ok(())
     }
@@ -395,5 +436,98 @@ impl InlinePartial {
         self.len = 0;
         self.reservation.free();
         Ok(())
+    }
+}
+
+/// The taken slots of a table, in slot order, as the slots' bytes: the
+/// control bytes are read a group at a time and each group's taken slots
+/// found from its bit mask.
+struct TakenSlots<'a> {
+    ctrl: &'a [u8],
+    slots: &'a [u8],
+    stride: usize,
+    /// The next group's first slot.
+    next_group: usize,
+    /// The current group's first slot, and its taken slots not yet given.
+    base: usize,
+    full: u64,
+}
+
+impl<'a> Iterator for TakenSlots<'a> {
+    type Item = &'a [u8];
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        while self.full == 0 {
+            if self.next_group >= self.ctrl.len() {
+                return None;
+            }
+            self.base = self.next_group;
+            self.full = group::match_full(group::load(self.ctrl, self.base));
+            self.next_group += GROUP;
+        }
+        let j = group::lowest(self.full);
+        self.full &= self.full - 1;
+        Some(self.slots.get((self.base + j) * self.stride..).unwrap_or_default())
+    }
+}
+
+/// The slot holding `key` in a table of `mask + 1` slots of `stride` bytes,
+/// or the empty slot where it would go, and whether it was found; the
+/// table is never full (load <= 3/4).
+#[inline(always)]
+fn probe_in(
+    ctrl: &[u8],
+    slots: &[u8],
+    mask: usize,
+    stride: usize,
+    key: u64,
+    hash: u64,
+) -> (usize, bool) {
+    let tag = group::tag(hash);
+    let mut pos = hash as usize & mask;
+    loop {
+        let g = group::load(ctrl, pos);
+        let mut m = group::match_tag(g, tag);
+        while m != 0 {
+            let i = (pos + group::lowest(m)) & mask;
+            if InlinePartial::key_word(slots.get(i * stride..).unwrap_or_default()) == key {
+                return (i, true);
+            }
+            m &= m - 1;
+        }
+        let e = group::match_empty(g);
+        if e != 0 {
+            return ((pos + group::lowest(e)) & mask, false);
+        }
+        pos = (pos + GROUP) & mask;
+    }
+}
+
+/// Folds `value` into the `WORDS`-word state of the slot starting at byte
+/// `s` (`first`: the group's first value).
+#[inline(always)]
+fn update_state<U, const WORDS: usize>(
+    slots: &mut [u8],
+    s: usize,
+    value: &[u8],
+    first: bool,
+    update: U,
+) where
+    U: Fn(&mut [u64], &[u8], bool),
+{
+    let at = s + INLINE_KEY_BYTES;
+    let bytes = &mut slots[at..at + 8 * WORDS];
+    let mut st = [0u64; WORDS];
+    // A new group's state is not read: its slot may be a line the probe
+    // did not touch, and the first value overwrites the state anyway.
+    if !first {
+        for (w, b) in st.iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = InlinePartial::key_word(b);
+        }
+    }
+    update(&mut st, value, first);
+    for (w, b) in st.iter().zip(bytes.chunks_exact_mut(8)) {
+        b.copy_from_slice(&w.to_le_bytes());
     }
 }
