@@ -25,12 +25,6 @@ const LOW: u64 = 0x0101_0101_0101_0101;
 /// The high bit of every byte.
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
-/// The control byte of a taken slot whose key hashed to `hash`.
-#[inline(always)]
-pub(crate) fn tag(hash: u64) -> u8 {
-    0x80 | (hash >> 57) as u8
-}
-
 /// The group of eight control bytes starting at `pos`; `ctrl` carries
 /// [`GROUP`] mirror bytes past the table's end, so any `pos` below the
 /// capacity reads a whole group.
