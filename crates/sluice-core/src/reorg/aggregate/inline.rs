@@ -160,26 +160,17 @@ impl InlinePartial {
     where
         U: Fn(&mut [u64], &[u8], bool),
     {
-        let words = self.words;
-        let bytes = &mut self.slots[s + INLINE_KEY_BYTES..s + INLINE_KEY_BYTES + 8 * words];
-        let mut st = [0u64; 2];
-        for (w, b) in st.iter_mut().zip(bytes.chunks_exact(8)) {
-            *w = Self::key_word(b);
-        }
-        update(&mut st[..words], value, first);
-        for (w, b) in st.iter().zip(bytes.chunks_exact_mut(8)) {
-            b.copy_from_slice(&w.to_le_bytes());
+        match self.words {
+            1 => update_state::<U, 1>(&mut self.slots, s, value, first, update),
+            _ => update_state::<U, 2>(&mut self.slots, s, value, first, update),
         }
     }
 
     #[inline(always)]
     fn prefetch(&self, hash: u64) {
-        if self.cap == 0 {
-            return;
+        if self.cap > 0 {
+            prefetch_home(&self.ctrl, &self.slots, self.cap, self.stride, hash);
         }
-        let i = home(hash, self.cap);
-        prefetch(self.ctrl.as_ptr().wrapping_add(i));
-        prefetch(self.slots.as_ptr().wrapping_add(i * self.stride));
     }
 
     /// The slot holding `key`, or the empty slot where it would go; the
@@ -341,9 +332,7 @@ impl InlinePartial {
         let mut stopped = hashes.len();
         for (i, (r, &h)) in records {
             if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
-                let at = home(ahead, cap);
-                prefetch(ctrl.as_ptr().wrapping_add(at));
-                prefetch(slots.as_ptr().wrapping_add(at * stride));
+                prefetch_home(ctrl, slots, cap, stride, ahead);
             }
             let (key, value) = r.split_at(INLINE_KEY_BYTES);
             let (at, found) = probe_in(ctrl, slots, cap, stride, Self::key_word(key), h);
@@ -500,6 +489,14 @@ impl<'a> Iterator for TakenSlots<'a> {
 #[inline(always)]
 fn home(hash: u64, cap: usize) -> usize {
     ((u128::from(hash) * cap as u128) >> 64) as usize
+}
+
+/// Fetches the control byte and the slot of `hash`'s home into the cache.
+#[inline(always)]
+fn prefetch_home(ctrl: &[u8], slots: &[u8], cap: usize, stride: usize, hash: u64) {
+    let at = home(hash, cap);
+    prefetch(ctrl.as_ptr().wrapping_add(at));
+    prefetch(slots.as_ptr().wrapping_add(at * stride));
 }
 
 /// The control byte of a taken slot: its hash's low 7 bits (the home slot

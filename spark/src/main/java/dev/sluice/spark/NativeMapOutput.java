@@ -31,6 +31,9 @@ final class NativeMapOutput extends MemoryConsumer {
   /** Bytes of the two lengths in front of each record. */
   static final int LENGTHS_BYTES = 8;
 
+  /** Bytes of the partition id that starts every record's key. */
+  static final int PARTITION_KEY_BYTES = 4;
+
   private final int shuffleId;
   private final long mapId;
   private final ShuffleWriteMetricsReporter metrics;
@@ -94,6 +97,18 @@ final class NativeMapOutput extends MemoryConsumer {
     }
     oversized = ByteBuffer.allocateDirect(need).order(ByteOrder.LITTLE_ENDIAN);
     return oversized;
+  }
+
+  /**
+   * Room for one engine record of partition {@code partition} whose key is the partition id
+   * (u32) followed by {@code keyExtra} bytes and whose value is {@code valueBytes} bytes: writes
+   * the two lengths and the partition id and returns the buffer, positioned at the rest of the
+   * key; the caller writes it and the value, then calls {@link #added}.
+   */
+  ByteBuffer startRecord(int partition, int keyExtra, int valueBytes) throws IOException {
+    ByteBuffer b = room(LENGTHS_BYTES + PARTITION_KEY_BYTES + keyExtra + valueBytes);
+    b.putInt(PARTITION_KEY_BYTES + keyExtra).putInt(valueBytes).putInt(partition);
+    return b;
   }
 
   /** The record just written to the buffer {@link #room} gave is complete. */

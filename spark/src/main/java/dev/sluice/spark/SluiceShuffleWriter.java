@@ -23,9 +23,6 @@ import scala.reflect.ClassTag$;
  * SortKeys}), the key is followed by the record's key in its byte-comparable form.
  */
 final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
-  /** Bytes in front of each record in the buffer: two lengths and the partition-id key. */
-  static final int RECORD_PREFIX_BYTES = NativeMapOutput.LENGTHS_BYTES + 4;
-
 
   SluiceShuffleWriter(
       SluiceShuffleHandle<K, V, ?> handle,
@@ -117,8 +114,7 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
       int n = ser.size();
       // A sorted shuffle's key also carries the record's key, encoded in its sort order.
       int sortBytes = sorted ? SortKeys.bytes(sortKind, key) : 0;
-      ByteBuffer b = output.room(RECORD_PREFIX_BYTES + sortBytes + n);
-      b.putInt(4 + sortBytes).putInt(n).putInt(p);
+      ByteBuffer b = output.startRecord(p, sortBytes, n);
       if (sorted) {
         SortKeys.put(b, sortKind, key);
       }

@@ -46,9 +46,9 @@ final class UnsafeRowFastPath {
     int size = row.getSizeInBytes();
     long offset = row.getBaseOffset() - Platform.BYTE_ARRAY_OFFSET;
     int n = SIZE_BYTES + size;
-    ByteBuffer b = output.room(SluiceShuffleWriter.RECORD_PREFIX_BYTES + n);
+    ByteBuffer b = output.startRecord(partition, 0, n);
     // The buffer is little-endian; the serializer's size is big-endian.
-    b.putInt(4).putInt(n).putInt(partition).putInt(Integer.reverseBytes(size));
+    b.putInt(Integer.reverseBytes(size));
     b.put(bytes, (int) offset, size);
     output.added();
     return true;
