@@ -47,11 +47,16 @@ MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 DATA = pathlib.Path("/tmp/sluice-bench-spark")
 
 
-def session(manager, cores, tmp):
+def session(manager, cores, tmp, sluice_conf=()):
     from pyspark.sql import SparkSession
 
+    b = SparkSession.builder
+    if manager == "sluice":
+        for kv in sluice_conf:
+            key, _, value = kv.partition("=")
+            b = b.config(key, value)
     s = (
-        SparkSession.builder.master(f"local[{cores}]")
+        b.master(f"local[{cores}]")
         .appName(f"sluice-bench-{manager}")
         .config("spark.jars", str(JAR))
         .config("spark.shuffle.manager", MANAGERS[manager])
@@ -238,7 +243,7 @@ class Worker:
         global DATA
         DATA = a.tmp
         self.a, self.manager = a, manager
-        self.spark = session(manager, a.cores, a.tmp / manager)
+        self.spark = session(manager, a.cores, a.tmp / manager, a.sluice_conf)
         self.df = None
         self.job = None
         # Warm-up: JIT, native library, engine.
@@ -300,6 +305,8 @@ def start_worker(a, manager):
     args = [sys.executable, __file__, "--manager", manager,
             "--terasort-gb", str(a.terasort_gb), "--gb", str(a.gb), "--cores", str(a.cores),
             "--tmp", str(a.tmp)]
+    for kv in a.sluice_conf:
+        args += ["--sluice-conf", kv]
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
@@ -355,8 +362,14 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny sizes, a smoke run")
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--tmp", type=pathlib.Path, default=pathlib.Path("/tmp/sluice-bench-spark"))
+    ap.add_argument("--sluice-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the Sluice runs only (repeatable), "
+                         "e.g. spark.sluice.operatorStateBytes=64m")
     ap.add_argument("--manager", choices=MANAGERS, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    bad = [kv for kv in a.sluice_conf if "=" not in kv or not kv.startswith("spark.")]
+    if bad:
+        ap.error(f"--sluice-conf takes spark.KEY=VALUE, got {bad}")
     a.workloads = [w for w in a.workloads.split(",") if w]
     unknown = [w for w in a.workloads if w not in WORKLOADS]
     if unknown:

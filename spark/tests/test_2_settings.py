@@ -83,3 +83,44 @@ def test_corrupt_block_is_a_fetch_failure_and_recomputed(tmp_path, reference):
         assert workloads.per_partition_sorted(shuffled) == reference["partition_by_key"]
     finally:
         s.stop()
+
+
+_OPERATOR_STATE_JOB = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import SLUICE, session
+s = session("local[2]", SLUICE, sys.argv[2], extra={"spark.sluice.operatorStateBytes": sys.argv[3]})
+job = s.sparkContext._jvm.dev.sluice.spark.examples.ReduceByKeyJob
+m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+jsc = s.sparkContext._jsc
+spark_way = list(job.checksum(jsc, 300000, 5000, 4, 6, False))
+before = m.bytesWritten()
+sluice_way = list(job.checksum(jsc, 300000, 5000, 4, 6, True))
+print(json.dumps({"spark": spark_way, "sluice": sluice_way, "bytes": m.bytesWritten() - before}))
+s.stop()
+"""
+
+
+def test_operator_state_setting_reaches_the_engine(tmp_path):
+    # The engine is opened once per JVM with the settings of its first
+    # shuffle, so each setting gets a JVM of its own (a child process).
+    # 5,000 keys fit the default 16 MB of map-side state, so each map task
+    # emits one partial per key; 64 KiB holds a few hundred groups per
+    # partition, so the map side spills its state and writes more partials.
+    # Both answers are Spark's.
+    import json
+    import subprocess
+    import sys
+
+    out = {}
+    for state in ("16m", "64k"):
+        p = subprocess.run(
+            [sys.executable, "-c", _OPERATOR_STATE_JOB, str(pathlib.Path(__file__).parent),
+             str(tmp_path / state), state],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert p.returncode == 0, p.stderr[-3000:]
+        out[state] = json.loads(p.stdout.strip().splitlines()[-1])
+        assert out[state]["spark"][0] == 5000
+        assert out[state]["sluice"] == out[state]["spark"], (state, out[state])
+    assert out["64k"]["bytes"] > 1.5 * out["16m"]["bytes"], out

@@ -38,6 +38,8 @@ fn bench_partition_writes_json_csv_and_svg() {
     for size in ["16 B", "100 B"] {
         assert!(stdout.contains(&format!("{size}  P=32 2 thr / 1 thr: ")), "{stdout}");
     }
+    // Beside each scaling figure, the memory copy's own scaling.
+    assert!(stdout.contains("memcpy itself "), "{stdout}");
     assert!(stdout.contains("auto's pick within 10 % of the best at "), "{stdout}");
     let csv = std::fs::read_to_string(&csv).expect("csv");
     assert_eq!(csv.lines().count(), rows.len() + 1);

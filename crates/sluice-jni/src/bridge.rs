@@ -34,6 +34,9 @@ pub struct HostSettings {
     pub buffer_pool_bytes: usize,
     /// Engine memory budget in bytes.
     pub memory_budget: usize,
+    /// Map-side operator state per map attempt before it spills, in bytes
+    /// (the engine's spilling threshold; 0: the engine's default).
+    pub operator_state_bytes: usize,
     /// Directory for the engine's spill files.
     pub spill_dir: PathBuf,
 }
@@ -53,6 +56,10 @@ pub fn open_engine(settings: &HostSettings) -> BridgeResult<&'static Engine> {
         memory_budget: settings.memory_budget,
         spill_dir: settings.spill_dir.clone(),
         ..EngineConfig::default()
+    };
+    let config = match settings.operator_state_bytes {
+        0 => config,
+        bytes => EngineConfig { spill_threshold: bytes, ..config },
     };
     let engine = Engine::new(config)?;
     Ok(ENGINE.get_or_init(|| engine))

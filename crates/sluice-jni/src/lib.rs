@@ -153,7 +153,7 @@ unsafe fn task_take(handle: jlong) -> BridgeResult<Box<HostMapTask>> {
     Ok(unsafe { Box::from_raw(ptr) })
 }
 
-/// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, String spillDir)`
+/// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, long operatorStateBytes, String spillDir)`
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     mut env: JNIEnv<'l>,
@@ -161,6 +161,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     offload_threads: jint,
     buffer_pool_bytes: jlong,
     memory_budget: jlong,
+    operator_state_bytes: jlong,
     spill_dir: JString<'l>,
 ) {
     guard(&mut env, (), |env| {
@@ -169,6 +170,8 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
             offload_threads: non_negative(offload_threads.into(), "offload threads")? as usize,
             buffer_pool_bytes: non_negative(buffer_pool_bytes, "buffer pool bytes")? as usize,
             memory_budget: non_negative(memory_budget, "memory budget")? as usize,
+            operator_state_bytes: non_negative(operator_state_bytes, "operator state bytes")?
+                as usize,
             spill_dir: PathBuf::from(dir),
         };
         bridge::open_engine(&settings).map(|_| ())

@@ -4,7 +4,7 @@
 //! # Why no write-combining buffer
 //! The thesis and the radix-partitioning literature gather records in a
 //! cache-line sized buffer per partition and flush whole lines. On this
-//! machine (Zen 5, 1 MiB L2 per core, large TLBs) a stand-alone comparison
+//! machine (an AMD EPYC guest) a stand-alone comparison
 //! at 16-byte records and 1024 partitions measured the plain store of each
 //! record to its partition's page tail at 180-300 M records/s, against
 //! 80-160 M/s for 64 B to 1 KiB buffers flushed with streaming or ordinary

@@ -10,6 +10,7 @@ pub(crate) fn settings() -> HostSettings {
         offload_threads: 1,
         buffer_pool_bytes: 8 << 20,
         memory_budget: 64 << 20,
+        operator_state_bytes: 0,
         spill_dir: std::env::temp_dir(),
     }
 }

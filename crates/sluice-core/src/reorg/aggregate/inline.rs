@@ -42,6 +42,7 @@
 
 use super::func::{AggFn, AggSpec, ValueType};
 use super::{check_value, AggregateStats, SpillStrategy};
+use crate::format::Layout;
 use crate::memory::{MemoryPool, Reservation};
 use crate::reorg::emit::Emitter;
 use crate::reorg::group::{self, GROUP};
@@ -59,6 +60,10 @@ const LOAD_DEN: usize = 4;
 /// Key width this path handles.
 pub(crate) const INLINE_KEY_BYTES: usize = 8;
 
+/// Longest shared key prefix a table strips (an engine record's 4-byte
+/// partition id and a host's key tag fit).
+pub(crate) const PREFIX_BYTES_MAX: usize = 8;
+
 /// Partial aggregation of 8-byte keys with numeric states.
 #[derive(Debug)]
 pub(crate) struct InlinePartial {
@@ -74,7 +79,22 @@ pub(crate) struct InlinePartial {
     strategy: SpillStrategy,
     reservation: Reservation,
     hashes: Vec<u64>,
+    /// Bytes every key carries in front of its 8 table bytes (empty for
+    /// fixed-width 8-byte keys; see [`Strided`]).
+    prefix: Vec<u8>,
     pub(crate) stats: AggregateStats,
+}
+
+/// Where the records of a payload lie: every `bytes` bytes one record, its
+/// 8 table key bytes at `key_at`, its value right after them up to the
+/// record's end. Fixed-width records of an 8-byte key are `{ width, 0 }`;
+/// variable-layout records whose keys are all `prefix ++ 8 bytes` with
+/// values of one width are `{ 8 + prefix + 8 + value, 8 + prefix }` (two
+/// lengths, then the key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Strided {
+    pub(crate) bytes: usize,
+    pub(crate) key_at: usize,
 }
 
 /// Runs `$body` with `$u` bound to a state-update closure specialised for
@@ -136,8 +156,22 @@ impl InlinePartial {
             strategy,
             reservation: pool.reservation(),
             hashes: Vec::new(),
+            prefix: Vec::new(),
             stats: AggregateStats::default(),
         }
+    }
+
+    /// Makes this a table for keys that all start with `prefix` (at most
+    /// [`PREFIX_BYTES_MAX`] bytes) followed by the 8 bytes it groups by; its
+    /// partials carry the whole key again. Called before the first record.
+    pub(crate) fn set_prefix(&mut self, prefix: &[u8]) {
+        debug_assert!(self.len == 0 && prefix.len() <= PREFIX_BYTES_MAX);
+        self.prefix = prefix[..prefix.len().min(PREFIX_BYTES_MAX)].to_vec();
+    }
+
+    /// The shared key prefix.
+    pub(crate) fn prefix(&self) -> &[u8] {
+        &self.prefix
     }
 
     /// Bytes allocated for state.
@@ -232,27 +266,29 @@ impl InlinePartial {
         }
     }
 
-    /// Aggregates fixed-width records (8-byte key, then the value).
+    /// Aggregates the records of `payload` laid out as `at` says (for
+    /// fixed-width records: `{ width, 0 }`, an 8-byte key then the value).
     pub(crate) fn push(
         &mut self,
         payload: &[u8],
-        width: usize,
+        at: Strided,
         out: &mut Emitter,
     ) -> Result<(), ReorgError> {
         let spec = self.spec;
         let mut hashes = std::mem::take(&mut self.hashes);
         hashes.clear();
-        let records = payload.chunks_exact(width);
-        let mut checked = Ok(());
-        for (i, r) in records.clone().enumerate() {
-            if let Err(e) = check_value(spec, &r[INLINE_KEY_BYTES..], i) {
-                checked = Err(e);
-                break;
-            }
-            hashes.push(hash_key(&r[..INLINE_KEY_BYTES]));
+        let records = payload.chunks_exact(at.bytes.max(1));
+        let key_end = at.key_at + INLINE_KEY_BYTES;
+        // Every record has the same value width: one check says it for all.
+        let checked = match records.clone().next() {
+            Some(r) => check_value(spec, r.get(key_end..).unwrap_or_default(), 0),
+            None => Ok(()),
+        };
+        if checked.is_ok() {
+            hashes.extend(records.map(|r| hash_key(r.get(at.key_at..key_end).unwrap_or_default())));
         }
         let result = checked.and_then(|()| {
-            with_update!(spec, update => self.apply(payload, width, &hashes, out, update))?;
+            with_update!(spec, update => self.apply(payload, at, &hashes, out, update))?;
             self.stats.input_records += hashes.len() as u64;
             self.stats.input_bytes += payload.len() as u64;
             Ok(())
@@ -271,7 +307,7 @@ impl InlinePartial {
     fn apply<U>(
         &mut self,
         payload: &[u8],
-        width: usize,
+        at: Strided,
         hashes: &[u64],
         out: &mut Emitter,
         update: U,
@@ -285,17 +321,18 @@ impl InlinePartial {
         let mut i = 0;
         while i < hashes.len() {
             i = match self.words {
-                1 => self.run_fast::<U, 1>(payload, width, hashes, i, update),
-                _ => self.run_fast::<U, 2>(payload, width, hashes, i, update),
+                1 => self.run_fast::<U, 1>(payload, at, hashes, i, update),
+                _ => self.run_fast::<U, 2>(payload, at, hashes, i, update),
             };
-            let (Some(r), Some(&h)) = (payload.get(i * width..(i + 1) * width), hashes.get(i))
+            let (Some(r), Some(&h)) =
+                (payload.get(i * at.bytes..(i + 1) * at.bytes), hashes.get(i))
             else {
                 break;
             };
             if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
                 self.prefetch(ahead);
             }
-            let (key, value) = r.split_at(INLINE_KEY_BYTES);
+            let (key, value) = r[at.key_at..].split_at(INLINE_KEY_BYTES);
             self.one(key, value, h, out, update)?;
             i += 1;
         }
@@ -311,7 +348,7 @@ impl InlinePartial {
     fn run_fast<U, const WORDS: usize>(
         &mut self,
         payload: &[u8],
-        width: usize,
+        at: Strided,
         hashes: &[u64],
         from: usize,
         update: U,
@@ -330,7 +367,8 @@ impl InlinePartial {
         let (ctrl, slots) = (&mut self.ctrl[..], &mut self.slots[..]);
         // A plain index loop: iterator adaptors (skip, enumerate, zip) kept
         // their state on the stack here and cost a third of the loop.
-        let n = hashes.len().min(payload.len() / width.max(1));
+        let (width, key_at) = (at.bytes.max(1), at.key_at);
+        let n = hashes.len().min(payload.len() / width);
         let mut i = from;
         let mut stopped = n;
         while i < n {
@@ -338,7 +376,7 @@ impl InlinePartial {
             if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
                 prefetch_home(ctrl, slots, cap, stride, ahead);
             }
-            let r = &payload[i * width..i * width + width];
+            let r = &payload[i * width + key_at..i * width + width];
             let (key, value) = r.split_at(INLINE_KEY_BYTES);
             let (at, found) = probe_in(ctrl, slots, cap, stride, Self::key_word(key), h);
             let s = at * stride;
@@ -414,7 +452,9 @@ impl InlinePartial {
     ) -> Result<(), ReorgError> {
         let mut buf = [0u8; 16];
         let n = self.spec.single_partial(value, &mut buf);
-        out.emit(key, &buf[..n])?;
+        let mut whole = [0u8; PREFIX_BYTES_MAX + INLINE_KEY_BYTES];
+        let k = join_key(&mut whole, &self.prefix, key);
+        out.emit(k, &buf[..n])?;
         self.stats.passed_through += 1;
         self.stats.emitted_records += 1;
         Ok(())
@@ -423,6 +463,9 @@ impl InlinePartial {
     /// Emits every group: the taken slots, found eight control bytes at a
     /// time, gathered straight into the output batches.
     fn emit_all(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        if !self.prefix.is_empty() || out.layout() == Layout::Variable {
+            return self.emit_all_prefixed(out);
+        }
         let taken = TakenSlots {
             ctrl: &self.ctrl[..self.cap],
             slots: &self.slots,
@@ -432,6 +475,27 @@ impl InlinePartial {
             full: 0,
         };
         out.gather_fixed(taken, self.len)?;
+        self.stats.emitted_records += self.len as u64;
+        Ok(())
+    }
+
+    /// [`InlinePartial::emit_all`] for variable-layout output (prefixed
+    /// keys): each partial is the prefix and the slot's key, then its state.
+    fn emit_all_prefixed(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        let taken = TakenSlots {
+            ctrl: &self.ctrl[..self.cap],
+            slots: &self.slots,
+            stride: self.stride,
+            next_group: 0,
+            base: 0,
+            full: 0,
+        };
+        let mut whole = [0u8; PREFIX_BYTES_MAX + INLINE_KEY_BYTES];
+        for slot in taken {
+            let (key, state) = slot.split_at(INLINE_KEY_BYTES.min(slot.len()));
+            let k = join_key(&mut whole, &self.prefix, key);
+            out.emit(k, state.get(..8 * self.words).unwrap_or_default())?;
+        }
         self.stats.emitted_records += self.len as u64;
         Ok(())
     }
@@ -454,6 +518,20 @@ impl InlinePartial {
         self.reservation.free();
         Ok(())
     }
+}
+
+/// `prefix ++ key` in `buf` (the prefix is at most [`PREFIX_BYTES_MAX`]
+/// bytes, the key [`INLINE_KEY_BYTES`]).
+fn join_key<'b>(
+    buf: &'b mut [u8; PREFIX_BYTES_MAX + INLINE_KEY_BYTES],
+    prefix: &[u8],
+    key: &[u8],
+) -> &'b [u8] {
+    let p = prefix.len().min(PREFIX_BYTES_MAX);
+    let k = key.len().min(INLINE_KEY_BYTES);
+    buf[..p].copy_from_slice(&prefix[..p]);
+    buf[p..p + k].copy_from_slice(&key[..k]);
+    &buf[..p + k]
 }
 
 /// The taken slots of a table, in slot order, as the slots' bytes: the
@@ -576,7 +654,9 @@ fn update_state<U, const WORDS: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::Layout;
+
+    /// Fixed-width records of an 8-byte key and a 4-byte value.
+    const FIXED12: Strided = Strided { bytes: 12, key_at: 0 };
 
     /// The table grows to the largest size the threshold allows, not only
     /// to a power of two: 100,000 bytes hold 5,880 slots of 17 bytes (4,410
@@ -596,12 +676,12 @@ mod tests {
             payload.extend_from_slice(&k.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes());
             payload.extend_from_slice(&1i32.to_le_bytes());
         }
-        t.push(&payload, 12, &mut out).expect("push");
+        t.push(&payload, FIXED12, &mut out).expect("push");
         assert_eq!(t.stats.state_spills, 0, "spilled below the threshold's capacity");
         assert_eq!(t.len, groups as usize);
         assert!(t.bytes_for(t.cap) <= threshold, "{} slots overrun the threshold", t.cap);
         // Each key again: every record finds its group.
-        t.push(&payload, 12, &mut out).expect("push");
+        t.push(&payload, FIXED12, &mut out).expect("push");
         assert_eq!(t.len, groups as usize);
         // Past the load limit of the largest table: a spill, and all sums exact.
         let mut more = Vec::new();
@@ -609,7 +689,7 @@ mod tests {
             more.extend_from_slice(&k.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes());
             more.extend_from_slice(&1i32.to_le_bytes());
         }
-        t.push(&more, 12, &mut out).expect("push");
+        t.push(&more, FIXED12, &mut out).expect("push");
         assert_eq!(t.stats.state_spills, 1);
         t.finish(&mut out).expect("finish");
         out.flush();

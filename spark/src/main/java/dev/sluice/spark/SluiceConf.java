@@ -8,6 +8,11 @@ final class SluiceConf {
   static final String OFFLOAD_THREADS = "spark.sluice.offloadThreads";
   static final String BUFFER_POOL = "spark.sluice.bufferPoolBytes";
   static final String MEMORY_BUDGET = "spark.sluice.memoryBudget";
+  /**
+   * Map-side state of an offloaded operator per map task before it spills (the engine's spilling
+   * threshold; SmartShuffle's 16 MB by default).
+   */
+  static final String OPERATOR_STATE = "spark.sluice.operatorStateBytes";
   static final String BUFFER = "spark.sluice.bufferBytes";
   /** Whether Spark SQL's rows are written without the serializer ({@link UnsafeRowFastPath}). */
   static final String SQL_ROWS_DIRECT = "spark.sluice.sqlRowsDirect";
@@ -21,6 +26,8 @@ final class SluiceConf {
   final int offloadThreads;
   final long bufferPoolBytes;
   final long memoryBudget;
+  /** See {@link #OPERATOR_STATE}. */
+  final long operatorStateBytes;
   /** Bytes of the direct buffer a map task fills before handing it over. */
   final int bufferBytes;
   /** See {@link #SQL_ROWS_DIRECT}. */
@@ -35,6 +42,7 @@ final class SluiceConf {
     offloadThreads = conf.getInt(OFFLOAD_THREADS, 1);
     bufferPoolBytes = conf.getSizeAsBytes(BUFFER_POOL, "64m");
     memoryBudget = conf.getSizeAsBytes(MEMORY_BUDGET, "256m");
+    operatorStateBytes = conf.getSizeAsBytes(OPERATOR_STATE, "16m");
     bufferBytes = (int) Math.min(conf.getSizeAsBytes(BUFFER, "1m"), 64L << 20);
     sqlRowsDirect = conf.getBoolean(SQL_ROWS_DIRECT, true);
     if (!conf.getBoolean("spark.shuffle.compress", true)) {

@@ -56,7 +56,11 @@ public final class SluiceNative {
 
   /** Opens the process's engine (later calls return the same engine, whatever they pass). */
   static native void openEngine(
-      int offloadThreads, long bufferPoolBytes, long memoryBudget, String spillDir);
+      int offloadThreads,
+      long bufferPoolBytes,
+      long memoryBudget,
+      long operatorStateBytes,
+      String spillDir);
 
   /**
    * Registers a host-partitioned shuffle; returns its engine id. {@code aggFunc} -1 for none, else

@@ -178,6 +178,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
         s.offloadThreads,
         s.bufferPoolBytes,
         s.memoryBudget,
+        s.operatorStateBytes,
         System.getProperty("java.io.tmpdir", "/tmp"));
   }
 
