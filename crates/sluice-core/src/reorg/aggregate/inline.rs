@@ -460,20 +460,25 @@ impl InlinePartial {
         Ok(())
     }
 
-    /// Emits every group: the taken slots, found eight control bytes at a
-    /// time, gathered straight into the output batches.
-    fn emit_all(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        if !self.prefix.is_empty() || out.layout() == Layout::Variable {
-            return self.emit_all_prefixed(out);
-        }
-        let taken = TakenSlots {
+    /// The taken slots, in slot order.
+    fn taken(&self) -> TakenSlots<'_> {
+        TakenSlots {
             ctrl: &self.ctrl[..self.cap],
             slots: &self.slots,
             stride: self.stride,
             next_group: 0,
             base: 0,
             full: 0,
-        };
+        }
+    }
+
+    /// Emits every group: the taken slots, found eight control bytes at a
+    /// time, gathered straight into the output batches.
+    fn emit_all(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+        if !self.prefix.is_empty() || out.layout() == Layout::Variable {
+            return self.emit_all_prefixed(out);
+        }
+        let taken = self.taken();
         out.gather_fixed(taken, self.len)?;
         self.stats.emitted_records += self.len as u64;
         Ok(())
@@ -482,14 +487,7 @@ impl InlinePartial {
     /// [`InlinePartial::emit_all`] for variable-layout output (prefixed
     /// keys): each partial is the prefix and the slot's key, then its state.
     fn emit_all_prefixed(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        let taken = TakenSlots {
-            ctrl: &self.ctrl[..self.cap],
-            slots: &self.slots,
-            stride: self.stride,
-            next_group: 0,
-            base: 0,
-            full: 0,
-        };
+        let taken = self.taken();
         let mut whole = [0u8; PREFIX_BYTES_MAX + INLINE_KEY_BYTES];
         for slot in taken {
             let (key, state) = slot.split_at(INLINE_KEY_BYTES.min(slot.len()));
