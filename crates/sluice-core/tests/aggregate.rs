@@ -312,6 +312,24 @@ fn a_value_of_the_wrong_width_is_a_typed_error() {
 }
 
 #[test]
+fn a_wrong_width_among_prefixed_keys_names_its_record_in_the_batch() {
+    let pool = MemoryPool::unbounded();
+    let spec = AggSpec::new(AggFn::Sum, ValueType::I64);
+    let mut p = PartialAggregate::new(spec, Layout::Variable, 1 << 20, SpillStrategy::State, &pool);
+    let mut b = RecordBatch::new(Layout::Variable);
+    for k in 0..5u64 {
+        let key = [&[9, 0, 0, 0, 0][..], &k.to_le_bytes()].concat();
+        let value: &[u8] = if k == 3 { &[1, 2, 3, 4] } else { &[1, 0, 0, 0, 0, 0, 0, 0] };
+        b.push(&key, value).expect("push");
+    }
+    let mut out = Emitter::new(p.output_layout());
+    match p.push(&b.view(), &mut out) {
+        Err(ReorgError::ValueWidth { record: 3, want: 8, got: 4, .. }) => {}
+        other => panic!("expected a value width error at record 3, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_budget_below_one_group_is_refused_with_a_typed_error() {
     let records = input(5, 1000, 500);
     let spec = AggSpec::new(AggFn::Sum, ValueType::I32);

@@ -27,9 +27,11 @@
 //! (47 MB of lz4 blocks) in 538-570 ms, the prefixed table (17 bytes per
 //! slot) 2.32-2.37M (33 MB) in 436-455 ms. In the rare mix of shapes each
 //! table keeps to the threshold, so the operator may hold up to twice it;
-//! the memory pool still bounds both. At the end of input the table is emitted. The output is partial records
-//! (key, state) that the final aggregate merges exactly, whatever was
-//! spilled on the way.
+//! the memory pool still bounds both.
+//!
+//! At the end of input the tables are emitted. The output is partial
+//! records (key, state) that the final aggregate merges exactly, whatever
+//! was spilled on the way.
 
 use super::func::{AggFn, AggSpec};
 use super::groups::Groups;
@@ -41,6 +43,19 @@ use crate::memory::MemoryPool;
 use crate::reorg::emit::Emitter;
 use crate::reorg::table::PROBE_BATCH;
 use crate::reorg::ReorgError;
+
+/// Consecutive records of a variable-layout batch bound for one table.
+struct Run {
+    /// Byte range in the payload.
+    start: usize,
+    end: usize,
+    /// Index in the batch of the first record, and the record count.
+    first: usize,
+    count: u32,
+    /// The record width of a prefixed run (all its records alike); `None`
+    /// for the general table.
+    stride: Option<usize>,
+}
 
 /// Partial (pre-)aggregation.
 #[derive(Debug)]
@@ -143,33 +158,40 @@ impl PartialAggregate {
     fn push_prefixed(&mut self, view: &BatchView<'_>, out: &mut Emitter) -> Result<(), ReorgError> {
         let payload = view.payload();
         let base = payload.as_ptr().addr();
-        // (start, end, records, stride of a prefixed run or None)
-        let mut runs: Vec<(usize, usize, u32, Option<usize>)> = Vec::new();
+        let mut runs: Vec<Run> = Vec::new();
         let mut records = view.raw();
+        let mut index = 0;
         while let Some(r) = records.next_raw() {
             let start = r.bytes.as_ptr().addr() - base;
             let end = start + r.bytes.len();
             let stride = self.fits_prefixed(r.key).then_some(r.bytes.len());
             match runs.last_mut() {
-                Some(last) if last.1 == start && last.3 == stride => {
-                    last.1 = end;
-                    last.2 += 1;
+                Some(last) if last.end == start && last.stride == stride => {
+                    last.end = end;
+                    last.count += 1;
                 }
-                _ => runs.push((start, end, 1, stride)),
+                _ => runs.push(Run { start, end, first: index, count: 1, stride }),
             }
+            index += 1;
         }
         let key_at =
             VARIABLE_RECORD_PREFIX_BYTES + self.prefixed.as_ref().map_or(0, |p| p.prefix().len());
-        for (start, end, count, stride) in runs {
-            let bytes = &payload[start..end];
-            match (stride, self.prefixed.as_mut()) {
-                (Some(stride), Some(t)) => t.push(bytes, Strided { bytes: stride, key_at }, out)?,
-                _ => {
-                    let run = BatchView::new(Layout::Variable, count, bytes)?;
-                    self.push_records(run.iter().map(|r| (r.key, r.value)), out)?;
-                    self.stats.input_bytes += bytes.len() as u64;
+        for run in runs {
+            let bytes = &payload[run.start..run.end];
+            let done = match (run.stride, self.prefixed.as_mut()) {
+                (Some(stride), Some(t)) => t.push(bytes, Strided { bytes: stride, key_at }, out),
+                _ => BatchView::new(Layout::Variable, run.count, bytes)
+                    .map_err(ReorgError::from)
+                    .and_then(|v| self.push_records(v.iter().map(|r| (r.key, r.value)), out))
+                    .map(|()| self.stats.input_bytes += bytes.len() as u64),
+            };
+            // A record's index in an error is its index in the batch.
+            done.map_err(|e| match e {
+                ReorgError::ValueWidth { record, value_type, want, got } => {
+                    ReorgError::ValueWidth { record: record + run.first, value_type, want, got }
                 }
-            }
+                other => other,
+            })?;
         }
         Ok(())
     }
