@@ -19,6 +19,15 @@
 //! make about 23 bytes per group, against 48 in the general table, so a
 //! threshold holds twice the groups and more records find their group.
 //!
+//! # Prefixed keys
+//! The same table serves keys that all begin with one prefix of up to
+//! [`PREFIX_BYTES_MAX`] bytes and end in the 8 bytes it groups by (an
+//! offloaded shuffle's engine records: `partition id ++ key tag ++ Long`),
+//! read from variable-layout records through [`Strided`]: the slot holds
+//! the 8 bytes, and each partial gets the prefix back when it is emitted
+//! (one `emit` per partial instead of the bulk gather). Which records
+//! qualify is decided by `partial`.
+//!
 //! # Size
 //! The table doubles while that fits the threshold, then grows once more
 //! to the largest size that does: its home slot is the hash's high bits
