@@ -51,7 +51,6 @@
 
 use super::func::{AggFn, AggSpec, ValueType};
 use super::{check_value, AggregateStats, SpillStrategy};
-use crate::format::Layout;
 use crate::memory::{MemoryPool, Reservation};
 use crate::reorg::emit::Emitter;
 use crate::reorg::group::{self, GROUP};
@@ -88,9 +87,10 @@ pub(crate) struct InlinePartial {
     strategy: SpillStrategy,
     reservation: Reservation,
     hashes: Vec<u64>,
-    /// Bytes every key carries in front of its 8 table bytes (empty for
-    /// fixed-width 8-byte keys; see [`Strided`]).
-    prefix: Vec<u8>,
+    /// Bytes every key carries in front of its 8 table bytes, for keys of
+    /// variable-layout records (partials are then emitted one by one in
+    /// that layout); `None` for fixed-width 8-byte keys. See [`Strided`].
+    prefix: Option<Vec<u8>>,
     pub(crate) stats: AggregateStats,
 }
 
@@ -165,7 +165,7 @@ impl InlinePartial {
             strategy,
             reservation: pool.reservation(),
             hashes: Vec::new(),
-            prefix: Vec::new(),
+            prefix: None,
             stats: AggregateStats::default(),
         }
     }
@@ -175,12 +175,12 @@ impl InlinePartial {
     /// partials carry the whole key again. Called before the first record.
     pub(crate) fn set_prefix(&mut self, prefix: &[u8]) {
         debug_assert!(self.len == 0 && prefix.len() <= PREFIX_BYTES_MAX);
-        self.prefix = prefix[..prefix.len().min(PREFIX_BYTES_MAX)].to_vec();
+        self.prefix = Some(prefix[..prefix.len().min(PREFIX_BYTES_MAX)].to_vec());
     }
 
-    /// The shared key prefix.
-    pub(crate) fn prefix(&self) -> &[u8] {
-        &self.prefix
+    /// The shared key prefix, once [`InlinePartial::set_prefix`] named it.
+    pub(crate) fn prefix(&self) -> Option<&[u8]> {
+        self.prefix.as_deref()
     }
 
     /// Bytes allocated for state.
@@ -462,7 +462,7 @@ impl InlinePartial {
         let mut buf = [0u8; 16];
         let n = self.spec.single_partial(value, &mut buf);
         let mut whole = [0u8; PREFIX_BYTES_MAX + INLINE_KEY_BYTES];
-        let k = join_key(&mut whole, &self.prefix, key);
+        let k = join_key(&mut whole, self.prefix().unwrap_or_default(), key);
         out.emit(k, &buf[..n])?;
         self.stats.passed_through += 1;
         self.stats.emitted_records += 1;
@@ -484,7 +484,7 @@ impl InlinePartial {
     /// Emits every group: the taken slots, found eight control bytes at a
     /// time, gathered straight into the output batches.
     fn emit_all(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        if !self.prefix.is_empty() || out.layout() == Layout::Variable {
+        if self.prefix.is_some() {
             return self.emit_all_prefixed(out);
         }
         let taken = self.taken();
@@ -500,7 +500,7 @@ impl InlinePartial {
         let mut whole = [0u8; PREFIX_BYTES_MAX + INLINE_KEY_BYTES];
         for slot in taken {
             let (key, state) = slot.split_at(INLINE_KEY_BYTES.min(slot.len()));
-            let k = join_key(&mut whole, &self.prefix, key);
+            let k = join_key(&mut whole, self.prefix().unwrap_or_default(), key);
             out.emit(k, state.get(..8 * self.words).unwrap_or_default())?;
         }
         self.stats.emitted_records += self.len as u64;
@@ -661,6 +661,7 @@ fn update_state<U, const WORDS: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::Layout;
 
     /// Fixed-width records of an 8-byte key and a 4-byte value.
     const FIXED12: Strided = Strided { bytes: 12, key_at: 0 };

@@ -63,9 +63,8 @@ pub struct PartialAggregate {
     /// The fast path for 8-byte keys and numeric functions, when it applies.
     inline: Option<InlinePartial>,
     /// For variable-layout records: the inline table of keys `prefix ++ 8
-    /// bytes`, once the first key named the prefix (`prefix_known`).
+    /// bytes` (its prefix named by the first such key).
     prefixed: Option<InlinePartial>,
-    prefix_known: bool,
     groups: Groups,
     layout: Layout,
     strategy: SpillStrategy,
@@ -95,7 +94,6 @@ impl PartialAggregate {
         PartialAggregate {
             inline,
             prefixed,
-            prefix_known: false,
             groups: Groups::new(spec, key_width, threshold, pool),
             layout,
             strategy,
@@ -174,8 +172,8 @@ impl PartialAggregate {
             }
             index += 1;
         }
-        let key_at =
-            VARIABLE_RECORD_PREFIX_BYTES + self.prefixed.as_ref().map_or(0, |p| p.prefix().len());
+        let key_at = VARIABLE_RECORD_PREFIX_BYTES
+            + self.prefixed.as_ref().and_then(InlinePartial::prefix).map_or(0, <[u8]>::len);
         for run in runs {
             let bytes = &payload[run.start..run.end];
             let done = match (run.stride, self.prefixed.as_mut()) {
@@ -201,15 +199,16 @@ impl PartialAggregate {
     #[inline]
     fn fits_prefixed(&mut self, key: &[u8]) -> bool {
         let Some(t) = self.prefixed.as_mut() else { return false };
-        if !self.prefix_known {
-            let Some(p) = key.len().checked_sub(INLINE_KEY_BYTES) else { return false };
-            if p > PREFIX_BYTES_MAX {
-                return false;
-            }
-            t.set_prefix(&key[..p]);
-            self.prefix_known = true;
+        match t.prefix() {
+            Some(prefix) => key.len() == prefix.len() + INLINE_KEY_BYTES && key.starts_with(prefix),
+            None => match key.len().checked_sub(INLINE_KEY_BYTES) {
+                Some(p) if p <= PREFIX_BYTES_MAX => {
+                    t.set_prefix(&key[..p]);
+                    true
+                }
+                _ => false,
+            },
         }
-        key.len() == t.prefix().len() + INLINE_KEY_BYTES && key.starts_with(t.prefix())
     }
 
     /// The probe loop, software-pipelined: all keys of the batch are hashed
