@@ -208,28 +208,40 @@ TERASORT = ("terasort", "rdd_terasort")
 WORKLOADS = list(QUERIES) + list(RDD_JOBS)
 
 
-def process_cpu_s(spark):
-    """CPU seconds of the Spark JVM (driver and executor in local mode):
-    every thread, the engine's native offload threads and the garbage
-    collector included, which Spark's executorCpuTime (task threads only)
-    leaves out."""
+def process_stat(spark):
+    """The Spark JVM's /proc stat fields after the command name (the
+    driver and executor in local mode)."""
     pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
+        return f.read().rsplit(")", 1)[1].split()
+
+
+def process_cpu_s(spark):
+    """CPU seconds of the Spark JVM: every thread, the engine's native
+    offload threads and the garbage collector included, which Spark's
+    executorCpuTime (task threads only) leaves out."""
+    fields = process_stat(spark)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def minor_faults(spark):
+    """Minor page faults of the Spark JVM so far (memory touched for the
+    first time, by Java's heap or by native code)."""
+    return int(process_stat(spark)[7])
 
 
 def timed(spark, job):
     """Runs job(); returns its wall time, process CPU, task CPU and shuffle bytes."""
-    before, cpu0 = stage_totals(spark), process_cpu_s(spark)
+    before, cpu0, faults0 = stage_totals(spark), process_cpu_s(spark), minor_faults(spark)
     t = time.perf_counter()
     job()
     wall = time.perf_counter() - t
-    cpu1, after = process_cpu_s(spark), stage_totals(spark)
+    cpu1, faults1, after = process_cpu_s(spark), minor_faults(spark), stage_totals(spark)
     return {
         "seconds": wall,
         "process_cpu_s": cpu1 - cpu0,
         "task_cpu_s": (after["cpu_ns"] - before["cpu_ns"]) / 1e9,
+        "minor_faults": faults1 - faults0,
         "shuffle_bytes": after["shuffle_write"] - before["shuffle_write"],
     }
 
@@ -335,7 +347,8 @@ def run_interleaved(a):
                     run = ask(workers[manager], op="run")
                     print(f"  {manager:6} {name:17} run {rep + 1}: {run['seconds']:7.2f} s, "
                           f"JVM CPU {run['process_cpu_s']:7.2f} s, "
-                          f"task CPU {run['task_cpu_s']:7.2f} s", flush=True)
+                          f"task CPU {run['task_cpu_s']:7.2f} s, "
+                          f"page faults {run['minor_faults'] / 1e3:7.1f} K", flush=True)
                     runs = results.setdefault(name, {}).setdefault(manager, [])
                     runs.append(run)
                 order.reverse()

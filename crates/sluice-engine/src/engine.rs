@@ -25,6 +25,7 @@ use crate::attempt::Attempt;
 use crate::buffer::{BufferOwner, BufferPool, MapBuffer};
 use crate::error::{EngineError, ShuffleId};
 use crate::liquid::{Decision, HostCredit, Liquid};
+use crate::pages::PagePools;
 use crate::scheduler::{Job, Scheduler, Side, Wait};
 use crate::segment::{cut, SegmentTask};
 use crate::shuffle::{Commit, MapSideStats, ShuffleSpec, ShuffleState};
@@ -57,6 +58,8 @@ struct Inner {
     /// Migrated segments waiting for an extra host thread.
     host_queue: Scheduler,
     shuffles: RwLock<std::collections::HashMap<ShuffleId, Arc<ShuffleState>>>,
+    /// Partition pages, shared by the shuffles of one page size.
+    pages: PagePools,
     liquid: Arc<Liquid>,
     counters: Counters,
 }
@@ -121,6 +124,7 @@ impl Engine {
             scheduler: Scheduler::default(),
             host_queue: Scheduler::default(),
             shuffles: RwLock::new(std::collections::HashMap::new()),
+            pages: PagePools::default(),
             liquid: Arc::new(Liquid::new(config.migration)),
             counters: Counters::default(),
             config,
@@ -214,6 +218,7 @@ impl Engine {
             &self.inner.results,
             self.inner.config.spill_threshold,
             &self.inner.spill,
+            &self.inner.pages,
         )?;
         let mut map = self.inner.shuffles.write().unwrap_or_else(|p| p.into_inner());
         if map.contains_key(&id) {
@@ -223,6 +228,15 @@ impl Engine {
         self.inner.scheduler.add_group(id);
         self.inner.host_queue.add_group(id);
         Ok(())
+    }
+
+    /// Takes back a map attempt's output once the host is done with it
+    /// (after [`MapTask::finish_output`] or
+    /// [`MapTask::take_output_so_far`], when the host has written the
+    /// batches): buffers of a partition page's size become free pages for
+    /// later attempts of any shuffle (see `pages`), the rest is freed.
+    pub fn recycle_output(&self, runs: DestinationRuns) {
+        self.inner.pages.recycle(runs.into_iter().flatten().flatten());
     }
 
     /// Forgets a shuffle: queued work is dropped and its results (and

@@ -34,8 +34,10 @@
 //! refused result block goes to disk. Each reduce partition's final
 //! operator is capped at its share of the reduce-side pool. Bounded separately: map buffers (the buffer pool).
 //! Not accounted: partition staging pages of each pipeline (destinations x
-//! (256 KiB + one 16 KiB page)), and the output of an attempt's pipelines
-//! until it commits (at most the attempt's input after its operator).
+//! (256 KiB + one 16 KiB page)), free partition pages kept for reuse (up to
+//! [`PAGE_POOL_FREE_BYTES`] per page size), and the output of an attempt's
+//! pipelines until it commits (at most the attempt's input after its
+//! operator).
 
 mod attempt;
 mod buffer;
@@ -45,6 +47,7 @@ mod engine;
 mod error;
 pub mod liquid;
 mod node;
+mod pages;
 mod reduce;
 mod scheduler;
 mod segment;
@@ -62,8 +65,9 @@ pub use engine::{
 };
 pub use error::{EngineError, ShuffleId};
 pub use liquid::Decision;
+pub use pages::PAGE_POOL_FREE_BYTES;
 pub use shuffle::{
     page_bytes_for, Commit, MapSideStats, ShuffleSpec, OPEN_PAGES_BYTES, PAGE_BYTES_MAX,
-    PAGE_POOL_FREE_BYTES, REDUCE_STATE_MIN_BYTES,
+    REDUCE_STATE_MIN_BYTES,
 };
 pub use store::{StoreStats, BLOCK_BYTES};

@@ -18,15 +18,13 @@ use sluice_core::reorg::SpillConfig;
 
 use crate::error::{EngineError, ShuffleId};
 use crate::node::{reduce_ids, split_runs, NodePartitioner};
+use crate::pages::PagePools;
 use crate::reduce::{ReducePartition, ReduceResources};
 
 /// Least state a reduce partition's final operator may hold before it
 /// spills (4 KiB), however many partitions share the budget; partitions
 /// beyond what the pool then holds fail with a typed memory error.
 pub const REDUCE_STATE_MIN_BYTES: usize = 4 << 10;
-
-/// Free partition pages a shuffle keeps for reuse at most (16 MiB).
-pub const PAGE_POOL_FREE_BYTES: usize = 16 << 20;
 
 /// Bytes of open partition pages a map pipeline aims for in all (4 MiB):
 /// with few destinations each gets a page larger than the default.
@@ -129,6 +127,7 @@ impl ShuffleState {
         results: &MemoryPool,
         threshold: usize,
         spill: &SpillConfig,
+        pools: &PagePools,
     ) -> Result<Self, EngineError> {
         let parts = spec.partitioner.partitions();
         if parts == 0 || spec.maps == 0 {
@@ -176,7 +175,7 @@ impl ShuffleState {
             spec,
             destinations,
             map_partitioner,
-            pages: Arc::new(PagePool::with_free_limit(page_bytes, PAGE_POOL_FREE_BYTES)),
+            pages: pools.get(page_bytes),
             memory: memory.clone(),
             threshold,
             reduce,

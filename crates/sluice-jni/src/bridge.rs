@@ -141,7 +141,9 @@ impl HostMapTask {
     /// Returns the bytes written.
     pub fn spill(&mut self, path: &std::path::Path, codec: Codec) -> BridgeResult<u64> {
         let per_partition = self.task.take_output_so_far()?;
-        let s = Spilled::write(path, &per_partition, self.partitions as usize, codec)?;
+        let written = Spilled::write(path, &per_partition, self.partitions as usize, codec);
+        engine()?.recycle_output(per_partition);
+        let s = written?;
         let bytes = s.bytes();
         self.spilled.push(s);
         Ok(bytes)
@@ -158,6 +160,10 @@ impl HostMapTask {
     pub fn commit_to_file(self, path: &std::path::Path, codec: Codec) -> BridgeResult<Vec<u64>> {
         let partitions = self.partitions as usize;
         let (per_partition, _stats) = self.task.finish_output()?;
-        write_output(path, &per_partition, partitions, codec, &self.spilled)
+        let lengths = write_output(path, &per_partition, partitions, codec, &self.spilled);
+        // The pages go back for the next attempt's records (see the
+        // engine's `recycle_output`).
+        engine()?.recycle_output(per_partition);
+        lengths
     }
 }
