@@ -95,11 +95,13 @@ pub fn sort_records(
     }
 }
 
-/// Bits per radix digit (2048 buckets, whose counters and write positions
-/// stay in L1).
+/// Most bits per radix digit (2048 buckets, whose counters and write
+/// positions stay in L1). The passes a sort needs are counted with digits
+/// this wide, and then each digit is made as narrow as that many passes
+/// allow (see [`radix_sort`]).
 const DIGIT_BITS: u32 = 11;
 
-/// Buckets per pass.
+/// Most buckets per pass.
 const BUCKETS: usize = 1 << DIGIT_BITS;
 
 /// Bits beyond log2(entries) that the radix passes cover before the
@@ -115,8 +117,11 @@ const INSERTION_MAX: usize = 16;
 ///
 /// Only the bits that vary between entries are sorted (the window from
 /// the lowest to the highest bit that is not the same in every prefix),
-/// and of those at most the top `log2(n) + SURPLUS_BITS`, rounded up to
-/// whole digits: LSD passes over the window's top digits order the
+/// and of those at most the top `log2(n) + SURPLUS_BITS`, in as few passes
+/// of at most [`DIGIT_BITS`] as cover them, each digit as narrow as that
+/// many passes allow (runs of 23,800 entries, the operator benchmark's 1
+/// MiB per destination: two 10-bit passes instead of two 11-bit ones, 5 %
+/// faster): LSD passes over the window's top digits order the
 /// entries by those bits, then one scan finds the groups that agree on
 /// all of them and sorts each group by the whole prefix (insertion sort
 /// for small groups, a stable merge sort for larger ones). Random 8-byte
@@ -140,19 +145,23 @@ fn radix_sort_varying(entries: &mut Vec<SortEntry>, scratch: &mut Vec<SortEntry>
     let low = varying.trailing_zeros();
     let wanted = usize::BITS - (n - 1).leading_zeros() + SURPLUS_BITS;
     let width = top - low;
-    let passes = width.min(wanted).div_ceil(DIGIT_BITS);
-    let covered = passes * DIGIT_BITS;
+    let sorted_bits = width.min(wanted);
+    let passes = sorted_bits.div_ceil(DIGIT_BITS);
+    // As narrow as the passes allow: fewer buckets are fewer lines being
+    // written at once in each scatter.
+    let digit = sorted_bits.div_ceil(passes);
+    let covered = passes * digit;
     // Lowest bit the passes sort: the window's bottom when the passes
     // cover it all (an exact sort), else the digits end at its top and
     // the fix-up orders the bits below.
     let base = if covered >= width { low } else { top - covered };
-    let mask = (BUCKETS - 1) as u64;
+    let mask = (1u64 << digit) - 1;
     let mut hist = vec![[0u32; BUCKETS]; passes as usize];
     for e in entries.iter() {
         let mut p = e.prefix >> base;
         for h in hist.iter_mut() {
             h[(p & mask) as usize] += 1;
-            p >>= DIGIT_BITS;
+            p >>= digit;
         }
     }
     scratch.clear();
@@ -167,7 +176,7 @@ fn radix_sort_varying(entries: &mut Vec<SortEntry>, scratch: &mut Vec<SortEntry>
             *o = at;
             at += c;
         }
-        let shift = base + DIGIT_BITS * d as u32;
+        let shift = base + digit * d as u32;
         for e in entries.iter() {
             let b = ((e.prefix >> shift) & mask) as usize;
             let o = offsets[b] as usize;
