@@ -96,6 +96,9 @@ pub struct EngineMetrics {
     pub memory_peak: usize,
     /// Most bytes of reduce-side results in memory at once.
     pub results_peak: usize,
+    /// Bytes of free partition pages kept for reuse now (see
+    /// [`Engine::recycle_output`]).
+    pub free_page_bytes: usize,
 }
 
 /// The embedded shuffle engine.
@@ -395,6 +398,7 @@ impl Engine {
             buffer_peak: i.buffers.peak(),
             memory_peak: i.memory.peak() + i.reduce_memory.peak(),
             results_peak: i.results.peak(),
+            free_page_bytes: i.pages.free_bytes(),
         }
     }
 }

@@ -45,6 +45,12 @@ impl PagePools {
         pool
     }
 
+    /// Bytes of free pages held, in all pools.
+    pub(crate) fn free_bytes(&self) -> usize {
+        let pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
+        pools.iter().map(|p| p.free_pages() * p.page_bytes()).sum()
+    }
+
     /// Keeps the buffers of `batches` that have a pool's page size (as
     /// free pages of that pool, within its limit); frees the others.
     pub(crate) fn recycle(&self, batches: impl IntoIterator<Item = RecordBatch>) {

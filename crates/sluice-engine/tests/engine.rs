@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sluice_core::format::Layout;
+use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::partition::{FoldHash, Partitioner, RangePartitioner};
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, SpillStrategy, ValueType};
 use sluice_core::reorg::distinct::DistinctBy;
@@ -138,6 +138,66 @@ fn check_sums(parts: &[Vec<Rec>], want: &BTreeMap<Vec<u8>, i64>, f: &dyn Partiti
         }
     }
     assert_eq!(&got, want);
+}
+
+/// Map task `map` as a host such as Spark runs it: its output comes back
+/// to the caller (`finish_output`) instead of going to the engine's reduce
+/// side; returns every output record.
+fn host_map(
+    e: &Engine,
+    shuffle: u32,
+    map: u32,
+    records: &[Rec],
+) -> (Vec<Rec>, Vec<Vec<Vec<RecordBatch>>>) {
+    let mut t = e.map_task(shuffle, map, 0).expect("map task");
+    let mut b = t.buf_acquire(16 << 10).expect("acquire");
+    for (k, v) in records {
+        if b.push(k, v).is_err() {
+            t.buf_produce(b).expect("produce");
+            b = t.buf_acquire(16 << 10).expect("acquire");
+            b.push(k, v).expect("push into an empty buffer");
+        }
+    }
+    t.buf_produce(b).expect("produce");
+    let (runs, _) = t.finish_output().expect("finish");
+    let out = runs
+        .iter()
+        .flatten()
+        .flatten()
+        .flat_map(|batch| batch.iter().map(|r| (r.key.to_vec(), r.value.to_vec())))
+        .collect();
+    (out, runs)
+}
+
+/// The pages of an attempt's output that a host hands back after writing
+/// them are what the next attempt fills, and its output is still exact.
+#[test]
+fn a_hosts_written_output_comes_back_as_pages_for_the_next_attempt() {
+    let dir = tempdir("recycle");
+    let e = Engine::new(small_config(&dir)).expect("engine");
+    let maps = inputs(2, 40_000, 1 << 40, 3);
+    let spec = ShuffleSpec {
+        id: 1,
+        maps: 2,
+        layout: layout(),
+        partitioner: fold(8),
+        op: StageSpec::None,
+        nodes: None,
+    };
+    e.register_shuffle(spec).expect("register");
+    let (out0, runs0) = host_map(&e, 1, 0, &maps[0]);
+    assert_eq!(sorted(out0), sorted(maps[0].clone()));
+    let before = e.metrics().free_page_bytes;
+    e.recycle_output(runs0);
+    let kept = e.metrics().free_page_bytes;
+    assert!(kept > before, "no page came back: {before} -> {kept} bytes free");
+    let (out1, runs1) = host_map(&e, 1, 1, &maps[1]);
+    assert!(
+        e.metrics().free_page_bytes < kept,
+        "the next attempt took none of the {kept} bytes of free pages"
+    );
+    assert_eq!(sorted(out1), sorted(maps[1].clone()));
+    e.recycle_output(runs1);
 }
 
 #[test]
