@@ -10,7 +10,9 @@ use sluice_core::partition::{FoldHash, Partitioner, RangePartitioner};
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, SpillStrategy, ValueType};
 use sluice_core::reorg::distinct::DistinctBy;
 use sluice_core::reorg::pipeline::StageSpec;
-use sluice_engine::{Backpressure, Commit, Engine, EngineConfig, EngineError, ShuffleSpec};
+use sluice_engine::{
+    Backpressure, Commit, Engine, EngineConfig, EngineError, MapTask, ShuffleSpec,
+};
 
 type Rec = (Vec<u8>, Vec<u8>);
 
@@ -53,6 +55,12 @@ fn run_map(
     buf: usize,
 ) -> Commit {
     let mut t = e.map_task(shuffle, map, attempt).expect("map task");
+    produce_all(&mut t, records, buf);
+    t.commit().expect("commit")
+}
+
+/// Hands `records` to map task `t` in buffers of `buf` bytes.
+fn produce_all(t: &mut MapTask<'_>, records: &[Rec], buf: usize) {
     let mut b = t.buf_acquire(buf).expect("acquire");
     for (k, v) in records {
         if b.push(k, v).is_err() {
@@ -62,7 +70,6 @@ fn run_map(
         }
     }
     t.buf_produce(b).expect("produce");
-    t.commit().expect("commit")
 }
 
 /// Every map input through the engine on `threads` map threads, then every
@@ -150,15 +157,7 @@ fn host_map(
     records: &[Rec],
 ) -> (Vec<Rec>, Vec<Vec<Vec<RecordBatch>>>) {
     let mut t = e.map_task(shuffle, map, 0).expect("map task");
-    let mut b = t.buf_acquire(16 << 10).expect("acquire");
-    for (k, v) in records {
-        if b.push(k, v).is_err() {
-            t.buf_produce(b).expect("produce");
-            b = t.buf_acquire(16 << 10).expect("acquire");
-            b.push(k, v).expect("push into an empty buffer");
-        }
-    }
-    t.buf_produce(b).expect("produce");
+    produce_all(&mut t, records, 16 << 10);
     let (runs, _) = t.finish_output().expect("finish");
     let out = runs
         .iter()
