@@ -39,12 +39,78 @@ def test_sql_rows_bypass_the_serializer_unless_turned_off(tmp_path, reference):
             s.stop()
 
 
+def plan_of(df):
+    """The physical plan Spark would run for a DataFrame, as text."""
+    return df._jdf.queryExecution().executedPlan().toString()
+
+
+def test_sql_order_by_is_sorted_by_the_engine_unless_turned_off(tmp_path, reference):
+    # A global sort becomes SluiceSortExchange (map tasks sort runs, reduce
+    # tasks merge them) with adaptive execution on (Spark's default) and off;
+    # spark.sluice.sqlSort=false leaves Spark SQL's exchange and sort.
+    cases = [("true", "true"), ("true", "false"), ("false", "false")]
+    for native, aqe in cases:
+        extra = {"spark.sluice.sqlSort": native, "spark.sql.adaptive.enabled": aqe}
+        s = session("local[2]", SLUICE, tmp_path / f"{native}-{aqe}", extra=extra)
+        try:
+            m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+            plan = plan_of(s.range(10).selectExpr("-id as x").orderBy("x"))
+            assert ("SluiceSortExchange" in plan) == (native == "true"), plan
+            sorted_before = m.sortedReads()
+            assert workloads.sql_order_by(s) == reference["sql_order_by"]
+            assert (m.sortedReads() > sorted_before) == (native == "true")
+            # Two columns are encoded; a key type Sluice does not encode stays Spark's.
+            plan = plan_of(s.range(10).selectExpr("id", "-id as x").orderBy("x", "id"))
+            assert ("SluiceSortExchange" in plan) == (native == "true"), plan
+            plan = plan_of(s.range(10).selectExpr("cast(id as decimal(30, 2)) as x").orderBy("x"))
+            assert "SluiceSortExchange" not in plan, "decimals are not encoded: " + plan
+        finally:
+            s.stop()
+
+
+def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):
+    # Spark's memory manager cut to 32 MiB (about 9 MiB of execution memory
+    # per task) and two reduce tasks of about 25 MiB of rows each: the reduce
+    # tasks are granted less than their runs need, write the rest to disk,
+    # and still merge every row into order.
+    extra = {
+        "spark.testing.memory": str(32 << 20),
+        "spark.testing.reservedMemory": "0",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.adaptive.enabled": "false",
+    }
+    s = session("local[2]", SLUICE, tmp_path, extra=extra)
+    try:
+        m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+        short, spilled = m.reduceShortGrants(), m.reduceSpilledRuns()
+        n = 300000
+        df = s.range(0, n, numPartitions=4).selectExpr(
+            "id",
+            "substr(unhex(sha2(cast(id as string), 256)), 1, 10) as b",
+            "concat(repeat('x', 120), cast(id as string)) as pad",
+        )
+        # (The pad is used after the sort, so the optimizer keeps it in the shuffle.)
+        rows = df.orderBy("b").selectExpr("b", "length(pad) - 120 as p", "id").collect()
+        assert all(r.p == len(str(r.id)) for r in rows)
+        got = [bytes(r.b) for r in rows]
+        assert len(got) == n
+        assert got == sorted(got)
+        assert len(set(got)) == n, "every row once"
+        assert m.reduceShortGrants() > short
+        assert m.reduceSpilledRuns() > spilled
+    finally:
+        s.stop()
+
+
 def test_encryption_falls_back_to_sort_shuffle(tmp_path, reference):
     s = session("local[2]", SLUICE, tmp_path, extra={"spark.io.encryption.enabled": "true"})
     try:
         before = sluice_metrics(s)
         assert workloads.reduce_by_key(s) == reference["reduce_by_key"]
         assert workloads.sql_join(s) == reference["sql_join"]
+        # The native ORDER BY needs a Sluice shuffle: Spark SQL sorts.
+        assert "SluiceSortExchange" not in plan_of(s.range(10).selectExpr("-id as x").orderBy("x"))
+        assert workloads.sql_order_by(s) == reference["sql_order_by"]
         # Sluice does not encrypt: every shuffle ran on Spark's sort shuffle.
         after = sluice_metrics(s)
         assert after["map_outputs"] == before["map_outputs"]

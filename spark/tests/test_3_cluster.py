@@ -16,7 +16,9 @@ def cluster(tmp_path_factory):
     s.stop()
 
 
-@pytest.mark.parametrize("name", ["terasort", "wordcount", "reduce_by_key", "join", "sql_join"])
+@pytest.mark.parametrize(
+    "name", ["terasort", "wordcount", "reduce_by_key", "join", "sql_join", "sql_order_by"]
+)
 def test_local_cluster_matches_sort_shuffle(cluster, reference, name):
     assert workloads.ALL[name](cluster) == reference[name]
 

@@ -104,6 +104,45 @@ def sql_join(spark, scale=1):
     return sorted(tuple(r) for r in rows)
 
 
+def _plain(v):
+    """A collected value made comparable: NaN as a string (NaN != NaN)."""
+    return "NaN" if isinstance(v, float) and v != v else v
+
+
+def sql_order_by(spark, scale=1):
+    """Spark SQL global sorts (ORDER BY), which Sluice sorts natively: a
+    TeraSort-like binary key; an int descending (nulls last) then a string;
+    doubles with NaN, -0.0, 0.0 and nulls; a long descending with nulls
+    first then a date. Returns each order's sort keys in output order (ties
+    are equal keys, so the order among them does not show) and its rows as
+    a multiset."""
+    from pyspark.sql import functions as F
+
+    n = 30000 * scale
+    df = spark.range(0, n, numPartitions=4).selectExpr(
+        "id",
+        "substr(unhex(sha2(cast(id as string), 256)), 1, 10) as b",
+        "if(id % 17 = 0, null, cast(pmod(xxhash64(id), 500) as int) - 250) as i",
+        "if(id % 13 = 0, null, concat('s', cast(pmod(xxhash64(id, 1), 997) as string))) as s",
+        "case id % 11 when 0 then double('NaN') when 1 then -0.0D when 2 then 0.0D "
+        "when 3 then null else (pmod(xxhash64(id, 2), 2001) - 1000) / 7.0D end as d",
+        "if(id % 19 = 0, null, pmod(xxhash64(id, 3), 100000) - 50000) as l",
+        "date_add(date'2020-01-01', cast(pmod(id, 700) as int)) as dt",
+    )
+    orders = [
+        (["b"], [F.col("b")]),
+        (["i", "s"], [F.col("i").desc_nulls_last(), F.col("s")]),
+        (["d"], [F.col("d")]),
+        (["l", "dt"], [F.col("l").desc_nulls_first(), F.col("dt").asc_nulls_last()]),
+    ]
+    out = []
+    for cols, order in orders:
+        rows = df.orderBy(*order).collect()
+        keys = [tuple(_plain(r[c]) for c in cols) for r in rows]
+        out.append((keys, sorted(repr(tuple(_plain(v) for v in r)) for r in rows)))
+    return out
+
+
 ALL = {
     "hibench_sort": hibench_sort,
     "terasort": terasort,
@@ -116,4 +155,5 @@ ALL = {
     "join": join,
     "sql_group_by": sql_group_by,
     "sql_join": sql_join,
+    "sql_order_by": sql_order_by,
 }

@@ -430,6 +430,37 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFeed<'l>(
     })
 }
 
+/// `static native boolean reduceGrant(long handle, long bytes)`: memory
+/// Spark granted the task for the operator's state; false if the operator
+/// does not take grants (an aggregate).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceGrant<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    bytes: jlong,
+) -> jboolean {
+    guard(&mut env, 0, |_| {
+        let bytes = non_negative(bytes, "granted bytes")? as usize;
+        // SAFETY: the handle contract of `reduce_mut`.
+        Ok(u8::from(unsafe { reduce_mut(handle) }?.grant(bytes)))
+    })
+}
+
+/// `static native long reduceSpilledRuns(long handle)`: runs the sort
+/// wrote to disk for want of granted memory (after `reduceFinish`).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceSpilledRuns<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) -> jlong {
+    guard(&mut env, -1, |_| {
+        // SAFETY: the handle contract of `reduce_mut`.
+        Ok(unsafe { reduce_mut(handle) }?.spilled_runs() as jlong)
+    })
+}
+
 /// `static native long reduceFinish(long handle)`: emits every key's
 /// result; returns how many.
 #[no_mangle]

@@ -112,6 +112,28 @@ impl ReduceOp {
         }
     }
 
+    /// Memory the host granted the task: the sort keeps runs in it (an
+    /// aggregate draws on the engine's reduce pool instead and ignores it).
+    /// Returns whether the operator took it.
+    pub fn grant(&mut self, bytes: usize) -> bool {
+        match self {
+            ReduceOp::Aggregate(_) => false,
+            ReduceOp::Sort(s) => {
+                s.grant(bytes);
+                true
+            }
+        }
+    }
+
+    /// Runs a sort wrote to disk for want of granted memory (0 for an
+    /// aggregate; known once finished).
+    pub fn spilled_runs(&self) -> u64 {
+        match self {
+            ReduceOp::Aggregate(_) => 0,
+            ReduceOp::Sort(s) => s.spilled_runs(),
+        }
+    }
+
     /// Copies results into `out`: (bytes, records), see the operators.
     pub fn next_records(&mut self, out: &mut [u8]) -> BridgeResult<(usize, usize)> {
         match self {

@@ -4,7 +4,7 @@
 //!  map task:    (pid ++ order-preserving key, serialized record) ──► engine: partition
 //!               + SortRuns per destination ──► Sluice blocks of sorted runs
 //!  reduce task: fetched blocks ──► decode, verify ──► split into sorted runs
-//!               ──► SortMerge (loser tree; runs beyond the memory pool on disk)
+//!               ──► SortMerge (loser tree; runs beyond the task's grant on disk)
 //!               ──► values in key order, merged 1 MiB at a time as the JVM's
 //!                   deserializer reads them
 //! ```
@@ -18,13 +18,22 @@
 //! the second's first), so the merge sees at most as many runs as the map
 //! side wrote, and an unsorted input would still come out sorted (with
 //! more runs).
+//!
+//! Memory: each reduce task's merge has a pool of its own that starts
+//! empty; the host grants it bytes as it fetches blocks ([`ReduceSort::grant`],
+//! the bytes Spark's memory manager gave the task for them), and a run
+//! the grant does not cover is written to the spill directory instead of
+//! being kept. So the runs held in memory are accounted in Spark's
+//! execution memory, and a task short of memory spills rather than fails.
 
 use sluice_core::format::{Layout, RecordBatch};
+use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::sort::SortMerge;
 
 use crate::bridge::engine;
 use crate::error::{BridgeError, BridgeResult};
 use crate::ops::{reduce_spill, with_checked_block, Drain, Phase};
+use crate::partitioner::PARTITION_KEY_BYTES;
 use crate::read::BlockName;
 
 /// Bytes of a run's batch before a new one starts (1 MiB).
@@ -37,6 +46,10 @@ pub struct ReduceSort {
     merge: Option<SortMerge>,
     /// Runs handed to the merger.
     runs: u64,
+    /// Runs the grant did not cover, written to disk (known at finish).
+    spilled_runs: u64,
+    /// The task's memory, granted by the host.
+    memory: MemoryPool,
     partitions: std::ops::Range<u32>,
     /// The run being read: full batches, the open batch, its last key.
     run: Vec<RecordBatch>,
@@ -46,13 +59,23 @@ pub struct ReduceSort {
 }
 
 impl ReduceSort {
-    /// A merger for reduce partitions `partitions`, drawing on the engine's
-    /// reduce-side memory pool and spilling runs to its spill directory.
+    /// A merger for reduce partitions `partitions` with no memory granted
+    /// yet, spilling runs to the engine's spill directory.
     pub fn open(partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
+        engine()?;
         let spill = reduce_spill(&partitions)?;
+        let memory = MemoryPool::new(0);
+        let mut merge = SortMerge::new(Layout::Variable, &memory, spill);
+        if partitions.len() == 1 {
+            // Every key starts with the one partition's id (each block is
+            // checked for it), so the merge compares what follows first.
+            merge.set_common_prefix(PARTITION_KEY_BYTES);
+        }
         Ok(ReduceSort {
-            merge: Some(SortMerge::new(Layout::Variable, engine()?.reduce_memory(), spill)),
+            merge: Some(merge),
             runs: 0,
+            spilled_runs: 0,
+            memory,
             partitions,
             run: Vec::new(),
             open: RecordBatch::with_capacity(Layout::Variable, RUN_BATCH_BYTES),
@@ -123,6 +146,7 @@ impl ReduceSort {
             .take()
             .ok_or_else(|| BridgeError::Argument("reduce sort finished twice".into()))?;
         let records = merge.stats().input_records;
+        self.spilled_runs = merge.stats().spilled_runs;
         let stream = merge.into_stream()?;
         self.phase = Phase::Draining(Box::new(Drain::streaming(stream, Layout::Variable)));
         Ok(records)
@@ -131,6 +155,17 @@ impl ReduceSort {
     /// Runs merged so far (for tests and metrics).
     pub fn runs(&self) -> u64 {
         self.runs
+    }
+
+    /// Runs written to disk because the grant did not cover them (known
+    /// once finished).
+    pub fn spilled_runs(&self) -> u64 {
+        self.spilled_runs
+    }
+
+    /// Adds `bytes` the host granted to the memory runs may be kept in.
+    pub fn grant(&mut self, bytes: usize) {
+        self.memory.grant(bytes);
     }
 
     /// Copies the next records' values, in key order and back to back,

@@ -1,7 +1,9 @@
 //! `sortByKey` through the bridge without a JVM: map attempts of a sorting
 //! shuffle (runs sorted by the engine, some spilled part way), their output
 //! files read back block by block into each reduce partition's merge, the
-//! values checked to come out in key order and each exactly once.
+//! values checked to come out in key order and each exactly once, with
+//! the reduce task granted enough memory for its runs or none (every run
+//! then on disk).
 
 use proptest::prelude::*;
 use sluice_core::format::header::HEADER_BYTES;
@@ -60,13 +62,16 @@ fn drain(op: &mut ReduceOp) -> Vec<(Vec<u8>, u32)> {
 
 /// Runs `maps` (each a list of keys) through a sorting shuffle into
 /// `partitions` reduce partitions (each map spilling half way when
-/// `spill`), checks every partition's order and range, and returns every
-/// (key, index) emitted and every one written, both sorted.
+/// `spill`; each reduce task granted memory for its runs when `granted`,
+/// none otherwise), checks every partition's order and range and where
+/// its runs were kept, and returns every (key, index) emitted and every
+/// one written, both sorted.
 #[allow(clippy::type_complexity)]
 fn sort_through_bridge(
     maps: &[Vec<Vec<u8>>],
     partitions: u32,
     spill: bool,
+    granted: bool,
 ) -> (Vec<(Vec<u8>, u32)>, Vec<(Vec<u8>, u32)>) {
     open_engine(&settings()).expect("engine");
     let dir = tempfile::tempdir().expect("tmp");
@@ -96,6 +101,9 @@ fn sort_through_bridge(
     let mut got = Vec::new();
     for p in 0..partitions {
         let mut op = ReduceOp::open(OP_SORT, 0, p..p + 1).expect("open reduce");
+        if granted {
+            assert!(op.grant(64 << 20), "a sort takes grants");
+        }
         for (data, lengths) in &outputs {
             let start: u64 = lengths[..p as usize].iter().sum();
             let seg = &data[start as usize..(start + lengths[p as usize]) as usize];
@@ -108,6 +116,9 @@ fn sort_through_bridge(
             }
         }
         let out = drain(&mut op);
+        let ReduceOp::Sort(sort) = &op else { unreachable!("opened as a sort") };
+        let expect_spilled = if granted { 0 } else { sort.runs() };
+        assert_eq!(sort.spilled_runs(), expect_spilled, "partition {p}: runs on disk");
         assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "partition {p} out of order");
         assert!(out.iter().all(|(k, _)| partition_of(k, partitions) == p));
         got.extend(out);
@@ -126,8 +137,9 @@ proptest! {
             1..4),
         partitions in 1u32..6,
         spill in any::<bool>(),
+        granted in any::<bool>(),
     ) {
-        let (got, all) = sort_through_bridge(&maps, partitions, spill);
+        let (got, all) = sort_through_bridge(&maps, partitions, spill, granted);
         prop_assert_eq!(got, all);
     }
 }
@@ -149,7 +161,9 @@ fn a_partition_larger_than_one_merge_batch_streams_in_order() {
                 .collect()
         })
         .collect();
-    let (got, all) = sort_through_bridge(&maps, 1, true);
-    assert_eq!(got.len(), 120_000);
-    assert!(got == all, "every record once");
+    for granted in [true, false] {
+        let (got, all) = sort_through_bridge(&maps, 1, true, granted);
+        assert_eq!(got.len(), 120_000);
+        assert!(got == all, "every record once");
+    }
 }

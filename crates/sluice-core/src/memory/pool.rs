@@ -1,10 +1,13 @@
 //! The budgeted pool and its reservations.
 //!
-//! The pool is a pair of atomics (used, peak) under a fixed budget;
-//! reserving is a compare-and-swap loop, so operators on different threads
+//! The pool is a pair of atomics (used, peak) under a budget; reserving
+//! is a compare-and-swap loop, so operators on different threads
 //! share one pool without a lock. A reservation remembers its bytes and
 //! returns them when dropped, so an operator that fails halfway (an I/O
-//! error during a spill, a panic) cannot leak budget.
+//! error during a spill, a panic) cannot leak budget. The budget is fixed
+//! for an engine's pools; a pool whose memory a host grants piece by piece
+//! (a Spark reduce task's sort, from Spark's memory manager) starts small
+//! and is raised with [`MemoryPool::grant`].
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -23,7 +26,7 @@ pub struct MemoryError {
 
 #[derive(Debug)]
 struct Inner {
-    budget: usize,
+    budget: AtomicUsize,
     used: AtomicUsize,
     peak: AtomicUsize,
     refusals: AtomicU64,
@@ -40,7 +43,7 @@ impl MemoryPool {
     pub fn new(budget: usize) -> Self {
         MemoryPool {
             inner: Arc::new(Inner {
-                budget,
+                budget: AtomicUsize::new(budget),
                 used: AtomicUsize::new(0),
                 peak: AtomicUsize::new(0),
                 refusals: AtomicU64::new(0),
@@ -55,7 +58,15 @@ impl MemoryPool {
 
     /// The budget in bytes.
     pub fn budget(&self) -> usize {
-        self.inner.budget
+        self.inner.budget.load(Ordering::Relaxed)
+    }
+
+    /// Raises the budget by `bytes` (saturating): memory the host granted.
+    pub fn grant(&self, bytes: usize) {
+        let _ = self
+            .inner
+            .budget
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |b| Some(b.saturating_add(bytes)));
     }
 
     /// Bytes reserved now.
@@ -88,11 +99,12 @@ impl MemoryPool {
         let inner = &self.inner;
         let mut used = inner.used.load(Ordering::Relaxed);
         loop {
+            let budget = inner.budget.load(Ordering::Acquire);
             let next = match used.checked_add(bytes) {
-                Some(n) if n <= inner.budget => n,
+                Some(n) if n <= budget => n,
                 _ => {
                     inner.refusals.fetch_add(1, Ordering::Relaxed);
-                    return Err(MemoryError { requested: bytes, used, budget: inner.budget });
+                    return Err(MemoryError { requested: bytes, used, budget });
                 }
             };
             match inner.used.compare_exchange_weak(used, next, Ordering::AcqRel, Ordering::Relaxed)
@@ -195,6 +207,20 @@ mod tests {
         assert_eq!(pool.used(), 0);
         assert_eq!(pool.peak(), 1000);
         assert_eq!(pool.refusals(), 2);
+    }
+
+    #[test]
+    fn a_granted_pool_admits_what_was_granted() {
+        let pool = MemoryPool::new(0);
+        assert!(pool.try_reserve(1).is_err(), "nothing granted yet");
+        pool.grant(300);
+        let mut r = pool.try_reserve(200).expect("granted");
+        assert!(r.try_grow(101).is_err(), "beyond the grant");
+        pool.grant(100);
+        r.try_grow(101).expect("granted more");
+        assert_eq!((pool.used(), pool.budget()), (301, 400));
+        pool.grant(usize::MAX);
+        assert_eq!(pool.budget(), usize::MAX, "saturates");
     }
 
     #[test]

@@ -234,6 +234,8 @@ pub struct SortMerge {
     reservation: Reservation,
     spilled: SpilledRuns,
     stats: SortStats,
+    /// Leading key bytes every key shares ([`SortMerge::set_common_prefix`]).
+    common: usize,
 }
 
 impl SortMerge {
@@ -245,7 +247,15 @@ impl SortMerge {
             reservation: pool.reservation(),
             spilled: SpilledRuns::new(spill),
             stats: SortStats::default(),
+            common: 0,
         }
+    }
+
+    /// Declares that every key of every run starts with the same `bytes`
+    /// bytes (the caller checked it), so that the merge compares what
+    /// follows them first ([`LoserTree::with_common_prefix`]).
+    pub fn set_common_prefix(&mut self, bytes: usize) {
+        self.common = bytes;
     }
 
     /// What it has done so far.
@@ -273,7 +283,7 @@ impl SortMerge {
 
     /// Merges every run into `out` in key order.
     pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        let mut tree = LoserTree::new(self.cursors()?);
+        let mut tree = LoserTree::with_common_prefix(self.cursors()?, self.common);
         let before = out.records();
         while let Some(r) = tree.peek() {
             out.emit(r.key, r.value)?;
@@ -289,7 +299,7 @@ impl SortMerge {
     /// has to be in memory whole. The in-memory runs stay accounted until
     /// the stream is dropped; spilled runs are read back a block at a time.
     pub fn into_stream(mut self) -> Result<MergeStream, ReorgError> {
-        let tree = LoserTree::new(self.cursors()?);
+        let tree = LoserTree::with_common_prefix(self.cursors()?, self.common);
         Ok(MergeStream { tree, _reservation: self.reservation, emitted: 0 })
     }
 

@@ -25,6 +25,8 @@ final class SluiceBlockInputStream extends InputStream {
   private final int reduce;
   /** The native reduce aggregate blocks are merged into, or 0 to serve the values. */
   private final long aggregate;
+  /** Spark's memory for what the operator keeps, acquired block by block; or null. */
+  private final ReduceMemory memory;
 
   private byte[] frame = new byte[64 << 10];
   private byte[] values = new byte[0];
@@ -35,9 +37,11 @@ final class SluiceBlockInputStream extends InputStream {
 
   private boolean eof;
 
-  SluiceBlockInputStream(InputStream in, ShuffleBlockId id, long aggregate) {
+  SluiceBlockInputStream(
+      InputStream in, ShuffleBlockId id, long aggregate, ReduceMemory memory) {
     this.in = in;
     this.aggregate = aggregate;
+    this.memory = memory;
     this.shuffle = id.shuffleId();
     this.map = id.mapId();
     this.reduce = id.reduceId();
@@ -78,6 +82,9 @@ final class SluiceBlockInputStream extends InputStream {
               + frameLen + " bytes");
     }
     if (aggregate != 0) {
+      if (memory != null) {
+        memory.reserve(uncompressed);
+      }
       SluiceNative.reduceFeed(aggregate, frame, frameLen, shuffle, map, reduce, offset);
       pos = 0;
       limit = 0;

@@ -16,6 +16,8 @@ public final class SluiceMetrics {
   static final AtomicLong SORTED_READS = new AtomicLong();
   static final AtomicLong SPILL_BYTES = new AtomicLong();
   static final AtomicLong SQL_ROWS_DIRECT = new AtomicLong();
+  static final AtomicLong REDUCE_SHORT_GRANTS = new AtomicLong();
+  static final AtomicLong REDUCE_SPILLED_RUNS = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -52,6 +54,19 @@ public final class SluiceMetrics {
   /** Spark SQL rows written without the serializer ({@link UnsafeRowFastPath}). */
   public static long sqlRowsDirect() {
     return SQL_ROWS_DIRECT.get();
+  }
+
+  /**
+   * Reduce tasks of a native sort that Spark's memory manager granted less memory than their
+   * runs needed ({@link ReduceMemory}).
+   */
+  public static long reduceShortGrants() {
+    return REDUCE_SHORT_GRANTS.get();
+  }
+
+  /** Sorted runs reduce tasks wrote to disk because their granted memory did not cover them. */
+  public static long reduceSpilledRuns() {
+    return REDUCE_SPILLED_RUNS.get();
   }
 
   /** Reduce tasks whose records the engine merged into key order (a native sortByKey). */

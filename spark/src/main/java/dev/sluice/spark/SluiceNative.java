@@ -108,6 +108,15 @@ public final class SluiceNative {
       long aggregate, byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset)
       throws IOException;
 
+  /**
+   * Memory Spark granted the reduce task for the operator's state (a sort keeps its runs in it);
+   * false if the operator does not take grants (an aggregate).
+   */
+  static native boolean reduceGrant(long operator, long bytes);
+
+  /** Runs a reduce sort wrote to disk for want of granted memory (after {@link #reduceFinish}). */
+  static native long reduceSpilledRuns(long operator);
+
   /** Emits every key's result; returns how many. */
   static native long reduceFinish(long aggregate) throws IOException;
 

@@ -58,7 +58,17 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     int[] codes = handle.engineOp();
     Native results =
         new Native(SluiceNative.reduceOpen(codes[0], codes[1], startPartition, endPartition));
-    context.addTaskCompletionListener((TaskCompletionListener) ctx -> results.close());
+    // A sort keeps its runs in memory Spark grants the task; an aggregate's state is bounded by
+    // the engine's reduce pool.
+    ReduceMemory memory = op == null ? new ReduceMemory(context, results.handle) : null;
+    context.addTaskCompletionListener(
+        (TaskCompletionListener)
+            ctx -> {
+              results.close();
+              if (memory != null) {
+                memory.release();
+              }
+            });
     BlockStoreShuffleReader<K, C> fetch =
         SluiceShuffleManager.fetchReader(
             handle,
@@ -68,7 +78,8 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
             endPartition,
             context,
             metrics,
-            results.handle);
+            results.handle,
+            memory);
     // Reading every fetched segment feeds the operator; the streams yield no records (for a
     // sort, Spark's reader then has nothing to sort).
     scala.collection.Iterator<Product2<K, C>> drained = fetch.read();
@@ -86,6 +97,12 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       return (scala.collection.Iterator) new Results(op, results);
     }
     SluiceMetrics.SORTED_READS.incrementAndGet();
+    SluiceMetrics.REDUCE_SPILLED_RUNS.addAndGet(SluiceNative.reduceSpilledRuns(results.handle));
+    if (handle.sortKind() == SortKeys.ROWS) {
+      // Spark SQL rows: pointed at in the result buffers, not deserialized.
+      SortedRowSerializer rows = (SortedRowSerializer) handle.dependency().serializer();
+      return (scala.collection.Iterator) new SortedRows(results, rows.numFields);
+    }
     return (scala.collection.Iterator)
         handle
             .dependency()
@@ -96,9 +113,9 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
   }
 
   /** The native operator's results, a buffer at a time; frees the operator at the end. */
-  private static final class Native {
+  static final class Native {
     private long handle;
-    private ByteBuffer buf =
+    ByteBuffer buf =
         ByteBuffer.allocateDirect(RESULT_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
 
     Native(long handle) {

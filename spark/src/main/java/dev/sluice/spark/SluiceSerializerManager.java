@@ -16,16 +16,20 @@ import org.apache.spark.storage.ShuffleBlockId;
 final class SluiceSerializerManager extends SerializerManager {
   /** The native reduce aggregate of an operator shuffle's reader, or 0. */
   private final long aggregate;
+  /** The task's memory for a native sort's runs, or null. */
+  private final ReduceMemory memory;
 
-  SluiceSerializerManager(Serializer defaultSerializer, SparkConf conf, long aggregate) {
+  SluiceSerializerManager(
+      Serializer defaultSerializer, SparkConf conf, long aggregate, ReduceMemory memory) {
     super(defaultSerializer, conf);
     this.aggregate = aggregate;
+    this.memory = memory;
   }
 
   @Override
   public InputStream wrapStream(BlockId blockId, InputStream s) {
     if (blockId instanceof ShuffleBlockId) {
-      return new SluiceBlockInputStream(s, (ShuffleBlockId) blockId, aggregate);
+      return new SluiceBlockInputStream(s, (ShuffleBlockId) blockId, aggregate, memory);
     }
     return super.wrapStream(blockId, s);
   }

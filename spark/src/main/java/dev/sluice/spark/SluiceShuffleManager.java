@@ -35,6 +35,9 @@ import org.slf4j.LoggerFactory;
 public class SluiceShuffleManager extends SortShuffleManager {
   private static final Logger LOG = LoggerFactory.getLogger(SluiceShuffleManager.class);
 
+  /** The most partitions a Sluice shuffle may have. */
+  public static final int PARTITIONS_MAX = Coverage.PARTITIONS_MAX;
+
   private final SparkConf conf;
   /** Spark shuffle id to the engine's id for it, in this process. */
   private final ConcurrentHashMap<Integer, Integer> engineIds = new ConcurrentHashMap<>();
@@ -57,6 +60,16 @@ public class SluiceShuffleManager extends SortShuffleManager {
       return new SluiceShuffleHandle<>(shuffleId, dependency, maps, op, SortKeys.NONE);
     }
     String reason = Coverage.fallbackReason(conf, dependency);
+    if (dependency.serializer() instanceof SortedRowSerializer) {
+      // A Spark SQL ORDER BY whose plan counts on the engine's sort (NativeSortRule checked the
+      // same conditions before it planned it): falling back would lose the order.
+      if (reason != null) {
+        throw new IllegalStateException(
+            "Sluice: shuffle " + shuffleId + " was planned as a native sort, but " + reason);
+      }
+      LOG.info("Sluice: shuffle {} (Spark SQL rows) is sorted by the engine", shuffleId);
+      return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null, SortKeys.ROWS);
+    }
     if (reason != null) {
       LOG.info("Sluice: shuffle {} runs on Spark's sort shuffle: {}", shuffleId, reason);
       return super.registerShuffle(shuffleId, dependency);
@@ -114,13 +127,14 @@ public class SluiceShuffleManager extends SortShuffleManager {
           h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
     return fetchReader(
-        h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, 0L);
+        h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, 0L, null);
   }
 
   /**
    * Spark's reader over a Sluice shuffle's segments: Spark's fetch machinery, with each fetched
    * segment decoded as Sluice blocks ({@link SluiceSerializerManager}); into the native reduce
-   * operator {@code nativeOp} when it is not 0.
+   * operator {@code nativeOp} when it is not 0, with {@code memory} (if not null) acquired for
+   * each block first.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static <K, C> BlockStoreShuffleReader<K, C> fetchReader(
@@ -131,7 +145,8 @@ public class SluiceShuffleManager extends SortShuffleManager {
       int endPartition,
       TaskContext context,
       ShuffleReadMetricsReporter metrics,
-      long nativeOp) {
+      long nativeOp,
+      ReduceMemory memory) {
     SparkEnv env = SparkEnv.get();
     scala.collection.Iterator blocks =
         env.mapOutputTracker()
@@ -142,7 +157,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
         blocks,
         context,
         metrics,
-        new SluiceSerializerManager(env.serializer(), env.conf(), nativeOp),
+        new SluiceSerializerManager(env.serializer(), env.conf(), nativeOp, memory),
         env.blockManager(),
         env.mapOutputTracker(),
         false);
@@ -171,6 +186,11 @@ public class SluiceShuffleManager extends SortShuffleManager {
     }
     engineIds.clear();
     super.stop();
+  }
+
+  /** Why no shuffle of an application with these settings runs on Sluice, or null if they do. */
+  public static String fallbackReason(SparkConf conf) {
+    return Coverage.settingsReason(conf);
   }
 
   static void openEngine(SluiceConf s) {

@@ -99,6 +99,16 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     // Spark SQL's rows skip the serializer (same bytes, one copy); see UnsafeRowFastPath.
     boolean rows = !sorted && settings.sqlRowsDirect && UnsafeRowFastPath.covers(dep.serializer());
     long direct = 0;
+    if (sortKind == SortKeys.ROWS) {
+      // Spark SQL rows the engine sorts (an ORDER BY, see dev.sluice.spark.sql).
+      // The partition is the range of the row's encoded key (SortedRowPartitioner).
+      RowSortKey rowKey = ((SortedRowSerializer) dep.serializer()).key;
+      SortedRowPartitioner ranges = (SortedRowPartitioner) partitioner;
+      while (input.hasNext()) {
+        UnsafeRowFastPath.writeSorted(output, ranges, input.next()._2(), rowKey);
+        direct++;
+      }
+    }
     while (input.hasNext()) {
       Product2<K, ?> r = input.next();
       K key = r._1();

@@ -26,6 +26,8 @@ final class SortKeys {
   static final int INT = 1;
   static final int STRING = 2;
   static final int BYTES = 3;
+  /** Spark SQL rows sorted by some of their columns ({@link RowSortKey}, {@link SortedRowSerializer}). */
+  static final int ROWS = 4;
 
   private SortKeys() {}
 

@@ -53,4 +53,29 @@ final class UnsafeRowFastPath {
     output.added();
     return true;
   }
+
+  /**
+   * Writes {@code value} (an {@link UnsafeRow}) as one engine record of a shuffle the engine sorts
+   * by {@code key}: the row's encoded sort key after the partition id, which is the key's range
+   * under {@code ranges}; the serializer's bytes as the value.
+   */
+  static void writeSorted(
+      NativeMapOutput output, SortedRowPartitioner ranges, Object value, RowSortKey key)
+      throws java.io.IOException {
+    if (!(value instanceof UnsafeRow row)) {
+      throw new IllegalArgumentException(
+          "a sorted row shuffle carries UnsafeRows, not " + value.getClass().getName());
+    }
+    byte[] k = key.encode(row);
+    int size = row.getSizeInBytes();
+    ByteBuffer b = output.startRecord(ranges.getPartition(k), k.length, SIZE_BYTES + size);
+    b.put(k);
+    b.putInt(Integer.reverseBytes(size));
+    if (row.getBaseObject() instanceof byte[] bytes) {
+      b.put(bytes, (int) (row.getBaseOffset() - Platform.BYTE_ARRAY_OFFSET), size);
+    } else {
+      b.put(row.getBytes());
+    }
+    output.added();
+  }
 }

@@ -1,0 +1,175 @@
+package dev.sluice.spark.sql;
+
+import dev.sluice.spark.RowSortKey;
+import dev.sluice.spark.SluiceShuffleManager;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.sql.catalyst.expressions.Ascending$;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.NullsFirst$;
+import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.plans.physical.RangePartitioning;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.SortExec;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.ByteType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.FloatType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.TimestampNTZType;
+import org.apache.spark.sql.types.TimestampType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.collection.immutable.Seq;
+
+/**
+ * Gives a Spark SQL global sort ({@code ORDER BY}, {@code orderBy}) to the Sluice engine.
+ *
+ * <p>Spark plans a global sort as a {@code ShuffleExchangeExec} with range partitioning (rows
+ * sampled for the ranges' bounds, then each row sent to its range) and a {@code SortExec} in every
+ * reduce task, which inserts each row into a sorter, sorts the pointers and iterates them. This
+ * rule replaces the pair with a {@link SluiceSortExchangeExec}: the same range-partitioned
+ * exchange, but the map tasks write each row with its sort key encoded ({@link RowSortKey}), the
+ * engine's offload threads sort each partition's rows into runs, and each reduce task merges the
+ * runs natively and reads the rows in order. The plan changes only when the shuffle manager is
+ * Sluice and Sluice would run the shuffle (no I/O encryption, no push-based shuffle), and only for
+ * sort orders whose byte encoding is exactly Spark's order: plain columns of boolean, integral,
+ * date, timestamp, float, double, string (UTF-8 binary collation) or binary type, the
+ * variable-width ones last and ascending. {@code spark.sluice.sqlSort=false} turns it off.
+ *
+ * <p>It runs among the physical preparation rules (as a columnar rule before the columnar
+ * transitions, after Spark has placed the exchanges) and, with adaptive execution, as a query
+ * stage preparation rule; there the sort is planned inside the stage that reads the exchange
+ * (adaptive execution does not re-plan that exchange).
+ */
+public final class NativeSortRule extends Rule<SparkPlan> {
+  private static final Logger LOG = LoggerFactory.getLogger(NativeSortRule.class);
+
+  /** The setting that turns the rule off. */
+  static final String ENABLED = "spark.sluice.sqlSort";
+
+  @Override
+  public SparkPlan apply(SparkPlan plan) {
+    SparkEnv env = SparkEnv.get();
+    if (env == null
+        || !(env.shuffleManager() instanceof SluiceShuffleManager)
+        || !env.conf().getBoolean(ENABLED, true)
+        || SluiceShuffleManager.fallbackReason(env.conf()) != null) {
+      return plan;
+    }
+    return rewrite(plan, env.conf());
+  }
+
+  private static SparkPlan rewrite(SparkPlan plan, SparkConf conf) {
+    List<SparkPlan> children = new ArrayList<>();
+    boolean changed = false;
+    scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
+    while (it.hasNext()) {
+      SparkPlan c = it.next();
+      SparkPlan n = rewrite(c, conf);
+      changed |= n != c;
+      children.add(n);
+    }
+    SparkPlan p = changed ? plan.withNewChildren(toSeq(children)) : plan;
+    return p instanceof SortExec sort ? replace(sort) : p;
+  }
+
+  /** The native form of a global sort over its range exchange, or the sort unchanged. */
+  private static SparkPlan replace(SortExec sort) {
+    if (!sort.global()
+        || !(sort.child() instanceof ShuffleExchangeExec exchange)
+        || !(exchange.outputPartitioning() instanceof RangePartitioning range)
+        || !range.ordering().equals(sort.sortOrder())
+        || range.numPartitions() > SluiceShuffleManager.PARTITIONS_MAX) {
+      return sort;
+    }
+    RowSortKey key = keyOf(sort.sortOrder(), exchange.child().output());
+    if (key == null) {
+      LOG.info("Sluice: sort by {} stays in Spark SQL (not a byte-ordered key)", sort.sortOrder());
+      return sort;
+    }
+    return new SluiceSortExchangeExec(
+        sort.sortOrder(), range.numPartitions(), exchange.child(), key);
+  }
+
+  /** The byte encoding of {@code order} over rows of {@code output}, or null if it has none. */
+  static RowSortKey keyOf(Seq<SortOrder> order, Seq<Attribute> output) {
+    int n = order.size();
+    int[] ordinals = new int[n];
+    int[] kinds = new int[n];
+    boolean[] descending = new boolean[n];
+    boolean[] nullsFirst = new boolean[n];
+    for (int i = 0; i < n; i++) {
+      SortOrder o = order.apply(i);
+      if (!(o.child() instanceof AttributeReference a)) {
+        return null;
+      }
+      ordinals[i] = ordinal(a, output);
+      kinds[i] = kindOf(a.dataType());
+      descending[i] = o.direction() != Ascending$.MODULE$;
+      nullsFirst[i] = o.nullOrdering() == NullsFirst$.MODULE$;
+      boolean variable = kinds[i] == RowSortKey.BYTES;
+      if (ordinals[i] < 0 || kinds[i] < 0 || (variable && (i != n - 1 || descending[i]))) {
+        return null;
+      }
+    }
+    return new RowSortKey(ordinals, kinds, descending, nullsFirst);
+  }
+
+  private static int ordinal(AttributeReference a, Seq<Attribute> output) {
+    for (int i = 0; i < output.size(); i++) {
+      if (output.apply(i).exprId().equals(a.exprId())) {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /** The {@link RowSortKey} kind of a column type, or -1 if it is not byte-ordered. */
+  static int kindOf(DataType t) {
+    if (t instanceof BooleanType) {
+      return RowSortKey.BOOLEAN;
+    }
+    if (t instanceof ByteType) {
+      return RowSortKey.BYTE;
+    }
+    if (t instanceof ShortType) {
+      return RowSortKey.SHORT;
+    }
+    if (t instanceof IntegerType || t instanceof DateType) {
+      return RowSortKey.INT;
+    }
+    if (t instanceof LongType || t instanceof TimestampType || t instanceof TimestampNTZType) {
+      return RowSortKey.LONG;
+    }
+    if (t instanceof FloatType) {
+      return RowSortKey.FLOAT;
+    }
+    if (t instanceof DoubleType) {
+      return RowSortKey.DOUBLE;
+    }
+    if (t instanceof BinaryType) {
+      return RowSortKey.BYTES;
+    }
+    if (t instanceof StringType s && s.supportsBinaryOrdering()) {
+      return RowSortKey.BYTES;
+    }
+    return -1;
+  }
+
+  private static Seq<SparkPlan> toSeq(List<SparkPlan> list) {
+    return scala.collection.immutable.List$.MODULE$.from(
+        scala.jdk.javaapi.CollectionConverters.asScala(list));
+  }
+}

@@ -1,0 +1,183 @@
+package dev.sluice.spark.sql;
+
+import dev.sluice.spark.BytesOrdering;
+import dev.sluice.spark.RowSortKey;
+import dev.sluice.spark.SortedRowPartitioner;
+import dev.sluice.spark.SortedRowSerializer;
+import org.apache.spark.RangePartitioner;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.catalyst.plans.physical.RangePartitioning;
+import org.apache.spark.sql.execution.ShuffledRowRDD;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.UnsafeRowSerializer;
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.execution.metric.SQLMetrics$;
+import org.apache.spark.sql.execution.metric.SQLShuffleReadMetricsReporter$;
+import org.apache.spark.sql.execution.metric.SQLShuffleWriteMetricsReporter$;
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Map;
+import scala.Option;
+import scala.Tuple2;
+import scala.collection.immutable.Seq;
+import scala.reflect.ClassTag$;
+
+/**
+ * A global sort whose exchange is sorted by the Sluice engine: it stands for Spark SQL's {@code
+ * SortExec(global)} over a range-partitioned {@code ShuffleExchangeExec} ({@link
+ * NativeSortRule}). Its shuffle is range-partitioned as Spark SQL's (Spark's range partitioner,
+ * sampled the same way, but over the rows' encoded sort keys; rows in the row serializer's
+ * format); its serializer carries the {@link RowSortKey}, so that the map tasks sort runs of rows
+ * natively and each reduce task merges them. Its output is range-partitioned and sorted, with no
+ * sort in the reduce tasks.
+ */
+public final class SluiceSortExchangeExec extends SparkPlan {
+  private static final long serialVersionUID = 1L;
+
+  private final Seq<SortOrder> sortOrder;
+  private final int numPartitions;
+  private final SparkPlan child;
+  private final RowSortKey key;
+  private final Map<String, SQLMetric> writeMetrics;
+  private final Map<String, SQLMetric> readMetrics;
+  private final SQLMetric dataSize;
+  /** The shuffled rows, made once (the driver side of the plan). */
+  private transient RDD<InternalRow> shuffled;
+
+  public SluiceSortExchangeExec(
+      Seq<SortOrder> sortOrder, int numPartitions, SparkPlan child, RowSortKey key) {
+    this.sortOrder = sortOrder;
+    this.numPartitions = numPartitions;
+    this.child = child;
+    this.key = key;
+    this.writeMetrics =
+        SQLShuffleWriteMetricsReporter$.MODULE$.createShuffleWriteMetrics(sparkContext());
+    this.readMetrics =
+        SQLShuffleReadMetricsReporter$.MODULE$.createShuffleReadMetrics(sparkContext());
+    this.dataSize = SQLMetrics$.MODULE$.createSizeMetric(sparkContext(), "data size", -1L);
+  }
+
+  @Override
+  public Seq<Attribute> output() {
+    return child.output();
+  }
+
+  @Override
+  public Seq<SparkPlan> children() {
+    return scala.collection.immutable.List$.MODULE$.from(
+        scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(child)));
+  }
+
+  @Override
+  public Partitioning outputPartitioning() {
+    return new RangePartitioning(sortOrder, numPartitions);
+  }
+
+  @Override
+  public Seq<SortOrder> outputOrdering() {
+    return sortOrder;
+  }
+
+  @Override
+  public Map<String, SQLMetric> metrics() {
+    java.util.Map<String, SQLMetric> all = new java.util.LinkedHashMap<>();
+    all.putAll(scala.jdk.javaapi.CollectionConverters.asJava(writeMetrics));
+    all.putAll(scala.jdk.javaapi.CollectionConverters.asJava(readMetrics));
+    all.put("dataSize", dataSize);
+    return scala.collection.immutable.Map$.MODULE$.from(
+        scala.jdk.javaapi.CollectionConverters.asScala(all));
+  }
+
+  /**
+   * The shuffled rows: the child's rows sampled for the ranges of their encoded keys (Spark's
+   * range partitioner over the encoded keys, sampled as Spark SQL samples), then shuffled with
+   * each row's range found and its key encoded once in the map writer.
+   */
+  @Override
+  public synchronized RDD<InternalRow> doExecute() {
+    if (shuffled == null) {
+      RDD<InternalRow> input = child.execute();
+      RowSortKey k = key;
+      RDD<Tuple2<byte[], Object>> keys =
+          input.toJavaRDD().map(r -> new Tuple2<byte[], Object>(k.encode((UnsafeRow) r), null)).rdd();
+      RangePartitioner<byte[], Object> ranges =
+          new RangePartitioner<>(
+              numPartitions,
+              keys,
+              true,
+              conf().rangeExchangeSampleSizePerPartition(),
+              BytesOrdering.INSTANCE,
+              ClassTag$.MODULE$.apply(byte[].class));
+      RDD<Tuple2<Object, InternalRow>> rows =
+          input.toJavaRDD().map(r -> new Tuple2<Object, InternalRow>(null, r)).rdd();
+      SortedRowSerializer serializer =
+          new SortedRowSerializer(
+              new UnsafeRowSerializer(child.output().size(), dataSize),
+              child.output().size(),
+              key);
+      ShuffleDependency<Object, InternalRow, InternalRow> dep =
+          new ShuffleDependency<>(
+              rows,
+              new SortedRowPartitioner(ranges),
+              serializer,
+              Option.empty(),
+              Option.empty(),
+              false,
+              ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(writeMetrics),
+              ClassTag$.MODULE$.Any(),
+              ClassTag$.MODULE$.apply(InternalRow.class),
+              ClassTag$.MODULE$.apply(InternalRow.class));
+      shuffled = new ShuffledRowRDD(dep, readMetrics);
+    }
+    return shuffled;
+  }
+
+  @Override
+  public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
+    return new SluiceSortExchangeExec(sortOrder, numPartitions, newChildren.apply(0), key);
+  }
+
+  @Override
+  public String nodeName() {
+    return "SluiceSortExchange";
+  }
+
+  // The plan node as a product (constructor arguments), which Spark's tree operations use to
+  // copy and print it.
+
+  @Override
+  public int productArity() {
+    return 4;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    switch (n) {
+      case 0:
+        return sortOrder;
+      case 1:
+        return numPartitions;
+      case 2:
+        return child;
+      case 3:
+        return key;
+      default:
+        throw new IndexOutOfBoundsException(n);
+    }
+  }
+
+  @Override
+  public boolean canEqual(Object that) {
+    return that instanceof SluiceSortExchangeExec;
+  }
+
+  public SparkPlan child() {
+    return child;
+  }
+}

@@ -1,0 +1,38 @@
+package dev.sluice.spark.sql;
+
+import org.apache.spark.sql.SparkSessionExtensions;
+import org.apache.spark.sql.SparkSessionExtensionsProvider;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.ColumnarRule;
+import org.apache.spark.sql.execution.SparkPlan;
+import scala.runtime.BoxedUnit;
+
+/**
+ * Sluice's Spark SQL rules, found by Spark through {@code
+ * META-INF/services/org.apache.spark.sql.SparkSessionExtensionsProvider} in the jar: a session
+ * built with the jar on its class path installs them without a setting. They change a plan only
+ * when the shuffle manager is Sluice ({@link NativeSortRule}).
+ */
+public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider {
+  @Override
+  public BoxedUnit apply(SparkSessionExtensions extensions) {
+    NativeSortRule rule = new NativeSortRule();
+    extensions.injectColumnar(session -> new Columnar(rule));
+    extensions.injectQueryStagePrepRule(session -> rule);
+    return BoxedUnit.UNIT;
+  }
+
+  /** The rule among the non-adaptive physical preparations (before columnar transitions). */
+  private static final class Columnar extends ColumnarRule {
+    private final Rule<SparkPlan> rule;
+
+    Columnar(Rule<SparkPlan> rule) {
+      this.rule = rule;
+    }
+
+    @Override
+    public Rule<SparkPlan> preColumnarTransitions() {
+      return rule;
+    }
+  }
+}
