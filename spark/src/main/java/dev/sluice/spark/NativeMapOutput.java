@@ -7,7 +7,6 @@ import java.nio.ByteOrder;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.memory.MemoryConsumer;
-import org.apache.spark.memory.MemoryMode;
 import org.apache.spark.memory.SparkOutOfMemoryError;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
@@ -69,9 +68,7 @@ final class NativeMapOutput extends MemoryConsumer {
     super(
         context.taskMemoryManager(),
         context.taskMemoryManager().pageSizeBytes(),
-        SparkEnv.get().conf().getBoolean("spark.memory.offHeap.enabled", false)
-            ? MemoryMode.OFF_HEAP
-            : MemoryMode.ON_HEAP);
+        SluiceConf.nativeMemoryMode());
     this.shuffleId = shuffleId;
     this.mapId = mapId;
     this.metrics = metrics;

@@ -1,9 +1,7 @@
 package dev.sluice.spark;
 
-import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.memory.MemoryConsumer;
-import org.apache.spark.memory.MemoryMode;
 import org.apache.spark.memory.SparkOutOfMemoryError;
 
 /**
@@ -31,9 +29,7 @@ final class ReduceMemory extends MemoryConsumer {
     super(
         context.taskMemoryManager(),
         context.taskMemoryManager().pageSizeBytes(),
-        SparkEnv.get().conf().getBoolean("spark.memory.offHeap.enabled", false)
-            ? MemoryMode.OFF_HEAP
-            : MemoryMode.ON_HEAP);
+        SluiceConf.nativeMemoryMode());
     this.operator = operator;
   }
 

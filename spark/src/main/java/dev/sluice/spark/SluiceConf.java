@@ -2,6 +2,8 @@ package dev.sluice.spark;
 
 import java.util.Locale;
 import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.memory.MemoryMode;
 
 /** Sluice's settings ({@code spark.sluice.*}) and what it takes from Spark's own. */
 final class SluiceConf {
@@ -61,5 +63,15 @@ final class SluiceConf {
         codecReplaced = name.contains("lz4") ? null : name;
       }
     }
+  }
+
+  /**
+   * The mode Spark's memory manager accounts Sluice's native memory in: off-heap when Spark's
+   * off-heap memory is on, else on-heap execution memory (the memory is native either way).
+   */
+  static MemoryMode nativeMemoryMode() {
+    return SparkEnv.get().conf().getBoolean("spark.memory.offHeap.enabled", false)
+        ? MemoryMode.OFF_HEAP
+        : MemoryMode.ON_HEAP;
   }
 }
