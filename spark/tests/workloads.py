@@ -113,7 +113,8 @@ def sql_order_by(spark, scale=1):
     """Spark SQL global sorts (ORDER BY), which Sluice sorts natively: a
     TeraSort-like binary key; an int descending (nulls last) then a string;
     doubles with NaN, -0.0, 0.0 and nulls; a long descending with nulls
-    first then a date. Returns each order's sort keys in output order (ties
+    first then a date; boolean, byte (descending), short, float with NaN
+    (descending), timestamp; and an empty input. Returns each order's sort keys in output order (ties
     are equal keys, so the order among them does not show) and its rows as
     a multiset."""
     from pyspark.sql import functions as F
@@ -128,14 +129,23 @@ def sql_order_by(spark, scale=1):
         "when 3 then null else (pmod(xxhash64(id, 2), 2001) - 1000) / 7.0D end as d",
         "if(id % 19 = 0, null, pmod(xxhash64(id, 3), 100000) - 50000) as l",
         "date_add(date'2020-01-01', cast(pmod(id, 700) as int)) as dt",
+        "id % 3 = 0 as z",
+        "cast(pmod(xxhash64(id, 4), 256) - 128 as tinyint) as y",
+        "cast(pmod(xxhash64(id, 5), 60000) - 30000 as smallint) as h",
+        "if(id % 7 = 0, float('NaN'), cast((pmod(xxhash64(id, 6), 999) - 499) / 3.0 as float)) as f",
+        "timestamp_seconds(pmod(xxhash64(id, 7), 100000000) - 50000000) as ts",
     )
     orders = [
         (["b"], [F.col("b")]),
         (["i", "s"], [F.col("i").desc_nulls_last(), F.col("s")]),
         (["d"], [F.col("d")]),
         (["l", "dt"], [F.col("l").desc_nulls_first(), F.col("dt").asc_nulls_last()]),
+        (["z", "y", "h", "f", "ts"],
+         [F.col("z"), F.col("y").desc(), F.col("h"), F.col("f").desc(), F.col("ts"), F.col("id")]),
     ]
     out = []
+    empty = df.filter("id < 0")
+    out.append(empty.orderBy("b").collect())  # no rows: one empty range
     for cols, order in orders:
         rows = df.orderBy(*order).collect()
         keys = [tuple(_plain(r[c]) for c in cols) for r in rows]
