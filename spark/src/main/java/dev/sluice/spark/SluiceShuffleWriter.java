@@ -20,7 +20,9 @@ import scala.reflect.ClassTag$;
  * <p>Engine record: key = the partition id (u32 LE), value = the record's serialized bytes. The
  * serializer is relocatable (see {@link Coverage}), so each record's bytes can be cut out of one
  * serialization stream and later read back to back. For a shuffle the engine sorts ({@link
- * SortKeys}), the key is followed by the record's key in its byte-comparable form.
+ * SortKeys}), the key is followed by the record's key in its byte-comparable form; for Spark SQL
+ * rows the engine sorts ({@link SortKeys#ROWS}), by the row's sort columns ({@link RowSortKey}),
+ * whose range is also the record's partition ({@link SortedRowPartitioner}).
  */
 final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
 

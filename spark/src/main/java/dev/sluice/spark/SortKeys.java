@@ -18,7 +18,9 @@ import scala.math.Ordering;
  * </ul>
  *
  * Another ordering (descending, a custom comparator, Java's comparator wrappers) is not native:
- * such a shuffle still runs on Sluice and Spark's reader sorts its records.
+ * such a shuffle still runs on Sluice and Spark's reader sorts its records. Spark SQL's sorts have
+ * a kind of their own, {@link #ROWS}: the key is encoded from the row's columns ({@link
+ * RowSortKey}).
  */
 final class SortKeys {
   static final int NONE = -1;
