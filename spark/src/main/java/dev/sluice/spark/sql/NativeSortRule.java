@@ -96,7 +96,7 @@ public final class NativeSortRule extends Rule<SparkPlan> {
     }
     RowSortKey key = keyOf(sort.sortOrder(), exchange.child().output());
     if (key == null) {
-      LOG.info("Sluice: sort by {} stays in Spark SQL (not a byte-ordered key)", sort.sortOrder());
+      LOG.debug("Sluice: sort by {} stays in Spark SQL (not a byte-ordered key)", sort.sortOrder());
       return sort;
     }
     return new SluiceSortExchangeExec(
