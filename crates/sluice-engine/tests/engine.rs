@@ -394,9 +394,12 @@ fn extra_host_threads_take_the_migrated_share() {
     check_sums(&parts, &sums(&maps), &*f);
     let m = e.metrics();
     assert!(m.migrated_bytes > 0, "{m:?}");
-    // The device runs at a twentieth of the host's speed, so its queue
-    // holds a backlog and the idle host thread takes from it.
-    assert!(m.stolen_bytes > 0 && m.stolen_bytes <= m.migrated_bytes, "{m:?}");
+    // Whether the host thread also steals depends on how soon the
+    // controller migrates: a CI run saw it move everything to the hosts at
+    // its first decision (host share 0.95), before the device's queue held
+    // a backlog, so stealing is not asserted here (only that stolen bytes
+    // count as migrated ones).
+    assert!(m.stolen_bytes <= m.migrated_bytes, "{m:?}");
     assert_eq!(m.offload_bytes + m.migrated_bytes, m.produced_bytes);
 }
 
