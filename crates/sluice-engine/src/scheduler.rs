@@ -187,11 +187,23 @@ impl Scheduler {
         self.lock().queued_map_bytes
     }
 
-    /// Wakes every worker and makes `pop` return `None`.
+    /// Wakes every worker, makes `pop` return `None` and drops the jobs
+    /// still queued (outside the lock: dropping one may run its clean-up).
+    ///
+    /// Dropping them matters: a job may hold the engine that owns this
+    /// scheduler (a partition's finish job, which a reduce task can run
+    /// itself before a worker does). Left queued, it would keep the engine
+    /// alive after the engine is dropped, and its spill files on disk.
     pub(crate) fn close(&self) {
-        self.lock().closed = true;
+        let queued: Vec<Job> = {
+            let mut q = self.lock();
+            q.closed = true;
+            q.queued_map_bytes = 0;
+            q.groups.iter_mut().flat_map(|(_, jobs)| jobs.drain(..)).collect()
+        };
         self.ready.notify_all();
         self.closing.notify_all();
+        drop(queued);
     }
 
     /// Sleeps for `d`, or until the scheduler closes.
@@ -282,5 +294,27 @@ mod tests {
         s.close();
         assert!(s.pop().is_none());
         assert!(log.lock().expect("log").is_empty());
+    }
+
+    #[test]
+    fn close_drops_the_jobs_still_queued() {
+        let s = Scheduler::default();
+        let held = Arc::new(());
+        s.add_group(1);
+        let h = held.clone();
+        let j = Job {
+            bytes: 10,
+            side: Side::Reduce,
+            run: Box::new(move || {
+                drop(h);
+                true
+            }),
+        };
+        assert!(s.push(1, vec![j]));
+        assert_eq!(Arc::strong_count(&held), 2);
+        s.close();
+        assert_eq!(Arc::strong_count(&held), 1, "a queued job outlived close");
+        assert_eq!(s.queued_map_bytes(), 0);
+        assert!(s.pop().is_none());
     }
 }

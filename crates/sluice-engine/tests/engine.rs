@@ -759,3 +759,37 @@ fn unregistering_wakes_reduce_tasks_waiting_on_unfinished_partitions() {
         }
     });
 }
+
+#[test]
+fn dropping_the_engine_removes_its_spill_files_with_work_still_queued() {
+    let dir = tempdir("dropqueued");
+    // A slow device with liquid offloading on: the reduce tasks finish their
+    // partitions themselves while the partitions' finish jobs still wait in
+    // the worker's queue; results beyond the 256 KiB budget go to disk.
+    let config = EngineConfig {
+        offload_threads: 1,
+        device_speed: 0.01,
+        migration: true,
+        memory_budget: 256 << 10,
+        ..small_config(&dir)
+    };
+    let e = Engine::new(config).expect("engine");
+    let maps = inputs(4, 25_000, 1 << 40, 21);
+    let spec = ShuffleSpec {
+        id: 21,
+        maps: 4,
+        layout: layout(),
+        partitioner: fold(3),
+        op: StageSpec::None,
+        nodes: None,
+    };
+    let parts = shuffle_all(&e, spec, &maps, 2);
+    assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
+    let disk: u64 =
+        (0..3).map(|r| e.partition_store_stats(21, r).expect("store").disk_payload_bytes).sum();
+    assert!(disk > 0, "results beyond the budget went to disk");
+    let files = || std::fs::read_dir(&dir).expect("dir").count();
+    assert!(files() > 0, "the persisted results are on disk while the engine lives");
+    drop(e);
+    assert_eq!(files(), 0, "spill files outlived the engine");
+}
