@@ -3,6 +3,7 @@ shuffle, Spark's codec, and a corrupt block that becomes a fetch failure."""
 
 import pathlib
 
+import pytest
 import workloads
 from conftest import SLUICE, session, sluice_metrics
 
@@ -64,6 +65,55 @@ def test_sql_order_by_is_sorted_by_the_engine_unless_turned_off(tmp_path, refere
             assert ("SluiceSortExchange" in plan) == (native == "true"), plan
             plan = plan_of(s.range(10).selectExpr("cast(id as decimal(30, 2)) as x").orderBy("x"))
             assert "SluiceSortExchange" not in plan, "decimals are not encoded: " + plan
+        finally:
+            s.stop()
+
+
+def test_sql_aggregate_runs_in_the_engine_unless_turned_off(tmp_path, reference):
+    # An aggregate by one column becomes SluiceAggregate (the engine
+    # aggregates map side and reduce side) with adaptive execution on and
+    # off; spark.sluice.sqlAggregate=false leaves Spark SQL's plan.
+    from pyspark.sql import functions as F
+
+    cases = [("true", "true"), ("true", "false"), ("false", "false")]
+    for native, aqe in cases:
+        extra = {"spark.sluice.sqlAggregate": native, "spark.sql.adaptive.enabled": aqe}
+        s = session("local[2]", SLUICE, tmp_path / f"{native}-{aqe}", extra=extra)
+        try:
+            df = s.range(100).selectExpr(
+                "id % 7 as k", "id as v", "id / 3 as d", "id % 2 as j",
+                "cast(id % 7 as int) as ki", "cast(id as int) as vi")
+            plan = plan_of(df.groupBy("k").count())
+            assert ("SluiceAggregate" in plan) == (native == "true"), plan
+            for q in [
+                df.groupBy(F.col("k") + 1).count(),
+                df.groupBy("k").agg(F.min("v")),
+                df.groupBy("ki").agg(F.max("vi")),
+                df.groupBy(F.col("k").cast("string")).agg(F.sum("v")),
+            ]:
+                plan = plan_of(q)
+                assert ("SluiceAggregate" in plan) == (native == "true"), plan
+            assert workloads.sql_aggregate(s) == reference["sql_aggregate"]
+            # What the engine does not compute as Spark does stays Spark's:
+            # two aggregates, a double sum, try_sum, a distinct count, two
+            # grouping columns, a decimal key, an aggregate of an expression.
+            # (A grouping expression is computed into a column below the
+            # aggregate, and covered.)
+            for q in [
+                df.groupBy("k").agg(F.sum("v"), F.count("*")),
+                df.groupBy("k").agg(F.sum("d")),
+                df.groupBy("k").agg(F.expr("try_sum(v)")),
+                df.groupBy("k").agg(F.countDistinct("v")),
+                df.groupBy("k", "j").count(),
+                df.groupBy(F.col("k").cast("decimal(10,2)")).count(),
+                df.groupBy("k").agg(F.max(F.col("v") + 1)),
+            ]:
+                assert "SluiceAggregate" not in plan_of(q), plan_of(q)
+            # An ANSI sum (Spark 4's default) that overflows fails, as Spark's does.
+            near = s.range(0, 8, numPartitions=2).selectExpr(
+                "id % 2 as k", "id + 9223372036854775800 as v")
+            with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):
+                near.groupBy("k").sum("v").collect()
         finally:
             s.stop()
 

@@ -96,6 +96,51 @@ def sql_group_by(spark, scale=1):
     return sorted(tuple(r) for r in rows)
 
 
+def sql_aggregate(spark, scale=1):
+    """Spark SQL aggregates by one column, which Sluice runs in the engine:
+    count by a string (with a null and an empty group), an ANSI sum of longs
+    by an int key with nulls, min and max of ints by a long key, a sum of
+    ints, a count of a non-null column, an empty input, a grouping
+    expression, two aggregates by
+    the same key joined (the join counts on their hash partitioning, with
+    no exchange of its own), and a legacy (non-ANSI) sum that wraps on
+    overflow. Returns each query's rows as a multiset."""
+    from pyspark.sql import functions as F
+
+    n = 40000 * scale
+    df = spark.range(0, n, numPartitions=4).selectExpr(
+        "id",
+        "case when id % 29 = 0 then null when id % 37 = 0 then '' "
+        "else concat('w', cast(pmod(xxhash64(id), 331) as string)) end as s",
+        "if(id % 31 = 0, null, cast(pmod(xxhash64(id, 1), 1009) as int) - 500) as i",
+        "pmod(xxhash64(id, 2), 5003) - 2500 as l",
+        "cast(pmod(xxhash64(id, 3), 100000) as int) - 50000 as v",
+        "id * 1000003 as big",
+    )
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # a shuffle join
+    queries = [
+        df.groupBy("s").count(),
+        df.groupBy("i").agg(F.sum("big")),
+        df.groupBy("l").agg(F.min("v")),
+        df.groupBy("l").agg(F.max("v")),
+        df.groupBy("i").agg(F.sum("v")),
+        df.groupBy("s").agg(F.count("id")),
+        df.filter("id < 0").groupBy("s").count(),
+        df.groupBy((F.col("l") % 7).alias("m7")).agg(F.max("id")),
+        df.groupBy("l").count().join(df.groupBy("l").agg(F.max("big").alias("m")), "l"),
+    ]
+    out = [sorted(repr(tuple(r)) for r in q.collect()) for q in queries]
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        near = spark.range(0, 8, numPartitions=2).selectExpr(
+            "id % 2 as k", "id + 9223372036854775800 as v")
+        out.append(sorted(repr(tuple(r)) for r in near.groupBy("k").sum("v").collect()))
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)
+    return out
+
+
 def sql_join(spark, scale=1):
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # a shuffle join
     a = spark.range(0, 30000 * scale, numPartitions=3).selectExpr("id % 997 as k", "id as v")
@@ -165,5 +210,6 @@ ALL = {
     "join": join,
     "sql_group_by": sql_group_by,
     "sql_join": sql_join,
+    "sql_aggregate": sql_aggregate,
     "sql_order_by": sql_order_by,
 }

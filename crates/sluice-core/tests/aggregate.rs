@@ -106,6 +106,9 @@ fn reference(records: &[(u64, i32)], spec: AggSpec, shape: Shape) -> BTreeMap<Ve
                 (AggFn::Count, _) => (vs.len() as u64).to_le_bytes().to_vec(),
                 (AggFn::Sum, false) => sum.to_le_bytes().to_vec(),
                 (AggFn::Sum, true) => (sum as f64).to_le_bytes().to_vec(),
+                // i32 inputs never overflow an i64: the flag stays 0.
+                (AggFn::SumExact, false) => [sum.to_le_bytes(), [0; 8]].concat(),
+                (AggFn::SumExact, true) => [(sum as f64).to_le_bytes(), [0; 8]].concat(),
                 (AggFn::Min, false) => {
                     i64::from(*vs.iter().min().expect("min")).to_le_bytes().to_vec()
                 }
@@ -215,8 +218,8 @@ fn tempdir() -> std::path::PathBuf {
     d
 }
 
-const FUNCS: [AggFn; 6] =
-    [AggFn::Sum, AggFn::Count, AggFn::Min, AggFn::Max, AggFn::Avg, AggFn::Collect];
+const FUNCS: [AggFn; 7] =
+    [AggFn::Sum, AggFn::Count, AggFn::Min, AggFn::Max, AggFn::Avg, AggFn::SumExact, AggFn::Collect];
 const TYPES: [ValueType; 4] = [ValueType::I32, ValueType::I64, ValueType::F32, ValueType::F64];
 
 #[test]

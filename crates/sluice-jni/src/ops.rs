@@ -6,7 +6,7 @@
 //!  map task:    (pid key, value) records ──► engine: partition + PartialAggregate
 //!                                            per destination ──► Sluice blocks of partials
 //!  reduce task: fetched blocks ──► decode, verify ──► FinalAggregate (spills sorted runs)
-//!                                            ──► (key, 8-byte result) records ──► JVM
+//!                                            ──► (key, result) records ──► JVM
 //! ```
 //! The records of an operator shuffle are keyed `partition id (u32 LE) ++
 //! the host's key bytes`: the engine's partitioner reads the id, and the
@@ -42,13 +42,15 @@ use crate::read::{with_decoded_block, BlockName};
 pub const REDUCE_STATE_BYTES: usize = 64 << 20;
 
 /// The aggregation a JVM names by two small codes: `func` 0 sum, 1 count,
-/// 2 min, 3 max; `value` 0 i64, 1 i32, 2 f64.
+/// 2 min, 3 max, 4 exact sum (Spark SQL's ANSI `sum`: its result carries an
+/// overflow flag); `value` 0 i64, 1 i32, 2 f64.
 pub fn agg_spec(func: i32, value: i32) -> BridgeResult<AggSpec> {
     let f = match func {
         0 => AggFn::Sum,
         1 => AggFn::Count,
         2 => AggFn::Min,
         3 => AggFn::Max,
+        4 => AggFn::SumExact,
         other => return Err(BridgeError::Argument(format!("unknown aggregate function {other}"))),
     };
     let v = match value {

@@ -5,6 +5,7 @@
 //! | function | state (partial record value, little-endian) | final value |
 //! |---|---|---|
 //! | sum | i64 (integers, wrapping) or f64 | i64 or f64, 8 bytes |
+//! | exact sum | i64 sum (wrapping) + overflow flag u64, 16 bytes | the same 16 bytes |
 //! | count | u64 | u64, 8 bytes |
 //! | min, max | i64 or f64 | i64 or f64, 8 bytes |
 //! | avg | sum (i64 or f64) + count u64, 16 bytes | f64, 8 bytes |
@@ -13,7 +14,11 @@
 //! i32 and f32 inputs widen to i64 and f64 (Spark's `sum` of ints is a
 //! long as well). States merge associatively, so partial results from any
 //! number of map-side operators and spills combine to the exact answer;
-//! integer sums wrap on overflow, the same on every path.
+//! integer sums wrap on overflow, the same on every path. The exact sum
+//! (Spark SQL's `sum` of integers under ANSI mode, which must fail rather
+//! than wrap) also wraps, but sets its flag word when any addition on any
+//! path overflowed, and hands the flag on with the result: the host turns a
+//! set flag into its overflow error.
 
 /// Type of an aggregated value (the whole record value, little-endian).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,6 +92,8 @@ pub enum AggFn {
     Max,
     /// Mean of values.
     Avg,
+    /// Sum of integers that reports overflow (see the module docs).
+    SumExact,
     /// Every value of the key (groupByKey).
     Collect,
 }
@@ -109,8 +116,17 @@ impl AggSpec {
     /// Words of state per group.
     pub(crate) fn state_words(self) -> usize {
         match self.func {
-            AggFn::Avg | AggFn::Collect => 2,
+            AggFn::Avg | AggFn::Collect | AggFn::SumExact => 2,
             _ => 1,
+        }
+    }
+
+    /// Bytes of a final value (numeric functions): 8, or 16 for the exact
+    /// sum (the sum, then the overflow flag).
+    pub fn result_bytes(self) -> usize {
+        match self.func {
+            AggFn::SumExact => 16,
+            _ => 8,
         }
     }
 
@@ -136,6 +152,14 @@ impl AggSpec {
                 } else {
                     st[0] = add(st[0], x, float);
                     st[1] += 1;
+                }
+            }
+            AggFn::SumExact => {
+                if first {
+                    st[0] = x;
+                    st[1] = 0;
+                } else {
+                    add_exact(st, x, 0, float);
                 }
             }
             AggFn::Collect => {}
@@ -164,11 +188,21 @@ impl AggSpec {
                 st[0] = add(st[0], other[0], float);
                 st[1] = st[1].wrapping_add(other[1]);
             }
+            AggFn::SumExact => add_exact(st, other[0], other[1], float),
             AggFn::Collect => {}
         }
     }
 
-    /// The final value of a numeric state.
+    /// Appends the final value of a numeric state ([`result_bytes`](Self::result_bytes)
+    /// bytes) to `out`.
+    pub(crate) fn finalize_into(self, st: &[u64], out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.finalize(st));
+        if self.func == AggFn::SumExact {
+            out.extend_from_slice(&st[1].to_le_bytes());
+        }
+    }
+
+    /// The first 8 bytes of the final value of a numeric state.
     pub(crate) fn finalize(self, st: &[u64]) -> [u8; 8] {
         match self.func {
             AggFn::Avg => {
@@ -189,6 +223,18 @@ fn add(a: u64, b: u64, float: bool) -> u64 {
     } else {
         a.wrapping_add(b)
     }
+}
+
+/// Adds `x` and a partial's overflow `flag` into an exact sum's state.
+#[inline]
+fn add_exact(st: &mut [u64], x: u64, flag: u64, float: bool) {
+    if float {
+        st[0] = add(st[0], x, true);
+        return;
+    }
+    let (sum, over) = (st[0] as i64).overflowing_add(x as i64);
+    st[0] = sum as u64;
+    st[1] |= flag | u64::from(over);
 }
 
 #[inline]
@@ -227,7 +273,8 @@ mod tests {
     #[test]
     fn partial_states_merge_to_the_whole() {
         let vals: Vec<i32> = vec![5, -3, 12, 7, -20, 4];
-        for func in [AggFn::Sum, AggFn::Count, AggFn::Min, AggFn::Max, AggFn::Avg] {
+        for func in [AggFn::Sum, AggFn::Count, AggFn::Min, AggFn::Max, AggFn::Avg, AggFn::SumExact]
+        {
             let spec = AggSpec::new(func, ValueType::I32);
             let fold = |vs: &[i32]| {
                 let mut st = [0u64; 2];
@@ -251,5 +298,33 @@ mod tests {
         min.update(&mut st, &3.0f32.to_le_bytes(), true);
         min.update(&mut st, &(-1.25f32).to_le_bytes(), false);
         assert_eq!(f64::from_le_bytes(min.finalize(&st)), -1.25);
+    }
+
+    #[test]
+    fn the_exact_sum_flags_an_overflow_on_any_path() {
+        let spec = AggSpec::new(AggFn::SumExact, ValueType::I64);
+        let value = |st: &[u64]| {
+            let mut out = Vec::new();
+            spec.finalize_into(st, &mut out);
+            out
+        };
+        let mut st = [0u64; 2];
+        spec.update(&mut st, &(i64::MAX - 1).to_le_bytes(), true);
+        spec.update(&mut st, &1i64.to_le_bytes(), false);
+        assert_eq!(value(&st)[..8], i64::MAX.to_le_bytes());
+        assert_eq!(value(&st)[8..], 0u64.to_le_bytes());
+        // One more: wraps, and the flag says so.
+        spec.update(&mut st, &1i64.to_le_bytes(), false);
+        assert_eq!(value(&st)[8..], 1u64.to_le_bytes());
+        // A merge passes a partial's flag on, and flags its own overflow.
+        let mut clean = [0u64; 2];
+        spec.update(&mut clean, &5i64.to_le_bytes(), true);
+        spec.merge(&mut clean, &st);
+        assert_eq!(clean[1], 1);
+        let mut low = [0u64; 2];
+        spec.update(&mut low, &i64::MIN.to_le_bytes(), true);
+        spec.merge(&mut low, &[(-1i64) as u64, 0]);
+        assert_eq!(low[1], 1, "underflow is an overflow too");
+        assert_eq!(spec.result_bytes(), 16);
     }
 }

@@ -215,8 +215,7 @@ impl Groups {
             self.encode_list(e);
         } else {
             let w = self.words;
-            let v = self.spec.finalize(&self.states[e * w..e * w + w]);
-            self.scratch.extend_from_slice(&v);
+            self.spec.finalize_into(&self.states[e * w..e * w + w], &mut self.scratch);
         }
         &self.scratch
     }
@@ -309,7 +308,7 @@ impl Groups {
             let w = self.words;
             let mut st = [0u64; 2];
             read_state(state, &mut st[..w]);
-            out.extend_from_slice(&self.spec.finalize(&st[..w]));
+            self.spec.finalize_into(&st[..w], out);
         }
     }
 

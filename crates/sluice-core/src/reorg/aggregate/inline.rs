@@ -154,6 +154,10 @@ macro_rules! with_update {
             (AggFn::Avg, ValueType::I64) => arm!(Avg, I64),
             (AggFn::Avg, ValueType::F32) => arm!(Avg, F32),
             (AggFn::Avg, ValueType::F64) => arm!(Avg, F64),
+            (AggFn::SumExact, ValueType::I32) => arm!(SumExact, I32),
+            (AggFn::SumExact, ValueType::I64) => arm!(SumExact, I64),
+            (AggFn::SumExact, ValueType::F32) => arm!(SumExact, F32),
+            (AggFn::SumExact, ValueType::F64) => arm!(SumExact, F64),
             // Not taken: collect never uses this path.
             (AggFn::Collect, _) => {
                 let spec = $spec;

@@ -95,7 +95,7 @@ pub fn partial_layout(spec: AggSpec, layout: Layout) -> Layout {
 pub fn final_layout(spec: AggSpec, layout: Layout) -> Layout {
     match (layout, spec.func) {
         (Layout::Fixed { key_width, .. }, f) if f != AggFn::Collect => {
-            Layout::Fixed { key_width, value_width: 8 }
+            Layout::Fixed { key_width, value_width: spec.result_bytes() as u32 }
         }
         _ => Layout::Variable,
     }

@@ -12,8 +12,11 @@ import java.nio.charset.StandardCharsets;
  * bytes}, {@code value = the value, little-endian, exactly its type's width}. Key tags: {@link
  * #KEY_LONG} (8 bytes LE), {@link #KEY_INT} (4 bytes LE), {@link #KEY_STRING} (UTF-8). The tag
  * keeps keys of different types apart and lets the reduce side rebuild each key without knowing
- * its type up front. Results come back as {@code key ++ 8-byte result}: an i64 (sum of integers, count, min
- * and max of integers) or an f64.
+ * its type up front; a null key is its tag alone ({@link #KEY_NULL}); a {@code byte[]} key is a string key's UTF-8 bytes (Spark SQL's strings), and
+ * with {@link #rawKeys} string keys come back as such bytes. Results come back as {@code key ++
+ * 8-byte result}: an i64 (sum of integers, count, min and max of integers) or an f64; an {@link
+ * #exact} sum (Spark SQL's {@code sum} in ANSI mode) adds an 8-byte overflow flag, and a set flag
+ * is thrown as Spark SQL's overflow error.
  */
 final class OpSpec implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -21,6 +24,8 @@ final class OpSpec implements Serializable {
   static final byte KEY_LONG = 0;
   static final byte KEY_INT = 1;
   static final byte KEY_STRING = 2;
+  /** A null key (Spark SQL's null group), no payload. */
+  static final byte KEY_NULL = 3;
 
   /** Value types, as the native side numbers them. */
   static final int VALUE_LONG = 0;
@@ -30,12 +35,33 @@ final class OpSpec implements Serializable {
 
   private static final String[] VALUE_NAMES = {"Long", "Integer", "Double"};
 
+  /** The native code of the exact sum (see the class comment). */
+  static final int CODE_SUM_EXACT = 4;
+
   final Agg agg;
   final int valueType;
+  /** A sum that must fail on overflow rather than wrap. */
+  final boolean exact;
+  /** String keys come back as their UTF-8 bytes, not as {@code String}s. */
+  final boolean rawKeys;
 
   OpSpec(Agg agg, int valueType) {
+    this(agg, valueType, false, false);
+  }
+
+  OpSpec(Agg agg, int valueType, boolean exact, boolean rawKeys) {
+    if (exact && (agg != Agg.SUM || valueType == VALUE_DOUBLE)) {
+      throw new IllegalArgumentException("only a sum of integers is exact, not " + agg);
+    }
     this.agg = agg;
     this.valueType = valueType;
+    this.exact = exact;
+    this.rawKeys = rawKeys;
+  }
+
+  /** The native side's function code. */
+  int code() {
+    return exact ? CODE_SUM_EXACT : agg.code;
   }
 
   /** The value type code of a value class, or -1 when the engine has none for it. */
@@ -62,13 +88,16 @@ final class OpSpec implements Serializable {
    * caller's, computed once).
    */
   static int keyBytes(Object key, byte[] utf8) {
+    if (key == null) {
+      return 1;
+    }
     if (key instanceof Long) {
       return 9;
     }
     if (key instanceof Integer) {
       return 5;
     }
-    if (key instanceof String) {
+    if (key instanceof String || key instanceof byte[]) {
       return 1 + utf8.length;
     }
     throw new IllegalArgumentException(
@@ -78,7 +107,9 @@ final class OpSpec implements Serializable {
 
   /** Writes the key's tag and payload at the (little-endian) buffer's position. */
   static void putKey(ByteBuffer b, Object key, byte[] utf8) {
-    if (key instanceof Long) {
+    if (key == null) {
+      b.put(KEY_NULL);
+    } else if (key instanceof Long) {
       b.put(KEY_LONG).putLong((Long) key);
     } else if (key instanceof Integer) {
       b.put(KEY_INT).putInt((Integer) key);
@@ -91,7 +122,7 @@ final class OpSpec implements Serializable {
    * Rebuilds a key from {@code len} bytes (tag and payload) at the (little-endian) buffer's
    * position.
    */
-  static Object getKey(ByteBuffer b, int len) {
+  Object getKey(ByteBuffer b, int len) {
     byte tag = b.get();
     if (tag == KEY_LONG && len == 9) {
       return b.getLong();
@@ -99,10 +130,13 @@ final class OpSpec implements Serializable {
     if (tag == KEY_INT && len == 5) {
       return b.getInt();
     }
+    if (tag == KEY_NULL && len == 1) {
+      return null;
+    }
     if (tag == KEY_STRING) {
       byte[] s = new byte[len - 1];
       b.get(s);
-      return new String(s, StandardCharsets.UTF_8);
+      return rawKeys ? s : new String(s, StandardCharsets.UTF_8);
     }
     throw new IllegalStateException(
         "a Sluice result key with tag " + tag + " and " + len + " bytes");
@@ -138,9 +172,18 @@ final class OpSpec implements Serializable {
     }
   }
 
-  /** The result object of an 8-byte little-endian result at the buffer's position. */
+  /**
+   * The result object of an 8-byte little-endian result (16 for an exact sum) at the buffer's
+   * position.
+   */
   Object getResult(ByteBuffer b) {
     long bits = b.getLong();
+    if (exact && b.getLong() != 0) {
+      throw new ArithmeticException(
+          "[ARITHMETIC_OVERFLOW] long overflow in sum (Sluice's native aggregate). Use 'try_sum'"
+              + " to tolerate overflow and return NULL instead, or set spark.sql.ansi.enabled to"
+              + " false.");
+    }
     if (agg == Agg.COUNT) {
       return bits;
     }

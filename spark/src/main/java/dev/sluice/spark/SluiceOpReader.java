@@ -183,7 +183,7 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       int klen = buf.getInt();
       buf.getInt(); // the value's length: 8
       buf.getInt(); // the partition id
-      Object key = OpSpec.getKey(buf, klen - 4);
+      Object key = op.getKey(buf, klen - 4);
       Object value = op.getResult(buf);
       left--;
       return new Tuple2<>(key, value);

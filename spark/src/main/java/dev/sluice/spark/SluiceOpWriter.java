@@ -38,7 +38,10 @@ final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
     while (records.hasNext()) {
       Product2<K, V> r = records.next();
       K key = r._1();
-      byte[] utf8 = key instanceof String ? ((String) key).getBytes(StandardCharsets.UTF_8) : null;
+      byte[] utf8 =
+          key instanceof String s
+              ? s.getBytes(StandardCharsets.UTF_8)
+              : key instanceof byte[] bytes ? bytes : null;
       int keyBytes = 4 + OpSpec.keyBytes(key, utf8);
       V value = r._2();
       ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);

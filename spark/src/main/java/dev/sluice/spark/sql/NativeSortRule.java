@@ -168,7 +168,7 @@ public final class NativeSortRule extends Rule<SparkPlan> {
     return -1;
   }
 
-  private static Seq<SparkPlan> toSeq(List<SparkPlan> list) {
+  static <T> Seq<T> toSeq(List<T> list) {
     return scala.collection.immutable.List$.MODULE$.from(
         scala.jdk.javaapi.CollectionConverters.asScala(list));
   }

@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import java.util.List;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.SparkSessionExtensionsProvider;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -11,14 +12,16 @@ import scala.runtime.BoxedUnit;
  * Sluice's Spark SQL rules, found by Spark through {@code
  * META-INF/services/org.apache.spark.sql.SparkSessionExtensionsProvider} in the jar: a session
  * built with the jar on its class path installs them without a setting. They change a plan only
- * when the shuffle manager is Sluice ({@link NativeSortRule}).
+ * when the shuffle manager is Sluice: {@link NativeSortRule} (ORDER BY) and {@link
+ * NativeAggregateRule} (an aggregate by one column).
  */
 public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider {
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
-    NativeSortRule rule = new NativeSortRule();
-    extensions.injectColumnar(session -> new Columnar(rule));
-    extensions.injectQueryStagePrepRule(session -> rule);
+    for (Rule<SparkPlan> rule : List.of(new NativeSortRule(), new NativeAggregateRule())) {
+      extensions.injectColumnar(session -> new Columnar(rule));
+      extensions.injectQueryStagePrepRule(session -> rule);
+    }
     return BoxedUnit.UNIT;
   }
 

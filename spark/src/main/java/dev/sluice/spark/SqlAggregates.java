@@ -1,0 +1,108 @@
+package dev.sluice.spark;
+
+import org.apache.spark.Partitioner;
+import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.rdd.ShuffledRDD;
+import org.apache.spark.unsafe.Platform;
+import org.apache.spark.unsafe.hash.Murmur3_x86_32;
+import scala.Tuple2;
+import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
+
+/**
+ * The shuffle of a Spark SQL aggregate that the engine runs whole ({@code
+ * dev.sluice.spark.sql.NativeAggregateRule}): the offloaded operator of {@link Sluice}, fed with
+ * (key, value) pairs taken from rows, its partitions placed exactly as Spark SQL's hash
+ * partitioning of the key column places them ({@link SqlHashPartitioner}), so that operators above
+ * it that count on that partitioning (a join on the key) stay correct.
+ *
+ * <p>Keys are {@code Long}, {@code Integer}, a string's UTF-8 bytes ({@code byte[]}) or null (the
+ * null group); results come back as (key, result) pairs with string keys as UTF-8 bytes.
+ */
+public final class SqlAggregates {
+  /** Key kinds: a long, an int, a string column (UTF-8 binary collation). */
+  public static final int KEY_LONG = 0;
+
+  public static final int KEY_INT = 1;
+  public static final int KEY_STRING = 2;
+
+  /** Value types: a long or int column ({@code Long}, {@code Integer} values). */
+  public static final int VALUE_LONG = OpSpec.VALUE_LONG;
+
+  public static final int VALUE_INT = OpSpec.VALUE_INT;
+
+  private SqlAggregates() {}
+
+  /** Why the engine cannot run offloaded operators in this application, or null if it can. */
+  public static String fallbackReason(SparkConf conf) {
+    return Coverage.operatorFallbackReason(conf, SparkEnv.get().shuffleManager());
+  }
+
+  /**
+   * {@code agg} over the values of each key of {@code pairs}, into {@code partitions} partitions;
+   * an {@code exact} sum fails on overflow (Spark SQL's ANSI mode) instead of wrapping.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public static RDD<Tuple2<Object, Object>> aggregate(
+      RDD<Tuple2<Object, Object>> pairs, int partitions, Agg agg, int valueType, boolean exact) {
+    ClassTag<Object> any = ClassTag$.MODULE$.Any();
+    ShuffledRDD shuffled =
+        new ShuffledRDD(pairs, new SqlHashPartitioner(partitions), any, any, any);
+    shuffled.setSerializer(new SluiceOpSerializer(new OpSpec(agg, valueType, exact, true)));
+    return (RDD<Tuple2<Object, Object>>) (RDD) shuffled;
+  }
+
+  /**
+   * Spark SQL's {@code HashPartitioning} of one key column: {@code pmod(murmur3(key, 42), n)},
+   * with Spark's Murmur3 of a long, an int, or a UTF-8-binary string's bytes.
+   */
+  static final class SqlHashPartitioner extends Partitioner {
+    private static final long serialVersionUID = 1L;
+    /** Spark SQL's hash seed ({@code Murmur3Hash}). */
+    static final int SEED = 42;
+
+    private final int partitions;
+
+    SqlHashPartitioner(int partitions) {
+      this.partitions = partitions;
+    }
+
+    @Override
+    public int numPartitions() {
+      return partitions;
+    }
+
+    @Override
+    public int getPartition(Object key) {
+      int h;
+      if (key == null) {
+        // Spark's Murmur3Hash leaves the seed as it is for a null.
+        h = SEED;
+      } else if (key instanceof Long l) {
+        h = Murmur3_x86_32.hashLong(l, SEED);
+      } else if (key instanceof Integer i) {
+        h = Murmur3_x86_32.hashInt(i, SEED);
+      } else if (key instanceof byte[] b) {
+        h = Murmur3_x86_32.hashUnsafeBytes(b, Platform.BYTE_ARRAY_OFFSET, b.length, SEED);
+      } else {
+        throw new IllegalArgumentException(
+            "a Spark SQL aggregate key Sluice cannot place: "
+                + (key == null ? "null" : key.getClass().getName()));
+      }
+      int p = h % partitions;
+      return p < 0 ? p + partitions : p;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof SqlHashPartitioner other && other.partitions == partitions;
+    }
+
+    @Override
+    public int hashCode() {
+      return partitions;
+    }
+  }
+}

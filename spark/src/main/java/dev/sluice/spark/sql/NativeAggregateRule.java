@@ -1,0 +1,223 @@
+package dev.sluice.spark.sql;
+
+import dev.sluice.spark.Agg;
+import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.SqlAggregates;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.EvalMode$;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.Literal;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
+import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateFunction;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Count;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Final$;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Max;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Min;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Partial$;
+import org.apache.spark.sql.catalyst.expressions.aggregate.Sum;
+import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
+import org.apache.spark.sql.catalyst.rules.Rule;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.aggregate.HashAggregateExec;
+import org.apache.spark.sql.execution.exchange.ENSURE_REQUIREMENTS$;
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.StringType;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.collection.immutable.Seq;
+
+/**
+ * Gives a Spark SQL aggregate by one column to the Sluice engine, whole.
+ *
+ * <p>Spark plans {@code groupBy(k).agg(f(v))} as a partial {@code HashAggregateExec} in each map
+ * task (Spark's hash map of the task's groups, in Java), a {@code ShuffleExchangeExec}
+ * hash-partitioned by the key, and a final {@code HashAggregateExec} in each reduce task. This rule
+ * replaces the three with one {@link SluiceAggregateExec}: the map tasks only copy each row's key
+ * and value into the engine's buffers, and the engine aggregates on its offload threads (partial
+ * per destination, spilling by its own threshold) and in each reduce task (exact, spilling sorted
+ * runs), as for {@code Sluice.reduceByKey}.
+ *
+ * <p>The plan changes only when the shuffle manager is Sluice and the engine can run offloaded
+ * operators (no I/O encryption, no push-based shuffle), {@code spark.sluice.sqlAggregate} is not
+ * false, and the aggregate is exactly one the engine computes as Spark SQL does:
+ *
+ * <ul>
+ *   <li>one grouping column of long, int or string (UTF-8 binary collation) type (nulls form
+ *       one group, as in Spark);
+ *   <li>one aggregate, not distinct and without a filter: {@code count(*)}, {@code count(1)} or
+ *       {@code count} of a non-nullable column; {@code sum}, {@code min} or {@code max} of a
+ *       non-nullable long or int column. A sum in ANSI mode (Spark 4's default) fails on
+ *       overflow, as Spark's does; {@code try_sum} stays Spark's.
+ * </ul>
+ *
+ * <p>Anything else keeps Spark's plan; a debug-level log line says why. Like {@link
+ * NativeSortRule} it runs among the physical preparation rules and, with adaptive execution, as a
+ * query stage preparation rule (the exchange is then not an adaptive query stage).
+ */
+public final class NativeAggregateRule extends Rule<SparkPlan> {
+  private static final Logger LOG = LoggerFactory.getLogger(NativeAggregateRule.class);
+
+  /** The setting that turns the rule off. */
+  static final String ENABLED = "spark.sluice.sqlAggregate";
+
+  @Override
+  public SparkPlan apply(SparkPlan plan) {
+    SparkEnv env = SparkEnv.get();
+    if (env == null
+        || !(env.shuffleManager() instanceof SluiceShuffleManager)
+        || !env.conf().getBoolean(ENABLED, true)
+        || SqlAggregates.fallbackReason(env.conf()) != null) {
+      return plan;
+    }
+    return rewrite(plan);
+  }
+
+  private static SparkPlan rewrite(SparkPlan plan) {
+    List<SparkPlan> children = new ArrayList<>();
+    boolean changed = false;
+    scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
+    while (it.hasNext()) {
+      SparkPlan c = it.next();
+      SparkPlan n = rewrite(c);
+      changed |= n != c;
+      children.add(n);
+    }
+    SparkPlan p = changed ? plan.withNewChildren(NativeSortRule.toSeq(children)) : plan;
+    return p instanceof HashAggregateExec agg ? replace(agg) : p;
+  }
+
+  /** The native form of a final aggregate over its exchange and partial aggregate, or it as is. */
+  private static SparkPlan replace(HashAggregateExec fin) {
+    if (!(fin.child() instanceof ShuffleExchangeExec exchange)
+        || exchange.shuffleOrigin() != ENSURE_REQUIREMENTS$.MODULE$
+        || !(exchange.outputPartitioning() instanceof HashPartitioning hash)
+        || hash.numPartitions() > SluiceShuffleManager.PARTITIONS_MAX
+        || !(exchange.child() instanceof HashAggregateExec partial)
+        || fin.groupingExpressions().size() != 1
+        || fin.aggregateExpressions().size() != 1
+        || partial.groupingExpressions().size() != 1
+        || partial.aggregateExpressions().size() != 1) {
+      return fin;
+    }
+    AggregateExpression fae = fin.aggregateExpressions().apply(0);
+    AggregateExpression pae = partial.aggregateExpressions().apply(0);
+    NamedExpression pkey = partial.groupingExpressions().apply(0);
+    if (fae.mode() != Final$.MODULE$
+        || pae.mode() != Partial$.MODULE$
+        || fae.isDistinct()
+        || fae.filter().isDefined()
+        || pae.filter().isDefined()
+        || !fae.aggregateFunction().equals(pae.aggregateFunction())
+        || !(pkey instanceof AttributeReference keyAttr)
+        || !hash.expressions().apply(0).semanticEquals(pkey.toAttribute())
+        || hash.expressions().size() != 1) {
+      return fin;
+    }
+    Seq<Attribute> input = partial.child().output();
+    int keyOrdinal = ordinal(keyAttr, input);
+    int keyKind = keyKindOf(keyAttr.dataType());
+    if (keyOrdinal < 0 || keyKind < 0) {
+      LOG.debug("Sluice: aggregate by {} stays in Spark SQL (key type)", keyAttr);
+      return fin;
+    }
+    SluiceAggregateExec.Spec spec = specOf(fae.aggregateFunction(), input, keyOrdinal, keyKind);
+    if (spec == null) {
+      LOG.debug("Sluice: {} stays in Spark SQL (not an engine aggregate)", fae);
+      return fin;
+    }
+    return new SluiceAggregateExec(
+        fin.groupingExpressions().apply(0).toAttribute(),
+        fin.aggregateAttributes().apply(0),
+        fin.resultExpressions(),
+        hash.numPartitions(),
+        fin.outputPartitioning(),
+        partial.child(),
+        spec);
+  }
+
+  /** What the engine computes for {@code f}, or null if it cannot compute it as Spark does. */
+  private static SluiceAggregateExec.Spec specOf(
+      AggregateFunction f, Seq<Attribute> input, int keyOrdinal, int keyKind) {
+    if (f instanceof Count count) {
+      if (count.children().size() != 1) {
+        return null;
+      }
+      Expression c = count.children().apply(0);
+      boolean everyRow =
+          (c instanceof Literal lit && lit.value() != null)
+              || (c instanceof AttributeReference a && !a.nullable());
+      return everyRow
+          ? new SluiceAggregateExec.Spec(
+              keyOrdinal, keyKind, -1, SqlAggregates.VALUE_LONG, Agg.COUNT, false)
+          : null;
+    }
+    Agg agg;
+    boolean exact = false;
+    Expression child;
+    if (f instanceof Sum sum) {
+      if (sum.evalMode() == EvalMode$.MODULE$.TRY()) {
+        return null;
+      }
+      agg = Agg.SUM;
+      exact = sum.evalMode() == EvalMode$.MODULE$.ANSI();
+      child = sum.child();
+    } else if (f instanceof Min min) {
+      agg = Agg.MIN;
+      child = min.child();
+    } else if (f instanceof Max max) {
+      agg = Agg.MAX;
+      child = max.child();
+    } else {
+      return null;
+    }
+    if (!(child instanceof AttributeReference v) || v.nullable()) {
+      return null;
+    }
+    int valueOrdinal = ordinal(v, input);
+    int valueType = valueTypeOf(v.dataType());
+    if (valueOrdinal < 0 || valueType < 0) {
+      return null;
+    }
+    return new SluiceAggregateExec.Spec(keyOrdinal, keyKind, valueOrdinal, valueType, agg, exact);
+  }
+
+  private static int keyKindOf(DataType t) {
+    if (t instanceof LongType) {
+      return SqlAggregates.KEY_LONG;
+    }
+    if (t instanceof IntegerType) {
+      return SqlAggregates.KEY_INT;
+    }
+    if (t instanceof StringType s && s.supportsBinaryEquality()) {
+      return SqlAggregates.KEY_STRING;
+    }
+    return -1;
+  }
+
+  private static int valueTypeOf(DataType t) {
+    if (t instanceof LongType) {
+      return SqlAggregates.VALUE_LONG;
+    }
+    if (t instanceof IntegerType) {
+      return SqlAggregates.VALUE_INT;
+    }
+    return -1;
+  }
+
+  private static int ordinal(AttributeReference a, Seq<Attribute> output) {
+    for (int i = 0; i < output.size(); i++) {
+      if (output.apply(i).exprId().equals(a.exprId())) {
+        return i;
+      }
+    }
+    return -1;
+  }
+}

@@ -1,0 +1,205 @@
+package dev.sluice.spark.sql;
+
+import dev.sluice.spark.Agg;
+import dev.sluice.spark.SqlAggregates;
+import java.io.Serializable;
+import java.util.Iterator;
+import java.util.List;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection$;
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.Tuple2;
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Seq;
+
+/**
+ * A Spark SQL aggregate run whole by the Sluice engine: it stands for a final {@code
+ * HashAggregateExec} over a hash-partitioned {@code ShuffleExchangeExec} over a partial {@code
+ * HashAggregateExec} ({@link NativeAggregateRule}). Map tasks take each row's key and value into
+ * the engine's buffers; the engine aggregates them partially per destination on its offload
+ * threads and exactly in each reduce task, which turns each (key, result) into the final
+ * aggregate's output row. The partitions are placed as Spark SQL's hash partitioning of the key
+ * places them, so the node keeps the final aggregate's output partitioning.
+ */
+public final class SluiceAggregateExec extends SparkPlan {
+  private static final long serialVersionUID = 1L;
+
+  /** What the map side reads from each row and what the engine computes. */
+  public record Spec(
+      int keyOrdinal, int keyKind, int valueOrdinal, int valueType, Agg agg, boolean exact)
+      implements Serializable {}
+
+  private final Attribute group;
+  private final Attribute result;
+  private final Seq<NamedExpression> resultExpressions;
+  private final int numPartitions;
+  private final Partitioning partitioning;
+  private final SparkPlan child;
+  private final Spec spec;
+
+  public SluiceAggregateExec(
+      Attribute group,
+      Attribute result,
+      Seq<NamedExpression> resultExpressions,
+      int numPartitions,
+      Partitioning partitioning,
+      SparkPlan child,
+      Spec spec) {
+    this.group = group;
+    this.result = result;
+    this.resultExpressions = resultExpressions;
+    this.numPartitions = numPartitions;
+    this.partitioning = partitioning;
+    this.child = child;
+    this.spec = spec;
+  }
+
+  @Override
+  public Seq<Attribute> output() {
+    return resultExpressions.map(NamedExpression::toAttribute).toSeq();
+  }
+
+  @Override
+  public Seq<SparkPlan> children() {
+    return NativeSortRule.toSeq(List.of(child));
+  }
+
+  @Override
+  public Partitioning outputPartitioning() {
+    return partitioning;
+  }
+
+  @Override
+  public RDD<InternalRow> doExecute() {
+    Spec s = spec;
+    RDD<Tuple2<Object, Object>> pairs =
+        child
+            .execute()
+            .toJavaRDD()
+            .map(r -> new Tuple2<Object, Object>(key(r, s), value(r, s)))
+            .rdd();
+    RDD<Tuple2<Object, Object>> results =
+        SqlAggregates.aggregate(pairs, numPartitions, s.agg(), s.valueType(), s.exact());
+    Seq<Expression> exprs = resultExpressions.map(e -> (Expression) e).toSeq();
+    Seq<Attribute> inputs = NativeSortRule.toSeq(List.of(group, result));
+    boolean stringKey = s.keyKind() == SqlAggregates.KEY_STRING;
+    return results
+        .toJavaRDD()
+        .mapPartitions(
+            (Iterator<Tuple2<Object, Object>> it) -> {
+              UnsafeProjection project = UnsafeProjection$.MODULE$.create(exprs, inputs);
+              GenericInternalRow row = new GenericInternalRow(2);
+              return new Iterator<InternalRow>() {
+                @Override
+                public boolean hasNext() {
+                  return it.hasNext();
+                }
+
+                @Override
+                public InternalRow next() {
+                  Tuple2<Object, Object> t = it.next();
+                  Object k = t._1();
+                  row.update(0, stringKey && k != null ? UTF8String.fromBytes((byte[]) k) : k);
+                  row.update(1, t._2());
+                  return project.apply(row);
+                }
+              };
+            })
+        .rdd();
+  }
+
+  /** The row's key as the engine takes it (null for the null group). */
+  private static Object key(InternalRow r, Spec s) {
+    int i = s.keyOrdinal();
+    if (r.isNullAt(i)) {
+      return null;
+    }
+    switch (s.keyKind()) {
+      case SqlAggregates.KEY_LONG:
+        return r.getLong(i);
+      case SqlAggregates.KEY_INT:
+        return r.getInt(i);
+      default:
+        return r.getUTF8String(i).getBytes();
+    }
+  }
+
+  /** The row's value as the engine takes it (a count reads none). */
+  private static Object value(InternalRow r, Spec s) {
+    int i = s.valueOrdinal();
+    if (i < 0) {
+      return 0L;
+    }
+    return s.valueType() == SqlAggregates.VALUE_INT ? (Object) r.getInt(i) : (Object) r.getLong(i);
+  }
+
+  @Override
+  public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
+    return new SluiceAggregateExec(
+        group, result, resultExpressions, numPartitions, partitioning, newChildren.apply(0), spec);
+  }
+
+  @Override
+  public String nodeName() {
+    return "SluiceAggregate";
+  }
+
+  @Override
+  public String simpleString(int maxFields) {
+    return nodeName()
+        + " "
+        + spec.agg()
+        + (spec.exact() ? " (exact)" : "")
+        + " by "
+        + group
+        + ", output "
+        + output().mkString("[", ", ", "]");
+  }
+
+  // The plan node as a product (constructor arguments), which Spark's tree operations use to
+  // copy, canonicalize and print it.
+
+  @Override
+  public int productArity() {
+    return 7;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    switch (n) {
+      case 0:
+        return group;
+      case 1:
+        return result;
+      case 2:
+        return resultExpressions;
+      case 3:
+        return numPartitions;
+      case 4:
+        return partitioning;
+      case 5:
+        return child;
+      case 6:
+        return spec;
+      default:
+        throw new IndexOutOfBoundsException(n);
+    }
+  }
+
+  @Override
+  public boolean canEqual(Object that) {
+    return that instanceof SluiceAggregateExec;
+  }
+
+  public SparkPlan child() {
+    return child;
+  }
+}
