@@ -109,11 +109,22 @@ def test_sql_aggregate_runs_in_the_engine_unless_turned_off(tmp_path, reference)
                 df.groupBy("k").agg(F.max(F.col("v") + 1)),
             ]:
                 assert "SluiceAggregate" not in plan_of(q), plan_of(q)
-            # An ANSI sum (Spark 4's default) that overflows fails, as Spark's does.
+            # An ANSI sum (Spark 4's default) that overflows fails, as Spark's
+            # does: folded on the task thread (few keys), and in the engine
+            # (in each of two map tasks 3,000 keys fill the task thread's
+            # table first, so the two large values of key -1 pass through
+            # to the engine, whose exact sum flags the overflow).
             near = s.range(0, 8, numPartitions=2).selectExpr(
                 "id % 2 as k", "id + 9223372036854775800 as v")
             with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):
                 near.groupBy("k").sum("v").collect()
+            late = s.range(0, 6004, numPartitions=2).selectExpr(
+                "if(id % 3002 < 3000, id, -1) as k",
+                "if(id % 3002 < 3000, 1, 4611686018427387904) as v")
+            with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW") as error:
+                late.groupBy("k").sum("v").collect()
+            if native == "true":
+                assert "the engine's exact sum" in str(error.value), str(error.value)
         finally:
             s.stop()
 

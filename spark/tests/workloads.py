@@ -129,6 +129,11 @@ def sql_aggregate(spark, scale=1):
         df.groupBy((F.col("l") % 7).alias("m7")).agg(F.max("id")),
         df.groupBy("l").count().join(df.groupBy("l").agg(F.max("big").alias("m")), "l"),
     ]
+    # 100,000 rows per map task over 150,000 keys: the task thread's first
+    # level of aggregation absorbs too few of them and switches itself off.
+    many = spark.range(0, 200000, numPartitions=2).selectExpr(
+        "pmod(xxhash64(id), 150000) as k", "id as v")
+    queries.append(many.groupBy("k").agg(F.max("v")))
     out = [sorted(repr(tuple(r)) for r in q.collect()) for q in queries]
     ansi = spark.conf.get("spark.sql.ansi.enabled")
     spark.conf.set("spark.sql.ansi.enabled", "false")

@@ -179,10 +179,7 @@ final class OpSpec implements Serializable {
   Object getResult(ByteBuffer b) {
     long bits = b.getLong();
     if (exact && b.getLong() != 0) {
-      throw new ArithmeticException(
-          "[ARITHMETIC_OVERFLOW] long overflow in sum (Sluice's native aggregate). Use 'try_sum'"
-              + " to tolerate overflow and return NULL instead, or set spark.sql.ansi.enabled to"
-              + " false.");
+      throw SqlAggregates.overflow("the engine's exact sum");
     }
     if (agg == Agg.COUNT) {
       return bits;

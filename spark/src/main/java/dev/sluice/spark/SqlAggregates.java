@@ -35,6 +35,16 @@ public final class SqlAggregates {
 
   private SqlAggregates() {}
 
+  /** Spark SQL's error for an ANSI sum that overflowed, found {@code where}. */
+  public static ArithmeticException overflow(String where) {
+    return new ArithmeticException(
+        "[ARITHMETIC_OVERFLOW] long overflow in sum (Sluice's native aggregate: "
+            + where
+            + "). Use 'try_sum'"
+            + " to tolerate overflow and return NULL instead, or set spark.sql.ansi.enabled to"
+            + " false.");
+  }
+
   /** Why the engine cannot run offloaded operators in this application, or null if it can. */
   public static String fallbackReason(SparkConf conf) {
     return Coverage.operatorFallbackReason(conf, SparkEnv.get().shuffleManager());

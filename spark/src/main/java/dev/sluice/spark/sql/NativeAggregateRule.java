@@ -73,7 +73,7 @@ public final class NativeAggregateRule extends Rule<SparkPlan> {
     SparkEnv env = SparkEnv.get();
     if (env == null
         || !(env.shuffleManager() instanceof SluiceShuffleManager)
-        || !env.conf().getBoolean(ENABLED, true)
+        || !Boolean.parseBoolean(conf().getConfString(ENABLED, "true"))
         || SqlAggregates.fallbackReason(env.conf()) != null) {
       return plan;
     }

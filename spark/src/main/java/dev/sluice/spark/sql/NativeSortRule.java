@@ -64,7 +64,7 @@ public final class NativeSortRule extends Rule<SparkPlan> {
     SparkEnv env = SparkEnv.get();
     if (env == null
         || !(env.shuffleManager() instanceof SluiceShuffleManager)
-        || !env.conf().getBoolean(ENABLED, true)
+        || !Boolean.parseBoolean(conf().getConfString(ENABLED, "true"))
         || SluiceShuffleManager.fallbackReason(env.conf()) != null) {
       return plan;
     }

@@ -24,7 +24,9 @@ import scala.collection.immutable.Seq;
  * A Spark SQL aggregate run whole by the Sluice engine: it stands for a final {@code
  * HashAggregateExec} over a hash-partitioned {@code ShuffleExchangeExec} over a partial {@code
  * HashAggregateExec} ({@link NativeAggregateRule}). Map tasks take each row's key and value into
- * the engine's buffers; the engine aggregates them partially per destination on its offload
+ * the engine's buffers (after a small first level of aggregation that switches itself off where
+ * it does not pay, {@link PreAggregator}); the engine aggregates them partially per destination
+ * on its offload
  * threads and exactly in each reduce task, which turns each (key, result) into the final
  * aggregate's output row. The partitions are placed as Spark SQL's hash partitioning of the key
  * places them, so the node keeps the final aggregate's output partitioning.
@@ -44,6 +46,8 @@ public final class SluiceAggregateExec extends SparkPlan {
   private final Partitioning partitioning;
   private final SparkPlan child;
   private final Spec spec;
+  /** The aggregated rows, made once (the driver side of the plan; later actions reuse the shuffle). */
+  private transient RDD<InternalRow> aggregated;
 
   public SluiceAggregateExec(
       Attribute group,
@@ -78,16 +82,30 @@ public final class SluiceAggregateExec extends SparkPlan {
   }
 
   @Override
-  public RDD<InternalRow> doExecute() {
+  public synchronized RDD<InternalRow> doExecute() {
+    if (aggregated == null) {
+      aggregated = aggregate();
+    }
+    return aggregated;
+  }
+
+  private RDD<InternalRow> aggregate() {
     Spec s = spec;
     RDD<Tuple2<Object, Object>> pairs =
         child
             .execute()
             .toJavaRDD()
-            .map(r -> new Tuple2<Object, Object>(key(r, s), value(r, s)))
+            .mapPartitions(
+                (Iterator<InternalRow> rows) ->
+                    (Iterator<Tuple2<Object, Object>>) new PreAggregator(rows, s))
             .rdd();
     RDD<Tuple2<Object, Object>> results =
-        SqlAggregates.aggregate(pairs, numPartitions, s.agg(), s.valueType(), s.exact());
+        SqlAggregates.aggregate(
+            pairs,
+            numPartitions,
+            PreAggregator.engineAgg(s),
+            PreAggregator.engineValueType(s),
+            s.exact());
     Seq<Expression> exprs = resultExpressions.map(e -> (Expression) e).toSeq();
     Seq<Attribute> inputs = NativeSortRule.toSeq(List.of(group, result));
     boolean stringKey = s.keyKind() == SqlAggregates.KEY_STRING;
@@ -114,31 +132,6 @@ public final class SluiceAggregateExec extends SparkPlan {
               };
             })
         .rdd();
-  }
-
-  /** The row's key as the engine takes it (null for the null group). */
-  private static Object key(InternalRow r, Spec s) {
-    int i = s.keyOrdinal();
-    if (r.isNullAt(i)) {
-      return null;
-    }
-    switch (s.keyKind()) {
-      case SqlAggregates.KEY_LONG:
-        return r.getLong(i);
-      case SqlAggregates.KEY_INT:
-        return r.getInt(i);
-      default:
-        return r.getUTF8String(i).getBytes();
-    }
-  }
-
-  /** The row's value as the engine takes it (a count reads none). */
-  private static Object value(InternalRow r, Spec s) {
-    int i = s.valueOrdinal();
-    if (i < 0) {
-      return 0L;
-    }
-    return s.valueType() == SqlAggregates.VALUE_INT ? (Object) r.getInt(i) : (Object) r.getLong(i);
   }
 
   @Override
