@@ -172,6 +172,9 @@ def test_encryption_falls_back_to_sort_shuffle(tmp_path, reference):
         # The native ORDER BY needs a Sluice shuffle: Spark SQL sorts.
         assert "SluiceSortExchange" not in plan_of(s.range(10).selectExpr("-id as x").orderBy("x"))
         assert workloads.sql_order_by(s) == reference["sql_order_by"]
+        # Nor does an aggregate run in the engine.
+        assert "SluiceAggregate" not in plan_of(s.range(10).selectExpr("id % 3 as k").groupBy("k").count())
+        assert workloads.sql_aggregate(s) == reference["sql_aggregate"]
         # Sluice does not encrypt: every shuffle ran on Spark's sort shuffle.
         after = sluice_metrics(s)
         assert after["map_outputs"] == before["map_outputs"]

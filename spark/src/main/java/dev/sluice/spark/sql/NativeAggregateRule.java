@@ -3,9 +3,7 @@ package dev.sluice.spark.sql;
 import dev.sluice.spark.Agg;
 import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.SqlAggregates;
-import java.util.ArrayList;
-import java.util.List;
-import org.apache.spark.SparkEnv;
+import org.apache.spark.SparkConf;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.EvalMode$;
@@ -21,7 +19,6 @@ import org.apache.spark.sql.catalyst.expressions.aggregate.Min;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Partial$;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Sum;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
-import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.aggregate.HashAggregateExec;
 import org.apache.spark.sql.execution.exchange.ENSURE_REQUIREMENTS$;
@@ -62,36 +59,25 @@ import scala.collection.immutable.Seq;
  * NativeSortRule} it runs among the physical preparation rules and, with adaptive execution, as a
  * query stage preparation rule (the exchange is then not an adaptive query stage).
  */
-public final class NativeAggregateRule extends Rule<SparkPlan> {
+public final class NativeAggregateRule extends SluiceRule {
   private static final Logger LOG = LoggerFactory.getLogger(NativeAggregateRule.class);
 
   /** The setting that turns the rule off. */
   static final String ENABLED = "spark.sluice.sqlAggregate";
 
   @Override
-  public SparkPlan apply(SparkPlan plan) {
-    SparkEnv env = SparkEnv.get();
-    if (env == null
-        || !(env.shuffleManager() instanceof SluiceShuffleManager)
-        || !Boolean.parseBoolean(conf().getConfString(ENABLED, "true"))
-        || SqlAggregates.fallbackReason(env.conf()) != null) {
-      return plan;
-    }
-    return rewrite(plan);
+  String setting() {
+    return ENABLED;
   }
 
-  private static SparkPlan rewrite(SparkPlan plan) {
-    List<SparkPlan> children = new ArrayList<>();
-    boolean changed = false;
-    scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
-    while (it.hasNext()) {
-      SparkPlan c = it.next();
-      SparkPlan n = rewrite(c);
-      changed |= n != c;
-      children.add(n);
-    }
-    SparkPlan p = changed ? plan.withNewChildren(NativeSortRule.toSeq(children)) : plan;
-    return p instanceof HashAggregateExec agg ? replace(agg) : p;
+  @Override
+  String fallbackReason(SparkConf conf) {
+    return SqlAggregates.fallbackReason(conf);
+  }
+
+  @Override
+  SparkPlan replace(SparkPlan node) {
+    return node instanceof HashAggregateExec agg ? replace(agg) : node;
   }
 
   /** The native form of a final aggregate over its exchange and partial aggregate, or it as is. */

@@ -2,17 +2,13 @@ package dev.sluice.spark.sql;
 
 import dev.sluice.spark.RowSortKey;
 import dev.sluice.spark.SluiceShuffleManager;
-import java.util.ArrayList;
-import java.util.List;
 import org.apache.spark.SparkConf;
-import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.expressions.Ascending$;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.NullsFirst$;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
 import org.apache.spark.sql.catalyst.plans.physical.RangePartitioning;
-import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.SortExec;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec;
@@ -53,36 +49,25 @@ import scala.collection.immutable.Seq;
  * stage preparation rule; there the sort is planned inside the stage that reads the exchange
  * (adaptive execution does not re-plan that exchange).
  */
-public final class NativeSortRule extends Rule<SparkPlan> {
+public final class NativeSortRule extends SluiceRule {
   private static final Logger LOG = LoggerFactory.getLogger(NativeSortRule.class);
 
   /** The setting that turns the rule off. */
   static final String ENABLED = "spark.sluice.sqlSort";
 
   @Override
-  public SparkPlan apply(SparkPlan plan) {
-    SparkEnv env = SparkEnv.get();
-    if (env == null
-        || !(env.shuffleManager() instanceof SluiceShuffleManager)
-        || !Boolean.parseBoolean(conf().getConfString(ENABLED, "true"))
-        || SluiceShuffleManager.fallbackReason(env.conf()) != null) {
-      return plan;
-    }
-    return rewrite(plan, env.conf());
+  String setting() {
+    return ENABLED;
   }
 
-  private static SparkPlan rewrite(SparkPlan plan, SparkConf conf) {
-    List<SparkPlan> children = new ArrayList<>();
-    boolean changed = false;
-    scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
-    while (it.hasNext()) {
-      SparkPlan c = it.next();
-      SparkPlan n = rewrite(c, conf);
-      changed |= n != c;
-      children.add(n);
-    }
-    SparkPlan p = changed ? plan.withNewChildren(toSeq(children)) : plan;
-    return p instanceof SortExec sort ? replace(sort) : p;
+  @Override
+  String fallbackReason(SparkConf conf) {
+    return SluiceShuffleManager.fallbackReason(conf);
+  }
+
+  @Override
+  SparkPlan replace(SparkPlan node) {
+    return node instanceof SortExec sort ? replace(sort) : node;
   }
 
   /** The native form of a global sort over its range exchange, or the sort unchanged. */
@@ -166,10 +151,5 @@ public final class NativeSortRule extends Rule<SparkPlan> {
       return RowSortKey.BYTES;
     }
     return -1;
-  }
-
-  static <T> Seq<T> toSeq(List<T> list) {
-    return scala.collection.immutable.List$.MODULE$.from(
-        scala.jdk.javaapi.CollectionConverters.asScala(list));
   }
 }

@@ -73,7 +73,7 @@ public final class SluiceAggregateExec extends SparkPlan {
 
   @Override
   public Seq<SparkPlan> children() {
-    return NativeSortRule.toSeq(List.of(child));
+    return SluiceRule.toSeq(List.of(child));
   }
 
   @Override
@@ -107,7 +107,7 @@ public final class SluiceAggregateExec extends SparkPlan {
             PreAggregator.engineValueType(s),
             s.exact());
     Seq<Expression> exprs = resultExpressions.map(e -> (Expression) e).toSeq();
-    Seq<Attribute> inputs = NativeSortRule.toSeq(List.of(group, result));
+    Seq<Attribute> inputs = SluiceRule.toSeq(List.of(group, result));
     boolean stringKey = s.keyKind() == SqlAggregates.KEY_STRING;
     return results
         .toJavaRDD()
