@@ -101,7 +101,7 @@ def sql_aggregate(spark, scale=1):
     count by a string (with a null and an empty group), an ANSI sum of longs
     by an int key with nulls, min and max of ints by a long key, a sum of
     ints, a count of a non-null column, an empty input, a grouping
-    expression, two aggregates by
+    expression, aggregates of expressions, two aggregates by
     the same key joined (the join counts on their hash partitioning, with
     no exchange of its own), and a legacy (non-ANSI) sum that wraps on
     overflow. Returns each query's rows as a multiset."""
@@ -127,6 +127,9 @@ def sql_aggregate(spark, scale=1):
         df.groupBy("s").agg(F.count("id")),
         df.filter("id < 0").groupBy("s").count(),
         df.groupBy((F.col("l") % 7).alias("m7")).agg(F.max("id")),
+        df.groupBy("l").agg(F.sum(F.col("v") * 3 + F.col("id"))),
+        df.groupBy("s").agg(F.min(F.col("big") % 1000)),
+        df.groupBy("i").agg(F.count(F.col("id") + 1)),
         df.groupBy("l").count().join(df.groupBy("l").agg(F.max("big").alias("m")), "l"),
     ]
     # 100,000 rows per map task over 150,000 keys: the task thread's first

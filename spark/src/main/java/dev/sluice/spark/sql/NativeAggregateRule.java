@@ -4,12 +4,17 @@ import dev.sluice.spark.Agg;
 import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.SqlAggregates;
 import org.apache.spark.SparkConf;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.Alias$;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.EvalMode$;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateFunction;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Count;
@@ -19,6 +24,7 @@ import org.apache.spark.sql.catalyst.expressions.aggregate.Min;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Partial$;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Sum;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
+import org.apache.spark.sql.execution.ProjectExec;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.aggregate.HashAggregateExec;
 import org.apache.spark.sql.execution.exchange.ENSURE_REQUIREMENTS$;
@@ -50,8 +56,9 @@ import scala.collection.immutable.Seq;
  *   <li>one grouping column of long, int or string (UTF-8 binary collation) type (nulls form
  *       one group, as in Spark);
  *   <li>one aggregate, not distinct and without a filter: {@code count(*)}, {@code count(1)} or
- *       {@code count} of a non-nullable column; {@code sum}, {@code min} or {@code max} of a
- *       non-nullable long or int column. A sum in ANSI mode (Spark 4's default) fails on
+ *       {@code count} of a non-nullable expression; {@code sum}, {@code min} or {@code max} of a
+ *       non-nullable long or int column or deterministic expression (computed into a column by
+ *       a {@code ProjectExec} below the node). A sum in ANSI mode (Spark 4's default) fails on
  *       overflow, as Spark's does; {@code try_sum} stays Spark's.
  * </ul>
  *
@@ -114,10 +121,29 @@ public final class NativeAggregateRule extends SluiceRule {
       LOG.debug("Sluice: aggregate by {} stays in Spark SQL (key type)", keyAttr);
       return fin;
     }
-    SluiceAggregateExec.Spec spec = specOf(fae.aggregateFunction(), input, keyOrdinal, keyKind);
+    Expression[] computed = new Expression[1];
+    SluiceAggregateExec.Spec spec =
+        specOf(fae.aggregateFunction(), input, keyOrdinal, keyKind, computed);
     if (spec == null) {
       LOG.debug("Sluice: {} stays in Spark SQL (not an engine aggregate)", fae);
       return fin;
+    }
+    SparkPlan source = partial.child();
+    if (computed[0] != null) {
+      // The aggregated expression is computed into a last column, as the partial aggregate
+      // would compute it per row (its errors included).
+      List<NamedExpression> columns = new ArrayList<>();
+      input.foreach(a -> columns.add(a));
+      String name = "sluice_value";
+      columns.add(
+          new Alias(
+              computed[0],
+              name,
+              NamedExpression$.MODULE$.newExprId(),
+              Alias$.MODULE$.apply$default$4(computed[0], name),
+              Alias$.MODULE$.apply$default$5(computed[0], name),
+              Alias$.MODULE$.apply$default$6(computed[0], name)));
+      source = new ProjectExec(toSeq(columns), source);
     }
     return new SluiceAggregateExec(
         fin.groupingExpressions().apply(0).toAttribute(),
@@ -125,21 +151,27 @@ public final class NativeAggregateRule extends SluiceRule {
         fin.resultExpressions(),
         hash.numPartitions(),
         fin.outputPartitioning(),
-        partial.child(),
+        source,
         spec);
   }
 
-  /** What the engine computes for {@code f}, or null if it cannot compute it as Spark does. */
+  /**
+   * What the engine computes for {@code f}, or null if it cannot compute it as Spark does. An
+   * aggregate of an expression (deterministic, non-nullable, long or int) reads a column appended
+   * to the input: the expression is handed back in {@code computed[0]}.
+   */
   private static SluiceAggregateExec.Spec specOf(
-      AggregateFunction f, Seq<Attribute> input, int keyOrdinal, int keyKind) {
+      AggregateFunction f,
+      Seq<Attribute> input,
+      int keyOrdinal,
+      int keyKind,
+      Expression[] computed) {
     if (f instanceof Count count) {
       if (count.children().size() != 1) {
         return null;
       }
       Expression c = count.children().apply(0);
-      boolean everyRow =
-          (c instanceof Literal lit && lit.value() != null)
-              || (c instanceof AttributeReference a && !a.nullable());
+      boolean everyRow = (c instanceof Literal lit && lit.value() != null) || !c.nullable();
       return everyRow
           ? new SluiceAggregateExec.Spec(
               keyOrdinal, keyKind, -1, SqlAggregates.VALUE_LONG, Agg.COUNT, false)
@@ -164,12 +196,20 @@ public final class NativeAggregateRule extends SluiceRule {
     } else {
       return null;
     }
-    if (!(child instanceof AttributeReference v) || v.nullable()) {
+    int valueType = valueTypeOf(child.dataType());
+    if (child.nullable() || valueType < 0) {
       return null;
     }
-    int valueOrdinal = ordinal(v, input);
-    int valueType = valueTypeOf(v.dataType());
-    if (valueOrdinal < 0 || valueType < 0) {
+    int valueOrdinal;
+    if (child instanceof AttributeReference v) {
+      valueOrdinal = ordinal(v, input);
+    } else if (child.deterministic() && child.references().forall(a -> ordinal(a, input) >= 0)) {
+      valueOrdinal = input.size();
+      computed[0] = child;
+    } else {
+      valueOrdinal = -1;
+    }
+    if (valueOrdinal < 0) {
       return null;
     }
     return new SluiceAggregateExec.Spec(keyOrdinal, keyKind, valueOrdinal, valueType, agg, exact);
@@ -198,7 +238,7 @@ public final class NativeAggregateRule extends SluiceRule {
     return -1;
   }
 
-  private static int ordinal(AttributeReference a, Seq<Attribute> output) {
+  private static int ordinal(Attribute a, Seq<Attribute> output) {
     for (int i = 0; i < output.size(); i++) {
       if (output.apply(i).exprId().equals(a.exprId())) {
         return i;
