@@ -12,11 +12,11 @@ import java.nio.charset.StandardCharsets;
  * bytes}, {@code value = the value, little-endian, exactly its type's width}. Key tags: {@link
  * #KEY_LONG} (8 bytes LE), {@link #KEY_INT} (4 bytes LE), {@link #KEY_STRING} (UTF-8). The tag
  * keeps keys of different types apart and lets the reduce side rebuild each key without knowing
- * its type up front; a null key is its tag alone ({@link #KEY_NULL}); a {@code byte[]} key is a string key's UTF-8 bytes (Spark SQL's strings), and
- * with {@link #rawKeys} string keys come back as such bytes. Results come back as {@code key ++
- * 8-byte result}: an i64 (sum of integers, count, min and max of integers) or an f64; an {@link
- * #exact} sum (Spark SQL's {@code sum} in ANSI mode) adds an 8-byte overflow flag, and a set flag
- * is thrown as Spark SQL's overflow error.
+ * its type up front; a null key is its tag alone ({@link #KEY_NULL}); a {@code byte[]} key is a
+ * string key's UTF-8 bytes (Spark SQL's strings), and with {@link #rawKeys} string keys come back
+ * as such bytes. Results come back as {@code key ++ 8-byte result}: an i64 (sum of integers,
+ * count, min and max of integers) or an f64; an {@link #exact} sum (Spark SQL's {@code sum} in
+ * ANSI mode) adds an 8-byte overflow flag, and a set flag is thrown as Spark SQL's overflow error.
  */
 final class OpSpec implements Serializable {
   private static final long serialVersionUID = 1L;

@@ -102,43 +102,29 @@ final class PreAggregator implements Iterator<Tuple2<Object, Object>> {
       nullUsed = true;
       return null;
     }
-    if (!off && absorb(r, k, v)) {
-      return null;
-    }
+    // The key read once: a Long, an Integer, or the row's string (not copied unless kept).
     Object key =
         switch (spec.keyKind()) {
           case SqlAggregates.KEY_LONG -> r.getLong(k);
           case SqlAggregates.KEY_INT -> r.getInt(k);
-          default -> r.getUTF8String(k).getBytes();
+          default -> r.getUTF8String(k);
         };
-    return new Tuple2<>(key, value(v));
+    if (!off && absorb(key, v)) {
+      return null;
+    }
+    return new Tuple2<>(engineKey(key), value(v));
   }
 
-  /** Folds the row into the table if its key is there or fits; false if it goes on. */
-  private boolean absorb(InternalRow r, int k, long v) {
+  /** Folds a row's value into the table if its key is there or fits; false if it goes on. */
+  private boolean absorb(Object probe, long v) {
     rows++;
     if (rows == SAMPLE_ROWS && absorbed * 2 < rows) {
       off = true;
     }
-    Object probe;
-    int h;
-    switch (spec.keyKind()) {
-      case SqlAggregates.KEY_LONG -> {
-        long x = r.getLong(k);
-        probe = x;
-        h = Long.hashCode(x * 0x9E3779B97F4A7C15L);
-      }
-      case SqlAggregates.KEY_INT -> {
-        int x = r.getInt(k);
-        probe = x;
-        h = x * 0x9E3779B9;
-      }
-      default -> {
-        UTF8String s = r.getUTF8String(k);
-        probe = s;
-        h = s.hashCode();
-      }
-    }
+    int h =
+        probe instanceof Long x
+            ? Long.hashCode(x * 0x9E3779B97F4A7C15L)
+            : probe instanceof Integer x ? x * 0x9E3779B9 : probe.hashCode();
     int at = (h ^ (h >>> 16)) & (SLOTS - 1);
     for (int i = 0; i < PROBES_MAX; i++, at = (at + 1) & (SLOTS - 1)) {
       Object held = keys[at];
@@ -171,7 +157,7 @@ final class PreAggregator implements Iterator<Tuple2<Object, Object>> {
       Object key = keys[at];
       if (key != null) {
         keys[at] = null;
-        next = new Tuple2<>(key instanceof UTF8String s ? s.getBytes() : key, value(states[at]));
+        next = new Tuple2<>(engineKey(key), value(states[at]));
         return true;
       }
     }
@@ -199,6 +185,11 @@ final class PreAggregator implements Iterator<Tuple2<Object, Object>> {
         }
         return state + v;
     }
+  }
+
+  /** A key as the engine takes it: a string as its UTF-8 bytes. */
+  private static Object engineKey(Object key) {
+    return key instanceof UTF8String s ? s.getBytes() : key;
   }
 
   /** A value or partial state as the engine's value type takes it. */
