@@ -65,6 +65,21 @@ def test_offloaded_reduce_by_key_across_executors(cluster):
     assert sluice_way == spark_way
 
 
+def test_spark_aggregations_grouped_by_hash_across_executors(cluster):
+    """Spark's own reduceByKey on Sluice's hash-grouped path across two
+    executor JVMs: 300K records per map task over 500K keys (the map-side
+    table switches itself off) agree with the offloaded operator; enum keys,
+    whose hash codes differ in each JVM, still meet in one record each."""
+    sc = cluster.sparkContext
+    job = sc._jvm.dev.sluice.spark.examples.ReduceByKeyJob
+    spark_way = list(job.checksum(sc._jsc, 1_200_000, 500_000, 4, 6, False))
+    sluice_way = list(job.checksum(sc._jsc, 1_200_000, 500_000, 4, 6, True))
+    assert spark_way == sluice_way
+    assert spark_way[0] > 400_000
+    counts = list(sc._jvm.dev.sluice.spark.examples.EnumKeysJob.counts(sc._jsc, 100_000, 4, 3))
+    assert counts == [5] + [20_000] * 5
+
+
 def test_native_sort_by_key_across_executors(cluster):
     """Scala's sortByKey, sorted by the engine: every output partition in
     order, partitions in key order, no record lost."""

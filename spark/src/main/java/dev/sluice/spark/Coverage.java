@@ -15,9 +15,11 @@ import org.apache.spark.SparkConf;
  *   <li>At most {@link #PARTITIONS_MAX} partitions (the engine's limit).
  * </ul>
  *
- * <p>Key orderings and aggregators are covered: the map side runs Spark's map-side combine before
- * the engine when the shuffle asks for it, and the reduce side applies the ordering and the
- * aggregator after decoding.
+ * <p>Key orderings and aggregators are covered: a natural ordering is sorted by the engine ({@link
+ * SortKeys}), another one by Spark's reader after decoding; an aggregator's functions run on the
+ * task threads over records the engine groups by key hash ({@link HashGroups}), or, with {@code
+ * spark.sluice.groupedCombine=false}, as Spark runs them (map-side combine before the engine, the
+ * reader's aggregation after decoding).
  */
 final class Coverage {
   /** The engine's partition limit (2^24). */

@@ -18,6 +18,12 @@ final class SluiceConf {
   static final String BUFFER = "spark.sluice.bufferBytes";
   /** Whether Spark SQL's rows are written without the serializer ({@link UnsafeRowFastPath}). */
   static final String SQL_ROWS_DIRECT = "spark.sluice.sqlRowsDirect";
+  /**
+   * Whether shuffles with an aggregator (reduceByKey, groupByKey, combineByKey, distinct) are
+   * grouped by key hash in the engine and folded in one pass ({@link HashGroups}); read when the
+   * shuffle is registered.
+   */
+  static final String GROUPED_COMBINE = "spark.sluice.groupedCombine";
 
   /** Codec ids as the native side reads them. */
   static final int CODEC_NONE = 0;

@@ -18,6 +18,9 @@ public final class SluiceMetrics {
   static final AtomicLong SQL_ROWS_DIRECT = new AtomicLong();
   static final AtomicLong REDUCE_SHORT_GRANTS = new AtomicLong();
   static final AtomicLong REDUCE_SPILLED_RUNS = new AtomicLong();
+  static final AtomicLong GROUPED_READS = new AtomicLong();
+  static final AtomicLong MAP_COMBINES_OFF = new AtomicLong();
+  static final AtomicLong MAP_COMBINES_BY_SPARK = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -72,5 +75,20 @@ public final class SluiceMetrics {
   /** Reduce tasks whose records the engine merged into key order (a native sortByKey). */
   public static long sortedReads() {
     return SORTED_READS.get();
+  }
+
+  /** Reduce tasks that folded runs of equal key hash ({@link GroupedCombine}). */
+  public static long groupedReads() {
+    return GROUPED_READS.get();
+  }
+
+  /** Map tasks whose combine table switched itself off ({@link MapCombiner}). */
+  public static long mapCombinesOff() {
+    return MAP_COMBINES_OFF.get();
+  }
+
+  /** Map tasks whose combiners the table could not hold, so Spark combined the rest. */
+  public static long mapCombinesBySpark() {
+    return MAP_COMBINES_BY_SPARK.get();
   }
 }

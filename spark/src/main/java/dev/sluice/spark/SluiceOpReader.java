@@ -20,7 +20,9 @@ import scala.Tuple2;
  * as the segment is read (a corrupt block is a fetch failure, as for any Sluice shuffle). Once
  * every segment is in, the operator finishes: an aggregate emits each key's result once, which
  * the task iterates a buffer of results per JNI call; a sort merges the map side's runs and
- * serves the records' serialized bytes in key order to the shuffle's deserializer.
+ * serves the records' serialized bytes in key order to the shuffle's deserializer. A shuffle
+ * with an aggregator is such a sort, by key hash, and its records are folded as they pass
+ * ({@link GroupedCombine}).
  */
 final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
   /** Bytes of the result buffer one JNI call fills (256 KiB; larger for a larger result). */
@@ -96,20 +98,31 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     if (op != null) {
       return (scala.collection.Iterator) new Results(op, results);
     }
-    SluiceMetrics.SORTED_READS.incrementAndGet();
     SluiceMetrics.REDUCE_SPILLED_RUNS.addAndGet(SluiceNative.reduceSpilledRuns(results.handle));
     if (handle.sortKind() == SortKeys.ROWS) {
       // Spark SQL rows: pointed at in the result buffers, not deserialized.
+      SluiceMetrics.SORTED_READS.incrementAndGet();
       SortedRowSerializer rows = (SortedRowSerializer) handle.dependency().serializer();
       return (scala.collection.Iterator) new SortedRows(results, rows.numFields);
     }
-    return (scala.collection.Iterator)
+    scala.collection.Iterator records =
         handle
             .dependency()
             .serializer()
             .newInstance()
             .deserializeStream(new Values(results))
             .asKeyValueIterator();
+    if (handle.sortKind() == SortKeys.HASH) {
+      // Records of equal key hash come one after another: folded in one pass.
+      SluiceMetrics.GROUPED_READS.incrementAndGet();
+      return new GroupedCombine<>(
+          handle.dependency().aggregator().get(),
+          handle.dependency().mapSideCombine(),
+          context,
+          records);
+    }
+    SluiceMetrics.SORTED_READS.incrementAndGet();
+    return records;
   }
 
   /** The native operator's results, a buffer at a time; frees the operator at the end. */

@@ -82,6 +82,11 @@ public class SluiceShuffleManager extends SortShuffleManager {
       if (sortKind != SortKeys.NONE) {
         LOG.info("Sluice: shuffle {} is sorted by the engine (map runs, reduce merge)", shuffleId);
       }
+    } else if (dependency.aggregator().isDefined()
+        && dependency.keyOrdering().isEmpty()
+        && conf.getBoolean(SluiceConf.GROUPED_COMBINE, true)) {
+      sortKind = SortKeys.HASH;
+      LOG.info("Sluice: shuffle {} is grouped by key hash in the engine", shuffleId);
     }
     return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null, sortKind);
   }

@@ -86,18 +86,23 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
     ShuffleDependency<K, V, ?> dep = handle.dependency();
     Partitioner partitioner = dep.partitioner();
+    int sortKind = handle.sortKind();
+    boolean sorted = sortKind != SortKeys.NONE;
     scala.collection.Iterator<? extends Product2<K, ?>> input = records;
-    if (dep.mapSideCombine()) {
-      if (dep.aggregator().isEmpty()) {
-        throw new IllegalStateException("map-side combine without an aggregator");
-      }
-      input = dep.aggregator().get().combineValuesByKey(records, context);
+    if (dep.mapSideCombine() && dep.aggregator().isEmpty()) {
+      throw new IllegalStateException("map-side combine without an aggregator");
     }
     Bytes ser = new Bytes(4096);
     SerializationStream out = dep.serializer().newInstance().serializeStream(ser);
-    int sortKind = handle.sortKind();
-    boolean sorted = sortKind != SortKeys.NONE;
     NativeMapOutput output = openOutput(sorted);
+    if (sortKind == SortKeys.HASH && dep.mapSideCombine()) {
+      // Grouped by key hash: a bounded combine on this thread, the reduce side folds the rest.
+      new MapCombiner<>(dep.aggregator().get(), context, (k, c) -> put(output, ser, out, k, c))
+          .run(records);
+      input = scala.collection.Iterator$.MODULE$.empty();
+    } else if (dep.mapSideCombine()) {
+      input = dep.aggregator().get().combineValuesByKey(records, context);
+    }
     // Spark SQL's rows skip the serializer (same bytes, one copy); see UnsafeRowFastPath.
     boolean rows = !sorted && settings.sqlRowsDirect && UnsafeRowFastPath.covers(dep.serializer());
     long direct = 0;
@@ -114,27 +119,38 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     while (input.hasNext()) {
       Product2<K, ?> r = input.next();
       K key = r._1();
-      int p = partitioner.getPartition(key);
-      if (rows && UnsafeRowFastPath.write(output, p, r._2())) {
+      if (rows && UnsafeRowFastPath.write(output, partitioner.getPartition(key), r._2())) {
         direct++;
         continue;
       }
-      ser.reset();
-      out.writeKey(key, ClassTag$.MODULE$.Any());
-      out.writeValue(r._2(), ClassTag$.MODULE$.Any());
-      out.flush();
-      int n = ser.size();
-      // A sorted shuffle's key also carries the record's key, encoded in its sort order.
-      int sortBytes = sorted ? SortKeys.bytes(sortKind, key) : 0;
-      ByteBuffer b = output.startRecord(p, sortBytes, n);
-      if (sorted) {
-        SortKeys.put(b, sortKind, key);
-      }
-      b.put(ser.array(), 0, n);
-      output.added();
+      put(output, ser, out, key, r._2());
     }
     out.close();
     status = output.commit();
     SluiceMetrics.SQL_ROWS_DIRECT.addAndGet(direct);
+  }
+
+  /**
+   * Serializes one record into the engine's buffer, keyed by its partition and, for a shuffle the
+   * engine sorts, its key encoded in the sort's order.
+   */
+  private void put(
+      NativeMapOutput output, Bytes ser, SerializationStream out, Object key, Object value)
+      throws IOException {
+    int p = handle.dependency().partitioner().getPartition(key);
+    ser.reset();
+    out.writeKey(key, ClassTag$.MODULE$.Any());
+    out.writeValue(value, ClassTag$.MODULE$.Any());
+    out.flush();
+    int n = ser.size();
+    int sortKind = handle.sortKind();
+    boolean sorted = sortKind != SortKeys.NONE;
+    int sortBytes = sorted ? SortKeys.bytes(sortKind, key) : 0;
+    ByteBuffer b = output.startRecord(p, sortBytes, n);
+    if (sorted) {
+      SortKeys.put(b, sortKind, key);
+    }
+    b.put(ser.array(), 0, n);
+    output.added();
   }
 }

@@ -30,6 +30,11 @@ final class SortKeys {
   static final int BYTES = 3;
   /** Spark SQL rows sorted by some of their columns ({@link RowSortKey}, {@link SortedRowSerializer}). */
   static final int ROWS = 4;
+  /**
+   * Records of a shuffle with an aggregator, grouped by key hash for a one-pass fold on the
+   * reduce side ({@link HashGroups}); not an order anyone sees.
+   */
+  static final int HASH = 5;
 
   private SortKeys() {}
 
@@ -59,6 +64,8 @@ final class SortKeys {
         return 4;
       case BYTES:
         return ((byte[]) key).length;
+      case HASH:
+        return HashGroups.KEY_BYTES;
       default:
         return 2 * ((String) key).length();
     }
@@ -75,6 +82,9 @@ final class SortKeys {
         return;
       case BYTES:
         b.put((byte[]) key);
+        return;
+      case HASH:
+        HashGroups.put(b, key);
         return;
       default:
         String s = (String) key;
