@@ -9,7 +9,8 @@ import java.nio.charset.StandardCharsets;
  * how its keys and values are laid out for the engine.
  *
  * <p>Engine record of a map task: {@code key = partition id (u32 LE) ++ tag (1 byte) ++ key
- * bytes}, {@code value = the value, little-endian, exactly its type's width}. Key tags: {@link
+ * bytes}, {@code value = the value, little-endian, exactly its engine type's width} ({@link
+ * #engineValueType}: a count is a sum of counts of 1, a sum of ints a sum of longs). Key tags: {@link
  * #KEY_LONG} (8 bytes LE), {@link #KEY_INT} (4 bytes LE), {@link #KEY_STRING} (UTF-8). The tag
  * keeps keys of different types apart and lets the reduce side rebuild each key without knowing
  * its type up front; a null key is its tag alone ({@link #KEY_NULL}); a {@code byte[]} key is a
@@ -44,12 +45,24 @@ final class OpSpec implements Serializable {
   final boolean exact;
   /** String keys come back as their UTF-8 bytes, not as {@code String}s. */
   final boolean rawKeys;
+  /**
+   * Whether map tasks fold hot keys on their own thread first ({@link OpPreAggregator}): for
+   * {@link Sluice}'s operators over integers; Spark SQL's aggregates have a first level of their
+   * own.
+   */
+  final boolean firstLevel;
 
+  /** An operator of {@link Sluice}'s API. */
   OpSpec(Agg agg, int valueType) {
-    this(agg, valueType, false, false);
+    this(agg, valueType, false, false, valueType != VALUE_DOUBLE);
   }
 
+  /** An operator for Spark SQL's aggregates (no first level here). */
   OpSpec(Agg agg, int valueType, boolean exact, boolean rawKeys) {
+    this(agg, valueType, exact, rawKeys, false);
+  }
+
+  private OpSpec(Agg agg, int valueType, boolean exact, boolean rawKeys, boolean firstLevel) {
     if (exact && (agg != Agg.SUM || valueType == VALUE_DOUBLE)) {
       throw new IllegalArgumentException("only a sum of integers is exact, not " + agg);
     }
@@ -57,11 +70,26 @@ final class OpSpec implements Serializable {
     this.valueType = valueType;
     this.exact = exact;
     this.rawKeys = rawKeys;
+    this.firstLevel = firstLevel;
   }
 
-  /** The native side's function code. */
+  /**
+   * The native side's function code. A count runs as a sum of counts (each record counts 1, a
+   * first level's partial its count), so partial counts and single records merge alike.
+   */
   int code() {
-    return exact ? CODE_SUM_EXACT : agg.code;
+    if (exact) {
+      return CODE_SUM_EXACT;
+    }
+    return agg == Agg.COUNT ? Agg.SUM.code : agg.code;
+  }
+
+  /**
+   * The value type the engine aggregates: a count's and a sum of integers' are longs (a partial
+   * sum of ints leaves the int range); otherwise the declared one.
+   */
+  int engineValueType() {
+    return agg == Agg.COUNT || (agg == Agg.SUM && valueType == VALUE_INT) ? VALUE_LONG : valueType;
   }
 
   /** The value type code of a value class, or -1 when the engine has none for it. */
@@ -80,7 +108,7 @@ final class OpSpec implements Serializable {
 
   /** Bytes of one value in an engine record. */
   int valueBytes() {
-    return valueType == VALUE_INT ? 4 : 8;
+    return engineValueType() == VALUE_INT ? 4 : 8;
   }
 
   /**
@@ -142,33 +170,38 @@ final class OpSpec implements Serializable {
         "a Sluice result key with tag " + tag + " and " + len + " bytes");
   }
 
-  /** Writes {@code v} as the shuffle's value type, little-endian, at the buffer's position. */
-  void putValue(ByteBuffer b, Object v) {
+  /**
+   * A value as the engine aggregates it, in a long: a count's 1, an integer, or a double's bits.
+   * Fails on a value of another type than the operator was declared over.
+   */
+  long engineValue(Object v) {
     if (agg == Agg.COUNT) {
-      // Count ignores values; an i64 zero keeps every record the same shape.
-      switch (valueType) {
-        case VALUE_INT:
-          b.putInt(0);
-          return;
-        default:
-          b.putLong(0);
-          return;
-      }
+      return 1;
     }
     if (valueType == VALUE_LONG && v instanceof Long) {
-      b.putLong((Long) v);
-    } else if (valueType == VALUE_INT && v instanceof Integer) {
-      b.putInt((Integer) v);
-    } else if (valueType == VALUE_DOUBLE && v instanceof Double) {
-      b.putDouble((Double) v);
+      return (Long) v;
+    }
+    if (valueType == VALUE_INT && v instanceof Integer) {
+      return (Integer) v;
+    }
+    if (valueType == VALUE_DOUBLE && v instanceof Double) {
+      return Double.doubleToRawLongBits((Double) v);
+    }
+    throw new IllegalArgumentException(
+        "Sluice."
+            + agg
+            + " was declared over "
+            + VALUE_NAMES[valueType]
+            + " values, got "
+            + (v == null ? "null" : v.getClass().getName()));
+  }
+
+  /** Writes an {@link #engineValue} (or a partial state) at the buffer's position. */
+  void putValue(ByteBuffer b, long v) {
+    if (engineValueType() == VALUE_INT) {
+      b.putInt((int) v);
     } else {
-      throw new IllegalArgumentException(
-          "Sluice."
-              + agg
-              + " was declared over "
-              + VALUE_NAMES[valueType]
-              + " values, got "
-              + (v == null ? "null" : v.getClass().getName()));
+      b.putLong(v);
     }
   }
 

@@ -21,6 +21,7 @@ public final class SluiceMetrics {
   static final AtomicLong GROUPED_READS = new AtomicLong();
   static final AtomicLong MAP_COMBINES_OFF = new AtomicLong();
   static final AtomicLong MAP_COMBINES_BY_SPARK = new AtomicLong();
+  static final AtomicLong OP_FIRST_LEVELS_OFF = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -90,5 +91,10 @@ public final class SluiceMetrics {
   /** Map tasks whose combiners the table could not hold, so Spark combined the rest. */
   public static long mapCombinesBySpark() {
     return MAP_COMBINES_BY_SPARK.get();
+  }
+
+  /** Map tasks of an offloaded operator whose first level switched itself off. */
+  public static long opFirstLevelsOff() {
+    return OP_FIRST_LEVELS_OFF.get();
   }
 }

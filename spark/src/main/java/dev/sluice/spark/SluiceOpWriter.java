@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import org.apache.spark.Partitioner;
-import org.apache.spark.ShuffleDependency;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
@@ -13,9 +12,12 @@ import scala.Product2;
 /**
  * A map task's writer for an offloaded operator shuffle ({@link Sluice}): no Java serialization;
  * each (key, value) pair is written into the engine's buffer as the engine's own record (see
- * {@link OpSpec}), and the engine partitions and partially aggregates it on its offload threads.
+ * {@link OpSpec}), and the engine partitions and partially aggregates it on its offload threads,
+ * after a small first level on the task thread ({@link OpPreAggregator}) where the operator has
+ * one.
  */
 final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
+  private final Partitioner partitioner;
 
   SluiceOpWriter(
       SluiceShuffleHandle<K, V, ?> handle,
@@ -26,30 +28,41 @@ final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
       SluiceConf settings,
       IndexShuffleBlockResolver resolver) {
     super(handle, engineShuffle, mapId, context, metrics, settings, resolver);
+    this.partitioner = handle.dependency().partitioner();
   }
 
   @Override
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
-    ShuffleDependency<K, V, ?> dep = handle.dependency();
     OpSpec op = handle.op();
-    Partitioner partitioner = dep.partitioner();
     NativeMapOutput output = openOutput(true);
-    int valueBytes = op.valueBytes();
+    OpPreAggregator first = op.firstLevel ? new OpPreAggregator(op) : null;
     while (records.hasNext()) {
       Product2<K, V> r = records.next();
       K key = r._1();
-      byte[] utf8 =
-          key instanceof String s
-              ? s.getBytes(StandardCharsets.UTF_8)
-              : key instanceof byte[] bytes ? bytes : null;
-      int keyBytes = 4 + OpSpec.keyBytes(key, utf8);
-      V value = r._2();
-      ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);
-      b.putInt(keyBytes).putInt(valueBytes).putInt(partitioner.getPartition(key));
-      OpSpec.putKey(b, key, utf8);
-      op.putValue(b, value);
-      output.added();
+      long v = op.engineValue(r._2());
+      if (first == null || !first.offer(key, v)) {
+        put(output, op, key, v);
+      }
+    }
+    if (first != null) {
+      first.drain((k, state) -> put(output, op, k, state));
     }
     status = output.commit();
+  }
+
+  /** Writes one engine record: the key's partition and encoding, then the value. */
+  private void put(NativeMapOutput output, OpSpec op, Object key, long value)
+      throws IOException {
+    byte[] utf8 =
+        key instanceof String s
+            ? s.getBytes(StandardCharsets.UTF_8)
+            : key instanceof byte[] bytes ? bytes : null;
+    int keyBytes = 4 + OpSpec.keyBytes(key, utf8);
+    int valueBytes = op.valueBytes();
+    ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);
+    b.putInt(keyBytes).putInt(valueBytes).putInt(partitioner.getPartition(key));
+    OpSpec.putKey(b, key, utf8);
+    op.putValue(b, value);
+    output.added();
   }
 }

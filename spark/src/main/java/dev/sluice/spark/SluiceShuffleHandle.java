@@ -33,7 +33,7 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
   /** The native side's operator codes: {@code {func, value}}. */
   int[] engineOp() {
     if (op != null) {
-      return new int[] {op.code(), op.valueType};
+      return new int[] {op.code(), op.engineValueType()};
     }
     return new int[] {sortKind == SortKeys.NONE ? -1 : -2, 0};
   }
