@@ -1,8 +1,11 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.Agg;
+import dev.sluice.spark.FoldTable;
 import dev.sluice.spark.SqlAggregates;
+import java.util.ArrayList;
 import java.util.Iterator;
+import java.util.List;
 import java.util.NoSuchElementException;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -13,49 +16,30 @@ import scala.Tuple2;
  * small first level of aggregation on the task thread that switches itself off when it does not
  * pay.
  *
- * <p>A few hot keys (the DataFrame WordCount's 1,000 words) are cheapest to fold where the row is
- * read: a row that crosses into the engine costs its bytes' copy and the engine's hashing of them,
- * where a fold into a small table costs one hash and one compare. So rows first probe an
- * open-addressing table of {@link #SLOTS} slots (at most {@link #ENTRIES_MAX} keys, {@link
- * #PROBES_MAX} probes): a hit folds the value into the key's partial state, a miss in a table
- * with room inserts the key, any other row goes to the engine as it is. After {@link
- * #SAMPLE_ROWS} rows, if fewer than half were absorbed (many keys: the benchmark's aggregate over
- * 1M keys), the table stops being probed and every further row goes straight to the engine,
- * whose hash tables are built for that. When the input ends, the table's partial states follow.
+ * <p>Rows first go through a {@link FoldTable} (a few hot keys, the DataFrame WordCount's 1,000
+ * words, are cheapest to fold where the row is read); a row it refuses goes to the engine as it
+ * is, and once it switches itself off (many keys: the benchmark's aggregate over 1M keys) every
+ * row does, into the engine's hash tables built for that. When the input ends, the table's
+ * partial states follow. A key string points into the row's buffer, so the table keeps a copy.
  *
  * <p>Partial states must merge in the engine with single rows, so the engine's function is chosen
  * to match (see {@link #engineAgg}): a count becomes a sum of counts (a row is a count of 1), a sum
  * of ints a sum of longs (a partial sum leaves the int range), min and max stay.
  */
 final class PreAggregator implements Iterator<Tuple2<Object, Object>> {
-  /** Slots of the table (a power of two). */
-  static final int SLOTS = 4096;
-  /** Keys the table holds at most (half its slots, so probes stay short). */
-  static final int ENTRIES_MAX = SLOTS / 2;
-  /** Slots a row probes before it goes to the engine. */
-  static final int PROBES_MAX = 8;
-  /** Rows after which a table absorbing fewer than half of them is switched off. */
-  static final int SAMPLE_ROWS = 1 << 16;
-
   private final Iterator<InternalRow> in;
   private final SluiceAggregateExec.Spec spec;
   private final boolean count;
-  private final Object[] keys = new Object[SLOTS];
-  private final long[] states = new long[SLOTS];
-  private int entries;
-  private boolean nullUsed;
-  private long nullState;
-  private boolean off;
-  private long rows;
-  private long absorbed;
-  /** Once the input ended: the next slot to hand out (SLOTS + 1 after the null group). */
-  private int flushAt = -1;
+  private final FoldTable table;
+  /** The table's partial states, once the input ended. */
+  private Iterator<Tuple2<Object, Object>> partials;
   private Tuple2<Object, Object> next;
 
   PreAggregator(Iterator<InternalRow> in, SluiceAggregateExec.Spec spec) {
     this.in = in;
     this.spec = spec;
     this.count = spec.agg() == Agg.COUNT;
+    this.table = new FoldTable(this::fold, k -> k instanceof UTF8String u ? u.copy() : k);
   }
 
   /** The engine's function for {@code spec}'s aggregate over rows and partial states. */
@@ -73,11 +57,19 @@ final class PreAggregator implements Iterator<Tuple2<Object, Object>> {
   @Override
   public boolean hasNext() {
     while (next == null) {
-      if (flushAt < 0 && in.hasNext()) {
+      if (partials == null && in.hasNext()) {
         next = offer(in.next());
-      } else if (!flushNext()) {
+        continue;
+      }
+      if (partials == null) {
+        List<Tuple2<Object, Object>> states = new ArrayList<>();
+        table.drain((k, state) -> states.add(new Tuple2<>(engineKey(k), value(state))));
+        partials = states.iterator();
+      }
+      if (!partials.hasNext()) {
         return false;
       }
+      next = partials.next();
     }
     return true;
   }
@@ -97,76 +89,19 @@ final class PreAggregator implements Iterator<Tuple2<Object, Object>> {
     int k = spec.keyOrdinal();
     int vo = spec.valueOrdinal();
     long v = count ? 1 : spec.valueType() == SqlAggregates.VALUE_INT ? r.getInt(vo) : r.getLong(vo);
-    if (r.isNullAt(k)) {
-      nullState = nullUsed ? fold(nullState, v) : v;
-      nullUsed = true;
-      return null;
-    }
-    // The key read once: a Long, an Integer, or the row's string (not copied unless kept).
+    // The key read once: null, a Long, an Integer, or the row's string (not copied unless kept).
     Object key =
-        switch (spec.keyKind()) {
-          case SqlAggregates.KEY_LONG -> r.getLong(k);
-          case SqlAggregates.KEY_INT -> r.getInt(k);
-          default -> r.getUTF8String(k);
-        };
-    if (!off && absorb(key, v)) {
+        r.isNullAt(k)
+            ? null
+            : switch (spec.keyKind()) {
+              case SqlAggregates.KEY_LONG -> r.getLong(k);
+              case SqlAggregates.KEY_INT -> r.getInt(k);
+              default -> r.getUTF8String(k);
+            };
+    if (table.absorb(key, v)) {
       return null;
     }
     return new Tuple2<>(engineKey(key), value(v));
-  }
-
-  /** Folds a row's value into the table if its key is there or fits; false if it goes on. */
-  private boolean absorb(Object probe, long v) {
-    rows++;
-    if (rows == SAMPLE_ROWS && absorbed * 2 < rows) {
-      off = true;
-    }
-    int h =
-        probe instanceof Long x
-            ? Long.hashCode(x * 0x9E3779B97F4A7C15L)
-            : probe instanceof Integer x ? x * 0x9E3779B9 : probe.hashCode();
-    int at = (h ^ (h >>> 16)) & (SLOTS - 1);
-    for (int i = 0; i < PROBES_MAX; i++, at = (at + 1) & (SLOTS - 1)) {
-      Object held = keys[at];
-      if (held == null) {
-        if (entries >= ENTRIES_MAX) {
-          return false;
-        }
-        keys[at] = probe instanceof UTF8String s ? s.copy() : probe;
-        states[at] = v;
-        entries++;
-        absorbed++;
-        return true;
-      }
-      if (held.equals(probe)) {
-        states[at] = fold(states[at], v);
-        absorbed++;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  /** Hands out the next partial state of the table once the input ended; false at the end. */
-  private boolean flushNext() {
-    if (flushAt < 0) {
-      flushAt = 0;
-    }
-    while (flushAt < SLOTS) {
-      int at = flushAt++;
-      Object key = keys[at];
-      if (key != null) {
-        keys[at] = null;
-        next = new Tuple2<>(engineKey(key), value(states[at]));
-        return true;
-      }
-    }
-    if (flushAt == SLOTS && nullUsed) {
-      flushAt++;
-      next = new Tuple2<>(null, value(nullState));
-      return true;
-    }
-    return false;
   }
 
   private long fold(long state, long v) {
