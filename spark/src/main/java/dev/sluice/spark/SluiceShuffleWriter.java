@@ -82,48 +82,55 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     }
   }
 
+  /** The attempt's partitioner, sort kind and serialization stream, set when it starts. */
+  private Partitioner partitioner;
+
+  private int sortKind;
+  private Bytes ser;
+  private SerializationStream out;
+
   @Override
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
     ShuffleDependency<K, V, ?> dep = handle.dependency();
-    Partitioner partitioner = dep.partitioner();
-    int sortKind = handle.sortKind();
+    partitioner = dep.partitioner();
+    sortKind = handle.sortKind();
     boolean sorted = sortKind != SortKeys.NONE;
-    scala.collection.Iterator<? extends Product2<K, ?>> input = records;
     if (dep.mapSideCombine() && dep.aggregator().isEmpty()) {
       throw new IllegalStateException("map-side combine without an aggregator");
     }
-    Bytes ser = new Bytes(4096);
-    SerializationStream out = dep.serializer().newInstance().serializeStream(ser);
-    NativeMapOutput output = openOutput(sorted);
+    ser = new Bytes(4096);
+    out = dep.serializer().newInstance().serializeStream(ser);
+    openOutput(sorted);
+    long direct = 0;
     if (sortKind == SortKeys.HASH && dep.mapSideCombine()) {
       // Grouped by key hash: a bounded combine on this thread, the reduce side folds the rest.
-      new MapCombiner<>(dep.aggregator().get(), context, (k, c) -> put(output, ser, out, k, c))
-          .run(records);
-      input = scala.collection.Iterator$.MODULE$.empty();
-    } else if (dep.mapSideCombine()) {
-      input = dep.aggregator().get().combineValuesByKey(records, context);
-    }
-    // Spark SQL's rows skip the serializer (same bytes, one copy); see UnsafeRowFastPath.
-    boolean rows = !sorted && settings.sqlRowsDirect && UnsafeRowFastPath.covers(dep.serializer());
-    long direct = 0;
-    if (sortKind == SortKeys.ROWS) {
+      new MapCombiner<>(dep.aggregator().get(), context, this::put).run(records);
+    } else if (sortKind == SortKeys.ROWS) {
       // Spark SQL rows the engine sorts (an ORDER BY, see dev.sluice.spark.sql).
       // The partition is the range of the row's encoded key (SortedRowPartitioner).
       RowSortKey rowKey = ((SortedRowSerializer) dep.serializer()).key;
       SortedRowPartitioner ranges = (SortedRowPartitioner) partitioner;
+      while (records.hasNext()) {
+        UnsafeRowFastPath.writeSorted(output, ranges, records.next()._2(), rowKey);
+        direct++;
+      }
+    } else {
+      scala.collection.Iterator<? extends Product2<K, ?>> input =
+          dep.mapSideCombine()
+              ? dep.aggregator().get().combineValuesByKey(records, context)
+              : records;
+      // Spark SQL's rows skip the serializer (same bytes, one copy); see UnsafeRowFastPath.
+      boolean rows =
+          !sorted && settings.sqlRowsDirect && UnsafeRowFastPath.covers(dep.serializer());
       while (input.hasNext()) {
-        UnsafeRowFastPath.writeSorted(output, ranges, input.next()._2(), rowKey);
-        direct++;
+        Product2<K, ?> r = input.next();
+        K key = r._1();
+        if (rows && UnsafeRowFastPath.write(output, partitioner.getPartition(key), r._2())) {
+          direct++;
+          continue;
+        }
+        put(key, r._2());
       }
-    }
-    while (input.hasNext()) {
-      Product2<K, ?> r = input.next();
-      K key = r._1();
-      if (rows && UnsafeRowFastPath.write(output, partitioner.getPartition(key), r._2())) {
-        direct++;
-        continue;
-      }
-      put(output, ser, out, key, r._2());
     }
     out.close();
     status = output.commit();
@@ -134,16 +141,13 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
    * Serializes one record into the engine's buffer, keyed by its partition and, for a shuffle the
    * engine sorts, its key encoded in the sort's order.
    */
-  private void put(
-      NativeMapOutput output, Bytes ser, SerializationStream out, Object key, Object value)
-      throws IOException {
-    int p = handle.dependency().partitioner().getPartition(key);
+  private void put(Object key, Object value) throws IOException {
+    int p = partitioner.getPartition(key);
     ser.reset();
     out.writeKey(key, ClassTag$.MODULE$.Any());
     out.writeValue(value, ClassTag$.MODULE$.Any());
     out.flush();
     int n = ser.size();
-    int sortKind = handle.sortKind();
     boolean sorted = sortKind != SortKeys.NONE;
     int sortBytes = sorted ? SortKeys.bytes(sortKind, key) : 0;
     ByteBuffer b = output.startRecord(p, sortBytes, n);
