@@ -110,8 +110,6 @@ pub(crate) struct FixedPageWriter<'p> {
     /// Records per chunk of [`FixedPageWriter::push_all`], 0 when the
     /// room is checked per record (too many partitions for the sweep).
     chunk: usize,
-    /// Bytes short of `cap` where a cursor's end is set (`chunk` records).
-    reserve: usize,
     /// Current page buffer per partition; capacity 0 until the partition's
     /// first record, then at least `cap`. Length 0 while being written.
     tails: Vec<Vec<u8>>,
@@ -137,7 +135,6 @@ impl<'p> FixedPageWriter<'p> {
             width,
             cap,
             chunk,
-            reserve: chunk * width,
             tails: (0..parts).map(|_| Vec::new()).collect(),
             cursors: vec![Cursor::EMPTY; parts],
             full: (0..parts).map(|_| Vec::new()).collect(),
@@ -202,7 +199,7 @@ impl<'p> FixedPageWriter<'p> {
                 let a1 = cursors[p1].at.wrapping_add(if p0 == p1 { width } else { 0 });
                 // SAFETY: every cursor had `room() >= 0` before this chunk
                 // (installed above, or swept below), and its page buffer
-                // has `reserve` = `chunk * width` bytes past `end` within
+                // has `chunk * width` bytes past `end` within
                 // `cap`; this chunk adds at most `chunk` records to it, so
                 // both stores stay inside the allocation (`a1` is `a0`'s
                 // next record when both go to one partition). The records
@@ -250,9 +247,12 @@ impl<'p> FixedPageWriter<'p> {
         fresh.clear();
         fresh.reserve_exact(self.cap);
         let at = fresh.as_mut_ptr();
+        // A chunked writer's cursors end a chunk's bytes short of `cap`
+        // (the reserve the module docs describe).
+        let reserve = self.chunk * self.width;
         // SAFETY: the buffer has capacity for at least `cap` bytes, and
-        // `reserve <= cap`.
-        let cursor = Cursor { at, end: unsafe { at.add(self.cap - self.reserve) } };
+        // `reserve <= cap / 4`.
+        let cursor = Cursor { at, end: unsafe { at.add(self.cap - reserve) } };
         self.cursors[p] = cursor;
         let old = std::mem::replace(&mut self.tails[p], fresh);
         if old.capacity() > 0 {

@@ -87,15 +87,24 @@ fn fold_to(x: u64, k: u32) -> u64 {
         return 0;
     }
     let mask = (1u64 << k) - 1;
+    let v = fold_rows(x, k);
+    let e = v & mask;
+    let o = (v >> k) & mask;
+    e ^ reverse_low(o, k)
+}
+
+/// `x` XOR-folded onto itself by shifts of `2k`, `4k`, ... below 64: bits
+/// `0..k` then hold the XOR of every even row, bits `k..2k` of every odd
+/// row (see [`fold_to`]).
+#[inline(always)]
+fn fold_rows(x: u64, k: u32) -> u64 {
     let mut v = x;
     let mut s = 2 * k;
     while s < 64 {
         v ^= v >> s;
         s *= 2;
     }
-    let e = v & mask;
-    let o = (v >> k) & mask;
-    e ^ reverse_low(o, k)
+    v
 }
 
 /// The low `k` bits of `o` reversed (a table lookup for `k <= 8`).
@@ -131,13 +140,7 @@ pub(crate) fn fold_const<const K: u32>(x: u64) -> u64 {
     if K == 0 || K > FOLD_TABLE_MAX_BITS {
         return fold_to(x, K);
     }
-    let mut v = x;
-    let mut s = 2 * K;
-    while s < 64 {
-        v ^= v >> s;
-        s *= 2;
-    }
-    let rows = (v & ((1 << (2 * K)) - 1)) as usize;
+    let rows = (fold_rows(x, K) & ((1 << (2 * K)) - 1)) as usize;
     u64::from(FOLD_TABLES[K as usize][rows])
 }
 
