@@ -44,13 +44,19 @@ pub(crate) use crate::hint::prefetch;
 #[inline]
 pub fn hash_key(key: &[u8]) -> u64 {
     if let Ok(k) = <[u8; 8]>::try_from(key) {
-        let mut h = u64::from_le_bytes(k) ^ 0x9E37_79B9_7F4A_7C15;
-        h = (h ^ (h >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-        h = (h ^ (h >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
-        h ^ (h >> 32)
+        hash_word(u64::from_le_bytes(k))
     } else {
         xxh3_64(key)
     }
+}
+
+/// [`hash_key`] of an 8-byte key read as a little-endian word.
+#[inline(always)]
+pub fn hash_word(k: u64) -> u64 {
+    let mut h = k ^ 0x9E37_79B9_7F4A_7C15;
+    h = (h ^ (h >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    h = (h ^ (h >> 32)).wrapping_mul(0xD6E8_FEB8_6659_FD93);
+    h ^ (h >> 32)
 }
 
 /// Key bytes to dense entry numbers.

@@ -9,8 +9,9 @@
 //! A probe reads the control bytes eight at a time (`reorg::group`) from
 //! the key's home slot, and on a tag match the slot, which holds the key
 //! and the state side by side: a hit touches two cache lines (both
-//! prefetched from the hash, [`PROBE_BATCH`] records ahead), an insert
-//! writes the same two, and nothing else is allocated per group. Linear
+//! prefetched [`PROBE_BATCH`](crate::reorg::table::PROBE_BATCH) records
+//! ahead), an insert writes the same two, and nothing else is allocated
+//! per group. Linear
 //! probing up to a load factor of 3/4, where a miss would visit about 8.5
 //! slots one by one but visits one or two groups; the miss's probe also
 //! names the slot the insert takes. A slot's bytes are exactly the partial
@@ -42,17 +43,20 @@
 //! Gbit/s, rate -0.21). The threshold is the knob for that trade, and it
 //! now means what it says.
 //!
-//! The probe loop is compiled once per (function, value type) and state
+//! The probe loop ([`probe_loop`]: raw pointers behind one set of
+//! assertions, over per-record hints of home slot and tag computed in a
+//! pass before it) is compiled once per (function, value type) and state
 //! width, so the state update is a few inlined instructions rather than a
-//! call that matches on the function for every record. It keeps the
-//! table's fields in locals and leaves only for a record that needs a new
-//! group when the table is at its load limit (grow, spill or pass through:
-//! [`InlinePartial::one`]); a new group's state is written, never read.
+//! call that matches on the function for every record. It leaves only for
+//! a record that needs a new group when the table is at its load limit
+//! (grow, spill or pass through: [`InlinePartial::one`]); a new group's
+//! state is written, never read.
 //!
 //! # Spilling input
 //! Once the table has its largest size for the threshold (not merely a
 //! reservation the pool refused, which may be granted later), a record of
-//! a new key passes through inside the fast loop: its partial is staged
+//! a new key passes through where the fast loop stops for it, and the loop
+//! goes on after it: its partial is staged
 //! (fixed-width output, [`PASS_STAGE_BYTES`] at a time) or emitted (prefixed
 //! keys) there. Leaving the loop for each such record (a second probe, an
 //! attempt to grow, one emit) made spilling input slower than spilling
@@ -62,11 +66,12 @@
 //! 4.0-4.7 and 3.5-3.6 with the pass-through in the loop.
 
 use super::func::{write_state, AggFn, AggSpec, ValueType};
+use super::probe_loop;
 use super::{check_value, AggregateStats, SpillStrategy};
 use crate::memory::{MemoryPool, Reservation};
 use crate::reorg::emit::Emitter;
 use crate::reorg::group::{self, GROUP};
-use crate::reorg::table::{hash_key, prefetch, PROBE_BATCH};
+use crate::reorg::table::hash_key;
 use crate::reorg::ReorgError;
 
 /// Slots of a new table.
@@ -102,7 +107,7 @@ pub(crate) struct InlinePartial {
     threshold: usize,
     strategy: SpillStrategy,
     reservation: Reservation,
-    hashes: Vec<u64>,
+    hints: probe_loop::Hints,
     /// Bytes every key carries in front of its 8 table bytes, for keys of
     /// variable-layout records (partials are then emitted one by one in
     /// that layout); `None` for fixed-width 8-byte keys. See [`Strided`].
@@ -187,7 +192,7 @@ impl InlinePartial {
             threshold,
             strategy,
             reservation: pool.reservation(),
-            hashes: Vec::new(),
+            hints: probe_loop::Hints::default(),
             prefix: None,
             passing: false,
             stats: AggregateStats::default(),
@@ -230,13 +235,6 @@ impl InlinePartial {
         match self.words {
             1 => update_state::<U, 1>(&mut self.slots, s, value, first, update),
             _ => update_state::<U, 2>(&mut self.slots, s, value, first, update),
-        }
-    }
-
-    #[inline(always)]
-    fn prefetch(&self, hash: u64) {
-        if self.cap > 0 {
-            prefetch_home(&self.ctrl, &self.slots, self.cap, self.stride, hash);
         }
     }
 
@@ -313,82 +311,88 @@ impl InlinePartial {
         out: &mut Emitter,
     ) -> Result<(), ReorgError> {
         let spec = self.spec;
-        let mut hashes = std::mem::take(&mut self.hashes);
-        hashes.clear();
-        let records = payload.chunks_exact(at.bytes.max(1));
-        let key_end = at.key_at + INLINE_KEY_BYTES;
+        let width = at.bytes.max(1);
+        let n = payload.len() / width;
         // Every record has the same value width: one check says it for all.
-        let checked = match records.clone().next() {
-            Some(r) => check_value(spec, r.get(key_end..).unwrap_or_default(), 0),
-            None => Ok(()),
-        };
-        if checked.is_ok() {
-            hashes.extend(records.map(|r| hash_key(r.get(at.key_at..key_end).unwrap_or_default())));
+        let key_end = at.key_at + INLINE_KEY_BYTES;
+        if let Some(r) = payload.chunks_exact(width).next() {
+            check_value(spec, r.get(key_end..).unwrap_or_default(), 0)?;
         }
-        let result = checked.and_then(|()| {
-            with_update!(spec, update => self.apply(payload, at, &hashes, out, update))?;
-            self.stats.input_records += hashes.len() as u64;
-            self.stats.input_bytes += payload.len() as u64;
-            Ok(())
-        });
-        self.hashes = hashes;
-        result
+        let r = probe_loop::Records { payload, width, key_at: at.key_at };
+        let mut hints = std::mem::take(&mut self.hints);
+        if self.cap > 0 {
+            hints.compute(r, self.cap, 0);
+        } else {
+            hints.clear(n);
+        }
+        let result = with_update!(spec, update => self.apply(r, &mut hints, out, update));
+        self.hints = hints;
+        result?;
+        self.stats.input_records += n as u64;
+        self.stats.input_bytes += payload.len() as u64;
+        Ok(())
     }
 
-    /// The probe loop over hashed records, software-pipelined: while record
-    /// `i` is applied the home slot of record `i + PROBE_BATCH` is fetched.
-    /// Records run through [`InlinePartial::run_fast`] until one needs a
-    /// new group and the table has no room for it; that record takes the
-    /// slow path ([`InlinePartial::one`]: grow, spill or pass through), and
-    /// the fast loop goes on after it.
+    /// The probe loop over the records' hints ([`probe_loop`]),
+    /// software-pipelined: while record `i` is applied the home slot of
+    /// record `i + PROBE_BATCH` is fetched. Records run through the fast
+    /// loop until one needs a new group and the table has no room for it;
+    /// that record takes the slow path ([`InlinePartial::one`]: grow, spill
+    /// or pass through), and the fast loop goes on after it, with the
+    /// hints of the records left recomputed if the table grew.
     #[inline(always)]
     fn apply<U>(
         &mut self,
-        payload: &[u8],
-        at: Strided,
-        hashes: &[u64],
+        r: probe_loop::Records<'_>,
+        hints: &mut probe_loop::Hints,
         out: &mut Emitter,
         update: U,
     ) -> Result<(), ReorgError>
     where
         U: Fn(&mut [u64], &[u8], bool) + Copy,
     {
-        for &h in hashes.iter().take(PROBE_BATCH) {
-            self.prefetch(h);
-        }
+        let n = r.payload.len() / r.width;
+        self.prefetch_hints(hints, 0);
         let mut i = 0;
-        while i < hashes.len() {
-            i = match self.words {
-                1 => self.run_fast::<U, 1>(payload, at, hashes, i, out, update)?,
-                _ => self.run_fast::<U, 2>(payload, at, hashes, i, out, update)?,
-            };
-            let (Some(r), Some(&h)) =
-                (payload.get(i * at.bytes..(i + 1) * at.bytes), hashes.get(i))
-            else {
+        while i < n {
+            if self.cap > 0 && hints.cap() == self.cap {
+                i = match self.words {
+                    1 => self.run_fast::<U, 1>(r, hints, i, out, update)?,
+                    _ => self.run_fast::<U, 2>(r, hints, i, out, update)?,
+                };
+            }
+            let Some(rec) = r.payload.get(i * r.width..(i + 1) * r.width) else {
                 break;
             };
-            if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
-                self.prefetch(ahead);
-            }
-            let (key, value) = r[at.key_at..].split_at(INLINE_KEY_BYTES);
-            self.one(key, value, h, out, update)?;
+            let (key, value) = rec[r.key_at..].split_at(INLINE_KEY_BYTES);
+            self.one(key, value, hash_key(key), out, update)?;
             i += 1;
+            if self.cap != hints.cap() && i < n {
+                hints.compute(r, self.cap, i);
+                self.prefetch_hints(hints, i);
+            }
         }
         Ok(())
     }
 
+    /// Fetches the home slots of the
+    /// [`PROBE_BATCH`](crate::reorg::table::PROBE_BATCH) records from `from`.
+    fn prefetch_hints(&self, hints: &probe_loop::Hints, from: usize) {
+        if self.cap > 0 && hints.cap() == self.cap {
+            hints.prefetch(&self.ctrl, &self.slots, self.stride, from);
+        }
+    }
+
     /// Applies records `from..` while each finds its group or a free slot
     /// within the load limit (or, when the table passes input through, is
-    /// passed through), with the table's fields held in locals (the stores
-    /// into slots would otherwise make the compiler reload them for every
-    /// record); returns the index of the first record that needs the slow
-    /// path, or the record count. `WORDS` is the state's word count.
+    /// passed through); returns the index of the first record that needs
+    /// the slow path, or the record count. `WORDS` is the state's word
+    /// count.
     #[inline(always)]
     fn run_fast<U, const WORDS: usize>(
         &mut self,
-        payload: &[u8],
-        at: Strided,
-        hashes: &[u64],
+        r: probe_loop::Records<'_>,
+        hints: &probe_loop::Hints,
         from: usize,
         out: &mut Emitter,
         update: U,
@@ -397,10 +401,22 @@ impl InlinePartial {
         U: Fn(&mut [u64], &[u8], bool) + Copy,
     {
         let cap = self.cap;
-        if cap == 0 {
-            return Ok(from);
+        let n = r.payload.len() / r.width;
+        let mut t = probe_loop::Table {
+            ctrl: &mut self.ctrl,
+            slots: &mut self.slots,
+            cap,
+            len: self.len,
+            // `has_room`: (len + 1) * LOAD_DEN <= cap * LOAD_NUM.
+            len_max: cap * LOAD_NUM / LOAD_DEN,
+        };
+        if !self.passing {
+            let stopped = probe_loop::run::<U, WORDS>(&mut t, r, hints, from, update);
+            self.len = t.len;
+            return Ok(stopped);
         }
-        let passing = self.passing;
+        // Full for good: each record the loop stops at passes through, and
+        // the loop goes on after it.
         let prefix = self.prefix.as_deref();
         let mut passed = 0u64;
         // Passed-through partials of fixed-width output are staged here and
@@ -409,63 +425,37 @@ impl InlinePartial {
         let staging = prefix.is_none() && out.layout().fixed_record_bytes() == Some(record);
         let mut stage = [0u8; PASS_STAGE_BYTES];
         let mut staged = 0usize;
-        let stride = 8 * (1 + WORDS);
-        // `has_room`: (len + 1) * LOAD_DEN <= cap * LOAD_NUM.
-        let len_max = cap * LOAD_NUM / LOAD_DEN;
-        let mut len = self.len;
-        let (ctrl, slots) = (&mut self.ctrl[..], &mut self.slots[..]);
-        // A plain index loop: iterator adaptors (skip, enumerate, zip) kept
-        // their state on the stack here and cost a third of the loop.
-        let (width, key_at) = (at.bytes.max(1), at.key_at);
-        let n = hashes.len().min(payload.len() / width);
         let mut i = from;
-        let mut stopped = n;
-        while i < n {
-            let h = hashes[i];
-            if let Some(&ahead) = hashes.get(i + PROBE_BATCH) {
-                prefetch_home(ctrl, slots, cap, stride, ahead);
-            }
-            let r = &payload[i * width + key_at..i * width + width];
-            let (key, value) = r.split_at(INLINE_KEY_BYTES);
-            let (at, found) = probe_in(ctrl, slots, cap, stride, Self::key_word(key), h);
-            let s = at * stride;
-            if !found {
-                if len >= len_max {
-                    if passing {
-                        if staging {
-                            if staged + record > PASS_STAGE_BYTES {
-                                out.emit_fixed_records(&stage[..staged])?;
-                                staged = 0;
-                            }
-                            let (state, n) = first_state::<U, WORDS>(value, update);
-                            stage[staged..staged + INLINE_KEY_BYTES].copy_from_slice(key);
-                            stage[staged + INLINE_KEY_BYTES..staged + record]
-                                .copy_from_slice(&state[..n]);
-                            staged += record;
-                        } else {
-                            pass_through::<U, WORDS>(prefix, key, value, out, update)?;
-                        }
-                        passed += 1;
-                        i += 1;
-                        continue;
+        let result = loop {
+            i = probe_loop::run::<U, WORDS>(&mut t, r, hints, i, update);
+            let Some(rec) = r.payload.get(i * r.width..(i + 1) * r.width) else {
+                break Ok(n);
+            };
+            let (key, value) = rec[r.key_at..].split_at(INLINE_KEY_BYTES);
+            if staging {
+                if staged + record > PASS_STAGE_BYTES {
+                    if let Err(e) = out.emit_fixed_records(&stage[..staged]) {
+                        break Err(e.into());
                     }
-                    stopped = i;
-                    break;
+                    staged = 0;
                 }
-                group::set(ctrl, cap, at, tag(h));
-                slots[s..s + INLINE_KEY_BYTES].copy_from_slice(key);
-                len += 1;
+                let (state, n) = first_state::<U, WORDS>(value, update);
+                stage[staged..staged + INLINE_KEY_BYTES].copy_from_slice(key);
+                stage[staged + INLINE_KEY_BYTES..staged + record].copy_from_slice(&state[..n]);
+                staged += record;
+            } else if let Err(e) = pass_through::<U, WORDS>(prefix, key, value, out, update) {
+                break Err(e);
             }
-            update_state::<U, WORDS>(slots, s, value, !found, update);
+            passed += 1;
             i += 1;
-        }
-        self.len = len;
+        };
+        self.len = t.len;
         if staged > 0 {
             out.emit_fixed_records(&stage[..staged])?;
         }
         self.stats.passed_through += passed;
         self.stats.emitted_records += passed;
-        Ok(stopped)
+        result
     }
 
     #[inline(always)]
@@ -648,22 +638,14 @@ impl<'a> Iterator for TakenSlots<'a> {
 /// `hash` scaled to `cap` (a multiply, not a mask, so `cap` need not be a
 /// power of two).
 #[inline(always)]
-fn home(hash: u64, cap: usize) -> usize {
+pub(super) fn home(hash: u64, cap: usize) -> usize {
     ((u128::from(hash) * cap as u128) >> 64) as usize
-}
-
-/// Fetches the control byte and the slot of `hash`'s home into the cache.
-#[inline(always)]
-fn prefetch_home(ctrl: &[u8], slots: &[u8], cap: usize, stride: usize, hash: u64) {
-    let at = home(hash, cap);
-    prefetch(ctrl.as_ptr().wrapping_add(at));
-    prefetch(slots.as_ptr().wrapping_add(at * stride));
 }
 
 /// The control byte of a taken slot: its hash's low 7 bits (the home slot
 /// comes from the high bits, so the two are independent).
 #[inline(always)]
-fn tag(hash: u64) -> u8 {
+pub(super) fn tag(hash: u64) -> u8 {
     0x80 | (hash as u8 & 0x7f)
 }
 

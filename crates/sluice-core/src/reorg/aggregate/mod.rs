@@ -22,6 +22,7 @@ pub mod func;
 mod groups;
 mod inline;
 mod partial;
+mod probe_loop;
 
 pub use final_agg::FinalAggregate;
 pub use func::{AggFn, AggSpec, ValueType};
