@@ -6,15 +6,17 @@
 use std::process::Command;
 
 fn run(name: &str, workload: &str, extra: &[&str]) -> serde_json::Value {
-    let dir = std::env::temp_dir().join(format!("sluice-run-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    // Removed with its contents when the test ends, passed or not.
+    let tmp = tempfile::Builder::new().prefix(&format!("sluice-run-{name}-")).tempdir();
+    let tmp = tmp.expect("temp dir");
+    let dir = tmp.path();
     let json = dir.join("summary.json");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["run", workload, "--mib", "2", "--maps", "6", "--reduces", "3"])
         .args(["--map-threads", "2", "--buffer-kib", "64"])
         .args(extra)
         .arg("--spill-dir")
-        .arg(&dir)
+        .arg(dir)
         .arg("--json")
         .arg(&json)
         .output()
@@ -27,7 +29,7 @@ fn run(name: &str, workload: &str, extra: &[&str]) -> serde_json::Value {
     assert_eq!(summary["validated"], true);
     assert!(summary["input_records"].as_u64().unwrap_or(0) > 0, "{summary}");
     assert!(summary["mb_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{summary}");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
         .expect("dir")
         .filter_map(|e| e.ok().map(|e| e.file_name()))
         .filter(|n| n != "summary.json")

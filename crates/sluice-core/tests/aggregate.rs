@@ -165,7 +165,7 @@ fn run(
     let layout = shape.layout(spec.value);
     let pool = MemoryPool::new(budget);
     let dir = tempdir();
-    let spill = SpillConfig { dir: dir.clone(), codec: sluice_core::Codec::Lz4 };
+    let spill = SpillConfig { dir: dir.path().to_path_buf(), codec: sluice_core::Codec::Lz4 };
     // Two map tasks, each with its own partial operator.
     let mut partial_out = Vec::new();
     let mut partial_spills = 0;
@@ -190,7 +190,10 @@ fn run(
     let final_spills = f.stats().state_spills;
     drop(f);
     assert_eq!(pool.used(), 0, "every reservation is returned");
-    assert!(std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0) == 0, "spill files removed");
+    assert!(
+        std::fs::read_dir(dir.path()).map(|d| d.count()).unwrap_or(0) == 0,
+        "spill files removed"
+    );
     let mut result = BTreeMap::new();
     for b in out.into_batches() {
         for r in b.iter() {
@@ -202,20 +205,12 @@ fn run(
             assert!(result.insert(r.key.to_vec(), v).is_none(), "one result per key");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(Outcome { result, partial_spills, final_spills, partial_bytes })
 }
 
-fn tempdir() -> std::path::PathBuf {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static N: AtomicU32 = AtomicU32::new(0);
-    let d = std::env::temp_dir().join(format!(
-        "sluice-agg-test-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+/// A spill directory of its own, removed when the run ends, passed or not.
+fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("sluice-agg-test-").tempdir().expect("temp dir")
 }
 
 const FUNCS: [AggFn; 7] =

@@ -120,10 +120,10 @@ fn small_config(dir: &std::path::Path) -> EngineConfig {
     }
 }
 
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-engine-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("mkdir");
-    d
+/// A spill directory of its own, removed with what is left in it when the
+/// test ends, passed or not.
+fn tempdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("sluice-engine-{name}-")).tempdir().expect("mkdir")
 }
 
 fn sums(maps: &[Vec<Rec>]) -> BTreeMap<Vec<u8>, i64> {
@@ -173,7 +173,7 @@ fn host_map(
 #[test]
 fn a_hosts_written_output_comes_back_as_pages_for_the_next_attempt() {
     let dir = tempdir("recycle");
-    let e = Engine::new(small_config(&dir)).expect("engine");
+    let e = Engine::new(small_config(dir.path())).expect("engine");
     let maps = inputs(2, 40_000, 1 << 40, 3);
     let spec = ShuffleSpec {
         id: 1,
@@ -202,7 +202,7 @@ fn a_hosts_written_output_comes_back_as_pages_for_the_next_attempt() {
 #[test]
 fn repartition_delivers_every_record_once_in_its_partition() {
     let dir = tempdir("repartition");
-    let e = Engine::new(small_config(&dir)).expect("engine");
+    let e = Engine::new(small_config(dir.path())).expect("engine");
     let maps = inputs(6, 5_000, 1 << 40, 1);
     let f = fold(7);
     let spec = ShuffleSpec {
@@ -233,7 +233,7 @@ fn aggregate_spills_both_ways_and_stays_exact() {
         let config = EngineConfig {
             spill_threshold: 16 << 10,
             memory_budget: 256 << 10,
-            ..small_config(&dir)
+            ..small_config(dir.path())
         };
         let e = Engine::new(config).expect("engine");
         let maps = inputs(4, 20_000, 30_000, 2);
@@ -262,7 +262,7 @@ fn aggregate_spills_both_ways_and_stays_exact() {
 #[test]
 fn range_partitioned_sort_is_globally_ordered() {
     let dir = tempdir("sort");
-    let config = EngineConfig { spill_threshold: 32 << 10, ..small_config(&dir) };
+    let config = EngineConfig { spill_threshold: 32 << 10, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(5, 8_000, u64::MAX, 3);
     let mut sample: Vec<&[u8]> =
@@ -287,7 +287,7 @@ fn range_partitioned_sort_is_globally_ordered() {
 #[test]
 fn distinct_keys_come_out_once() {
     let dir = tempdir("distinct");
-    let e = Engine::new(small_config(&dir)).expect("engine");
+    let e = Engine::new(small_config(dir.path())).expect("engine");
     let maps = inputs(3, 10_000, 2_000, 4);
     let spec = ShuffleSpec {
         id: 4,
@@ -312,7 +312,7 @@ fn distinct_keys_come_out_once() {
 fn concurrent_shuffles_keep_their_data_apart() {
     let dir = tempdir("concurrent");
     // Pinned workers (to cores 0 and 1, or whatever cores there are).
-    let config = EngineConfig { pin_offload_threads: true, ..small_config(&dir) };
+    let config = EngineConfig { pin_offload_threads: true, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     let a = inputs(4, 6_000, 5_000, 5);
     let b = inputs(4, 6_000, 1 << 40, 6);
@@ -349,7 +349,7 @@ fn a_slow_device_moves_work_to_the_map_threads_and_results_stay_exact() {
         offload_threads: 1,
         device_speed: 0.05,
         migration: true,
-        ..small_config(&dir)
+        ..small_config(dir.path())
     };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(8, 25_000, 10_000, 7);
@@ -377,7 +377,7 @@ fn extra_host_threads_take_the_migrated_share() {
         offload_threads: 1,
         device_speed: 0.05,
         host_threads: 1,
-        ..small_config(&dir)
+        ..small_config(dir.path())
     };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(6, 25_000, 10_000, 14);
@@ -411,7 +411,7 @@ fn host_threads_without_stealing_run_only_the_migrated_share() {
         device_speed: 0.05,
         host_threads: 1,
         host_steal: false,
-        ..small_config(&dir)
+        ..small_config(dir.path())
     };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(4, 25_000, 1 << 40, 16);
@@ -433,7 +433,7 @@ fn host_threads_without_stealing_run_only_the_migrated_share() {
 #[test]
 fn without_migration_nothing_moves() {
     let dir = tempdir("nomigration");
-    let config = EngineConfig { device_speed: 0.2, migration: false, ..small_config(&dir) };
+    let config = EngineConfig { device_speed: 0.2, migration: false, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(2, 5_000, 1 << 40, 8);
     let spec = ShuffleSpec {
@@ -454,7 +454,7 @@ fn without_migration_nothing_moves() {
 #[test]
 fn a_failed_attempt_is_discarded_and_the_retry_leaves_no_duplicates() {
     let dir = tempdir("retry");
-    let e = Engine::new(small_config(&dir)).expect("engine");
+    let e = Engine::new(small_config(dir.path())).expect("engine");
     let maps = inputs(3, 10_000, 1 << 40, 9);
     let f = fold(4);
     let spec = ShuffleSpec {
@@ -494,7 +494,8 @@ fn a_failed_attempt_is_discarded_and_the_retry_leaves_no_duplicates() {
 #[test]
 fn misuse_gets_typed_errors_and_leaves_other_shuffles_alone() {
     let dir = tempdir("misuse");
-    let config = EngineConfig { backpressure: Backpressure::WouldBlock, ..small_config(&dir) };
+    let config =
+        EngineConfig { backpressure: Backpressure::WouldBlock, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     let spec = ShuffleSpec {
         id: 1,
@@ -557,7 +558,7 @@ fn misuse_gets_typed_errors_and_leaves_other_shuffles_alone() {
 fn a_corrupt_persisted_partition_is_reported_with_file_and_offset() {
     let dir = tempdir("corrupt");
     // No memory for results: every partition goes to disk.
-    let config = EngineConfig { memory_budget: 0, ..small_config(&dir) };
+    let config = EngineConfig { memory_budget: 0, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     // 4.8 MB: several 1 MiB blocks, so the last can be corrupted after the
     // first was read.
@@ -602,7 +603,7 @@ fn a_corrupt_persisted_partition_is_reported_with_file_and_offset() {
 #[test]
 fn two_level_partitioning_by_node_then_reduce_id_stays_exact() {
     let dir = tempdir("nodes");
-    let e = Engine::new(small_config(&dir)).expect("engine");
+    let e = Engine::new(small_config(dir.path())).expect("engine");
     let maps = inputs(4, 6_000, 3_000, 11);
     // Partition only, 7 reduce partitions on 3 nodes.
     let f = fold(7);
@@ -683,7 +684,7 @@ impl Partitioner for PanicsOn {
 fn an_operator_panic_voids_its_attempt_and_the_engine_goes_on() {
     let dir = tempdir("panic");
     // Migration off: the panic happens on an offload worker.
-    let config = EngineConfig { offload_threads: 1, migration: false, ..small_config(&dir) };
+    let config = EngineConfig { offload_threads: 1, migration: false, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     let poison = vec![0xEE; 8];
     let spec = ShuffleSpec {
@@ -732,7 +733,7 @@ fn unregistering_wakes_reduce_tasks_waiting_on_unfinished_partitions() {
         offload_threads: 1,
         migration: false,
         device_speed: 0.001,
-        ..small_config(&dir)
+        ..small_config(dir.path())
     };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(1, 2_000, 1 << 40, 13);
@@ -771,7 +772,7 @@ fn dropping_the_engine_removes_its_spill_files_with_work_still_queued() {
         device_speed: 0.01,
         migration: true,
         memory_budget: 256 << 10,
-        ..small_config(&dir)
+        ..small_config(dir.path())
     };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(4, 25_000, 1 << 40, 21);
@@ -788,7 +789,7 @@ fn dropping_the_engine_removes_its_spill_files_with_work_still_queued() {
     let disk: u64 =
         (0..3).map(|r| e.partition_store_stats(21, r).expect("store").disk_payload_bytes).sum();
     assert!(disk > 0, "results beyond the budget went to disk");
-    let files = || std::fs::read_dir(&dir).expect("dir").count();
+    let files = || std::fs::read_dir(dir.path()).expect("dir").count();
     assert!(files() > 0, "the persisted results are on disk while the engine lives");
     drop(e);
     assert_eq!(files(), 0, "spill files outlived the engine");
@@ -801,7 +802,7 @@ fn an_idle_host_thread_steals_from_the_devices_backlog() {
         offload_threads: 1,
         device_speed: 0.05,
         host_threads: 1,
-        ..small_config(&dir)
+        ..small_config(dir.path())
     };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(1, 40_000, 1 << 40, 22);
