@@ -236,7 +236,7 @@ fn every_function_and_type(shape: Shape) {
     let records = input(7, 20_000, 3000);
     for func in FUNCS {
         for value in TYPES {
-            for strategy in [SpillStrategy::State, SpillStrategy::Input] {
+            for strategy in [SpillStrategy::State, SpillStrategy::Input, SpillStrategy::Evict] {
                 let spec = AggSpec::new(func, value);
                 let got =
                     run(&records, spec, strategy, 24 << 10, 96 << 10, shape).expect("aggregate");
@@ -347,14 +347,15 @@ proptest! {
         domain in 1u64..4000,
         func in prop::sample::select(FUNCS.to_vec()),
         value in prop::sample::select(TYPES.to_vec()),
-        input_strategy in any::<bool>(),
+        strategy in prop::sample::select(
+            vec![SpillStrategy::State, SpillStrategy::Input, SpillStrategy::Evict]
+        ),
         shape in prop::sample::select(vec![Shape::Fixed(8), Shape::Fixed(12), Shape::Mixed]),
         threshold in (9usize << 10)..(64 << 10),
         budget in (40usize << 10)..(256 << 10),
     ) {
         let recs = input(seed, records, domain);
         let spec = AggSpec::new(func, value);
-        let strategy = if input_strategy { SpillStrategy::Input } else { SpillStrategy::State };
         let got = run(&recs, spec, strategy, threshold, budget, shape).expect("aggregate");
         prop_assert_eq!(got.result, reference(&recs, spec, shape));
     }

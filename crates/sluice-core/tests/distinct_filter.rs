@@ -88,7 +88,7 @@ fn distinct_spills_on_both_sides_and_stays_exact() {
     for layout in [Layout::fixed(8, 4).expect("l"), Layout::Variable] {
         let input = batch(layout, 9, 30_000, 4000);
         for by in [DistinctBy::Key, DistinctBy::Record] {
-            for strategy in [SpillStrategy::State, SpillStrategy::Input] {
+            for strategy in [SpillStrategy::State, SpillStrategy::Input, SpillStrategy::Evict] {
                 let (got, partial_spills, final_spills, n) =
                     distinct(&input, layout, by, strategy, 16 << 10, 64 << 10);
                 let want = reference(&input, by);

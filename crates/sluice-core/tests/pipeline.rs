@@ -37,7 +37,7 @@ fn partial_aggregates_per_destination_merge_to_exact_sums() {
     let pages = Arc::new(PagePool::new(4096));
     let memory = MemoryPool::new(1 << 20);
     let spec = AggSpec::new(AggFn::Sum, ValueType::I32);
-    for strategy in [SpillStrategy::State, SpillStrategy::Input] {
+    for strategy in [SpillStrategy::State, SpillStrategy::Input, SpillStrategy::Evict] {
         let stage = StageSpec::Aggregate(spec, strategy);
         // Two map workers over alternate batches; 32 KiB of state each.
         let mut per_dest: Vec<Vec<RecordBatch>> = vec![Vec::new(); 8];

@@ -7,8 +7,9 @@
 //! batches. Each worker thread runs a map pipeline (`reorg::pipeline`) on
 //! its share of the batches: partition into `--partitions` destinations
 //! with the PSACS fold hash, then the operator per destination (partial
-//! aggregate sum with spill-state, sorted runs, or partial distinct over
-//! keys), with the spilling threshold split across destinations. Output is
+//! aggregate sum with spill-state, the same spilling by eviction, sorted
+//! runs, or partial distinct over keys), with the spilling threshold split
+//! across destinations. Output is
 //! taken from the pipeline after every batch, as a sender would, and its
 //! buffers reused. Throughput is input bits over wall time.
 //!
@@ -53,8 +54,13 @@ pub(crate) struct OperatorsArgs {
     /// Key sizes in bytes, comma separated.
     #[arg(long, value_delimiter = ',', default_value = "8,32")]
     key_bytes: Vec<usize>,
-    /// Operators, comma separated (partition, aggregate, sort, distinct).
-    #[arg(long, value_delimiter = ',', default_value = "partition,aggregate,sort,distinct")]
+    /// Operators, comma separated (partition, aggregate, aggregate/evict,
+    /// sort, distinct).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "partition,aggregate,aggregate/evict,sort,distinct"
+    )]
     ops: Vec<String>,
     /// Distinct keys in the input.
     #[arg(long, default_value_t = 1_000_000)]
@@ -88,8 +94,8 @@ fn smartshuffle_gbps(op: &str, key_bytes: usize) -> Option<f64> {
     match (op, key_bytes) {
         ("partition", 8) => Some(11.96),
         ("partition", 32) => Some(10.8),
-        ("aggregate", 8) => Some(1.46),
-        ("aggregate", 32) => Some(1.82),
+        ("aggregate" | "aggregate/evict", 8) => Some(1.46),
+        ("aggregate" | "aggregate/evict", 32) => Some(1.82),
         ("sort", 8) => Some(0.47),
         ("sort", 32) => Some(0.38),
         _ => None,
@@ -232,6 +238,10 @@ fn ops() -> Vec<(&'static str, StageSpec)> {
             "aggregate",
             StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
         ),
+        (
+            "aggregate/evict",
+            StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::Evict),
+        ),
         ("sort", StageSpec::Sort),
         ("distinct", StageSpec::Distinct(DistinctBy::Key, SpillStrategy::State)),
     ]
@@ -250,7 +260,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
     } else {
         vec![64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 32 << 20]
     };
-    let total_runs = keys.len() * args.workers.len() * ops().len() + sweep.len() * 3;
+    let total_runs = keys.len() * args.workers.len() * ops().len() + sweep.len() * 4;
     let progress = ProgressBar::new(total_runs as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}")
@@ -262,7 +272,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
     );
     let table = progress.suspend(|| {
         Table::start(&[
-            ("op", 9),
+            ("op", 15),
             ("key B", 5),
             ("workers", 7),
             ("Gbit/s", 7),
@@ -294,7 +304,8 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
                 let gbit = stats.input_bytes as f64 * 8.0 / secs / 1e9;
                 let per = gbit / workers as f64;
                 let theirs = smartshuffle_gbps(name, kb);
-                let rate = (name == "aggregate")
+                let rate = name
+                    .starts_with("aggregate")
                     .then(|| aggregation_rate(stats.input_bytes, stats.output_bytes, ideal));
                 progress.suspend(|| {
                     table.row(&[
@@ -344,6 +355,7 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
         let variants = [
             ("aggregate/state", StageSpec::Aggregate(agg, SpillStrategy::State)),
             ("aggregate/input", StageSpec::Aggregate(agg, SpillStrategy::Input)),
+            ("aggregate/evict", StageSpec::Aggregate(agg, SpillStrategy::Evict)),
             ("sort/state", StageSpec::Sort),
         ];
         for (name, spec) in &variants {

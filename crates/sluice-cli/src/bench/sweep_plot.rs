@@ -15,8 +15,8 @@ pub(crate) struct SweepPoint {
     pub(crate) aggregation_rate: Option<f64>,
 }
 
-const COLORS: [RGBColor; 3] =
-    [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44)];
+const COLORS: [RGBColor; 4] =
+    [RGBColor(31, 119, 180), RGBColor(255, 127, 14), RGBColor(44, 160, 44), RGBColor(214, 39, 40)];
 
 /// Writes two panels (throughput; aggregation rate) to an SVG file.
 pub(crate) fn write_sweep_svg(

@@ -7,7 +7,8 @@
 //! its threshold: [`SpillStrategy::State`] empties the set (keeping its
 //! memory) and starts over (later repeats of forgotten items go out again, the reduce side removes
 //! them); [`SpillStrategy::Input`] keeps the set and lets unseen items pass
-//! without remembering them.
+//! without remembering them; [`SpillStrategy::Evict`] does what `State`
+//! does (a set holds no state to evict as a partial).
 //!
 //! # Final
 //! Items go into a set within what the memory pool grants; nothing is
@@ -213,7 +214,8 @@ impl PartialDistinct {
             }
             if !self.set.admit(item.len()) {
                 match self.strategy {
-                    SpillStrategy::State => {
+                    // A set of keys has no state to evict: Evict empties it.
+                    SpillStrategy::State | SpillStrategy::Evict => {
                         self.set.clear();
                         self.stats.state_spills += 1;
                     }

@@ -7,6 +7,12 @@ use crate::format::{FormatError, Layout, RawRecord, RecordBatch};
 /// Payload bytes per output batch (1 MiB).
 pub const EMIT_BATCH_BYTES: usize = 1 << 20;
 
+/// Size past which a batch filled by [`Emitter::emit_fixed_records`] grows
+/// straight to [`EMIT_BATCH_BYTES`] instead of doubling (64 KiB): a small
+/// output keeps a small batch, a large one skips the reallocations (each a
+/// copy into memory not yet touched) between 64 KiB and 1 MiB.
+const GROW_STRAIGHT_BYTES: usize = 64 << 10;
+
 /// Collects an operator's output records.
 #[derive(Debug)]
 pub struct Emitter {
@@ -106,6 +112,10 @@ impl Emitter {
                 room = width;
             }
             let (head, tail) = records.split_at(room.min(records.len()));
+            let len = self.current.payload_len();
+            if len + head.len() > self.current.capacity().max(GROW_STRAIGHT_BYTES) {
+                self.current.reserve(EMIT_BATCH_BYTES.max(len + head.len()) - len);
+            }
             self.current.extend_fixed(head)?;
             self.records += (head.len() / width) as u64;
             self.bytes += head.len() as u64;

@@ -3,7 +3,7 @@
 //! and exactly on the reduce side.
 //!
 //! ```text
-//!  map side:    records ──► PartialAggregate (threshold, spill state | spill input) ──► partials
+//!  map side:    records ──► PartialAggregate (threshold, spill state | input | evict) ──► partials
 //!  reduce side: partials ──► FinalAggregate (memory pool; sorted runs on disk) ──► results
 //! ```
 //! - [`func`]: the functions and their mergeable states.
@@ -17,6 +17,7 @@
 //! little-endian value (i64, u64 or f64) or, for collect, a list
 //! `[len:u32le bytes]*`.
 
+mod evict;
 mod final_agg;
 pub mod func;
 mod groups;
@@ -38,6 +39,13 @@ pub enum SpillStrategy {
     State,
     /// Keep the state; pass records with new keys through unaggregated.
     Input,
+    /// Sluice's own, not SmartShuffle's: keep the groups that recur now.
+    /// For 8-byte keys with a numeric function the table is a two-way
+    /// set-associative cache of groups, and a new key evicts the least
+    /// recently used group of its bucket as a partial (`evict`); other keys
+    /// (the general table, and collect) spill their state as with
+    /// [`SpillStrategy::State`], and so does a partial distinct.
+    Evict,
 }
 
 /// Counters of an aggregate operator.
@@ -53,6 +61,8 @@ pub struct AggregateStats {
     pub state_spills: u64,
     /// Records passed through unaggregated (spill input).
     pub passed_through: u64,
+    /// Groups evicted as partials before the end (spill by eviction).
+    pub evicted: u64,
     /// Bytes of state allocated now.
     pub state_bytes: usize,
     /// Bytes written to spill files.
@@ -62,9 +72,9 @@ pub struct AggregateStats {
 }
 
 impl AggregateStats {
-    /// Spills of any kind (state spills plus pass-throughs).
+    /// Spills of any kind (state spills, pass-throughs and evictions).
     pub fn spill_count(&self) -> u64 {
-        self.state_spills + self.passed_through
+        self.state_spills + self.passed_through + self.evicted
     }
 }
 

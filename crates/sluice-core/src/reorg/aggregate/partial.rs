@@ -1,5 +1,5 @@
-//! Map-side partial aggregation with a state threshold and SmartShuffle's
-//! two spilling strategies.
+//! Map-side partial aggregation with a state threshold, SmartShuffle's two
+//! spilling strategies and spilling by eviction.
 //!
 //! # Algorithm
 //! Records are taken [`PROBE_BATCH`] at a time: hash every key, prefetch
@@ -11,7 +11,11 @@
 //!   the table (keeping its memory for the next round), then insert the key;
 //! - [`SpillStrategy::Input`]: keep the table; the record goes out as a
 //!   one-record partial, and only keys already in the table aggregate from
-//!   now on.
+//!   now on;
+//! - [`SpillStrategy::Evict`] (Sluice's own): for the inline tables (8-byte
+//!   and prefixed keys) a two-way set-associative table where a new key
+//!   evicts the least recently used group of its bucket (`evict`); the
+//!   general table spills its state.
 //!
 //! Keys of 8 bytes with a numeric function take the `inline` fast path
 //! (key and state side by side in the slot); everything else the general
@@ -278,7 +282,8 @@ impl PartialAggregate {
         if !self.groups.admit(key.len(), value.len()) {
             match self.strategy {
                 SpillStrategy::Input => return self.pass_through(key, value, out),
-                SpillStrategy::State => {
+                // The general table has no eviction: it spills its state.
+                SpillStrategy::State | SpillStrategy::Evict => {
                     self.spill_state(out)?;
                     if !self.groups.admit(key.len(), value.len()) {
                         return self.pass_through(key, value, out);

@@ -25,7 +25,7 @@ use crate::reorg::table::{hash_word, prefetch, PROBE_BATCH};
 /// measured with `sluice bench operators --ops aggregate` (8-byte keys, 1M
 /// keys, one worker), seven interleaved pairs: 4.59-5.02 Gbit/s without,
 /// 4.68-5.31 with (higher in five pairs), unchanged at 10K keys.
-const READ_AHEAD_BYTES: usize = 1 << 10;
+pub(super) const READ_AHEAD_BYTES: usize = 1 << 10;
 
 /// Per record, where its probe starts: the home slot in the table of `cap`
 /// slots they were computed for, shifted up 8 bits, and the control tag in
