@@ -65,6 +65,9 @@ const AHEAD: usize = 32;
 /// Slots per bucket.
 const WAYS: usize = 2;
 
+/// Most words per slot: the key and two state words.
+const SLOT_WORDS_MAX: usize = 3;
+
 /// Buckets of a new table.
 const BUCKETS_MIN: usize = 32;
 
@@ -163,6 +166,14 @@ impl EvictTable {
             return false;
         }
         let sw = self.slot_words();
+        if nb == 2 * self.nb {
+            let split = self.split(nb);
+            let old = std::mem::replace(&mut self.buckets, split);
+            self.nb = nb;
+            drop(old);
+            self.reservation.shrink(self.reservation.bytes().saturating_sub(self.allocated()));
+            return true;
+        }
         let mut fresh = vec![0u64; nb * WAYS * sw];
         for slot in fresh.chunks_exact_mut(sw) {
             slot[0] = EMPTY_KEY;
@@ -181,6 +192,38 @@ impl EvictTable {
         drop(old);
         self.reservation.shrink(self.reservation.bytes().saturating_sub(self.allocated()));
         true
+    }
+
+    /// The table doubled to `nb` buckets, built in one sequential pass:
+    /// the home of a key in twice the buckets is `2 b` or `2 b + 1` for its
+    /// bucket `b` (the scaling multiply gains one bit), so old bucket `b`
+    /// alone fills new buckets `2 b` and `2 b + 1`, its slots in their
+    /// order (MRU first). Nothing is evicted; every slot is written once.
+    fn split(&mut self, nb: usize) -> Vec<u64> {
+        let sw = self.slot_words();
+        let bw = WAYS * sw;
+        let mut free = [0u64; SLOT_WORDS_MAX * WAYS];
+        for slot in free.chunks_exact_mut(sw) {
+            slot[0] = EMPTY_KEY;
+        }
+        let mut fresh = Vec::with_capacity(nb * bw);
+        let mut taken = 0;
+        for (b, bucket) in self.buckets.chunks_exact(bw).enumerate() {
+            let mut halves = [free, free];
+            let mut fill = [0usize; 2];
+            for slot in bucket.chunks_exact(sw).filter(|s| s[0] != EMPTY_KEY) {
+                let to = home(hash_word(slot[0]), nb);
+                debug_assert_eq!(to >> 1, b, "a doubled table splits buckets");
+                let (half, at) = (to & 1, fill[to & 1] * sw);
+                halves[half][at..at + sw].copy_from_slice(slot);
+                fill[half] += 1;
+                taken += 1;
+            }
+            fresh.extend_from_slice(&halves[0][..bw]);
+            fresh.extend_from_slice(&halves[1][..bw]);
+        }
+        self.started = taken;
+        fresh
     }
 
     /// Puts a group in front of its bucket while growing, evicting the
@@ -645,6 +688,63 @@ mod tests {
         assert_eq!(pool.used(), table, "the table is reserved");
         t.finish(&mut out).expect("finish");
         assert_eq!(pool.used(), 0, "finish returns the reservation");
+        assert_eq!(sums(&partials(&mut out)), reference(&input));
+    }
+
+    /// Where each group sits: (key, bucket, slot in the bucket).
+    fn places(t: &EvictTable) -> Vec<(u64, usize, usize)> {
+        let sw = t.slot_words();
+        let mut all = Vec::new();
+        for (b, bucket) in t.buckets.chunks_exact(WAYS * sw).enumerate() {
+            for (j, slot) in bucket.chunks_exact(sw).enumerate() {
+                if slot[0] != EMPTY_KEY {
+                    all.push((slot[0], b, j));
+                }
+            }
+        }
+        all.sort_unstable();
+        all
+    }
+
+    /// Doubling splits every bucket into its two halves in one pass: each
+    /// group lands in the bucket its hash names, keeps its state, and two
+    /// groups that stay together keep their order (MRU in front).
+    #[test]
+    fn doubling_splits_buckets_in_place_and_order() {
+        let pool = MemoryPool::unbounded();
+        let spec = sum_i32();
+        let mut t = EvictTable::new(spec, 1 << 20, &pool);
+        let mut stats = AggregateStats::default();
+        let input: Vec<(u64, i32)> = (0..45u64).map(|k| (k * 1_000_003, k as i32)).collect();
+        let payload = records(&input);
+        let r = Records { payload: &payload, width: 12, key_at: 0 };
+        let mut out = Emitter::new(Layout::fixed(8, 8).expect("layout"));
+        let update = |st: &mut [u64], v: &[u8], first: bool| spec.update(st, v, first);
+        t.push(r, None, &mut out, &mut stats, update).expect("push");
+        assert_eq!(t.nb, BUCKETS_MIN, "grew before the test could");
+        let before = places(&t);
+        let kept = before.len();
+        assert!(kept > 30, "{kept} groups kept of 45");
+        assert!(t.grow(&mut stats));
+        assert_eq!(t.nb, 2 * BUCKETS_MIN);
+        assert_eq!(t.started, kept);
+        let after = places(&t);
+        assert_eq!(after.len(), kept, "a doubling evicts nothing");
+        for (&(k, b, j), &(k2, b2, j2)) in before.iter().zip(&after) {
+            assert_eq!(k, k2);
+            assert_eq!(b2, home(hash_word(k), 2 * BUCKETS_MIN));
+            assert_eq!(b2 >> 1, b);
+            // A back slot stays back if its front partner came along.
+            let partner = before.iter().find(|p| p.1 == b && p.2 != j);
+            if let Some(&(pk, _, _)) = partner {
+                if home(hash_word(pk), 2 * BUCKETS_MIN) == b2 {
+                    assert_eq!(j2, j, "order within the bucket kept");
+                } else {
+                    assert_eq!(j2, 0, "alone in its half, in front");
+                }
+            }
+        }
+        t.finish(None, &mut out, &mut stats).expect("finish");
         assert_eq!(sums(&partials(&mut out)), reference(&input));
     }
 
