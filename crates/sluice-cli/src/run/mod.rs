@@ -24,8 +24,8 @@ use sluice_core::reorg::sort::SortRuns;
 use sluice_core::reorg::Emitter;
 use sluice_engine::{cpu, Engine, EngineConfig, ReduceBlock, ShuffleSpec};
 
-pub(crate) use workload::Kind;
 use workload::{check_all, generate, Input, PartitionCheck};
+pub(crate) use workload::{Kind, Spill};
 
 /// Options of `sluice run`.
 #[derive(Debug, Args)]
@@ -80,6 +80,10 @@ pub(crate) struct RunArgs {
     /// Data set seed.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// Map-side spilling of the aggregating workloads (wordcount,
+    /// aggregate): state, input or evict.
+    #[arg(long, value_enum, default_value_t = Spill::State)]
+    pub(crate) spill: Spill,
     /// Skip the same-run baseline.
     #[arg(long)]
     pub(crate) no_baseline: bool,
@@ -100,7 +104,8 @@ pub(crate) fn run(args: &RunArgs) -> Result<(), Box<dyn std::error::Error>> {
 
 /// Runs one workload and returns its checked summary.
 pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
-    let input = generate(args.workload, args.mib << 20, args.maps, args.reduces, args.seed)?;
+    let input =
+        generate(args.workload, args.mib << 20, args.maps, args.reduces, args.seed, args.spill)?;
     let baseline = (!args.no_baseline).then(|| baseline(&input));
     let config = EngineConfig {
         offload_threads: args.offload_threads,

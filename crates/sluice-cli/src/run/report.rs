@@ -31,6 +31,8 @@ pub(crate) struct Timings {
 #[derive(Debug, Serialize)]
 pub(crate) struct Summary {
     pub(crate) workload: String,
+    /// The map side's spilling strategy (`--spill`).
+    pub(crate) spill: String,
     pub(crate) input_bytes: u64,
     pub(crate) input_records: u64,
     pub(crate) maps: u32,
@@ -114,6 +116,7 @@ impl Summary {
         };
         Summary {
             workload: format!("{:?}", args.workload).to_lowercase(),
+            spill: format!("{:?}", args.spill).to_lowercase(),
             input_bytes: input.bytes,
             input_records: map.input_records,
             maps: args.maps,

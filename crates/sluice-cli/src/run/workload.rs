@@ -24,6 +24,29 @@ use sluice_core::reorg::aggregate::{AggFn, AggSpec, SpillStrategy, ValueType};
 use sluice_core::reorg::pipeline::StageSpec;
 use xxhash_rust::xxh3::xxh3_64;
 
+/// How the map side's aggregate spills (`SpillStrategy`): wordcount and
+/// aggregate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Spill {
+    /// Emit the whole state and start empty (SmartShuffle).
+    State,
+    /// Keep the state, pass new keys through (SmartShuffle).
+    Input,
+    /// Evict the least recently used group of a bucket (8-byte keys; other
+    /// keys spill their state).
+    Evict,
+}
+
+impl From<Spill> for SpillStrategy {
+    fn from(s: Spill) -> Self {
+        match s {
+            Spill::State => SpillStrategy::State,
+            Spill::Input => SpillStrategy::Input,
+            Spill::Evict => SpillStrategy::Evict,
+        }
+    }
+}
+
 /// Which workload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Kind {
@@ -94,6 +117,7 @@ pub(crate) fn generate(
     maps: u32,
     reduces: u32,
     seed: u64,
+    spill: Spill,
 ) -> Result<Input, String> {
     let per_map = bytes / u64::from(maps.max(1));
     let layout = match kind {
@@ -184,7 +208,7 @@ pub(crate) fn generate(
         }
         Kind::Wordcount => (
             fold(reduces)?,
-            StageSpec::Aggregate(AggSpec::new(AggFn::Count, ValueType::I64), SpillStrategy::State),
+            StageSpec::Aggregate(AggSpec::new(AggFn::Count, ValueType::I64), spill.into()),
             Reference::Values(values),
         ),
         Kind::Repartition => {
@@ -192,7 +216,7 @@ pub(crate) fn generate(
         }
         Kind::Aggregate => (
             fold(reduces)?,
-            StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
+            StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), spill.into()),
             Reference::Values(values),
         ),
     };
