@@ -220,7 +220,8 @@ _OPERATOR_STATE_JOB = r"""
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from conftest import SLUICE, session
-s = session("local[2]", SLUICE, sys.argv[2], extra={"spark.sluice.operatorStateBytes": sys.argv[3]})
+s = session("local[2]", SLUICE, sys.argv[2], extra={
+    "spark.sluice.operatorStateBytes": sys.argv[3], "spark.sluice.operatorSpill": sys.argv[4]})
 job = s.sparkContext._jvm.dev.sluice.spark.examples.ReduceByKeyJob
 m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
 jsc = s.sparkContext._jsc
@@ -238,20 +239,24 @@ def test_operator_state_setting_reaches_the_engine(tmp_path):
     # 5,000 keys fit the default 16 MB of map-side state, so each map task
     # emits one partial per key; 64 KiB holds a few hundred groups per
     # partition, so the map side spills its state and writes more partials.
-    # Both answers are Spark's.
+    # Spilling by eviction at 64 KiB writes a different number of partials
+    # than spilling state (the setting reached the engine). Every answer is
+    # Spark's.
     import json
     import subprocess
     import sys
 
     out = {}
-    for state in ("16m", "64k"):
+    for state, spill in (("16m", "state"), ("64k", "state"), ("64k", "evict")):
         p = subprocess.run(
             [sys.executable, "-c", _OPERATOR_STATE_JOB, str(pathlib.Path(__file__).parent),
-             str(tmp_path / state), state],
+             str(tmp_path / f"{state}-{spill}"), state, spill],
             capture_output=True, text=True, timeout=300,
         )
         assert p.returncode == 0, p.stderr[-3000:]
-        out[state] = json.loads(p.stdout.strip().splitlines()[-1])
-        assert out[state]["spark"][0] == 5000
-        assert out[state]["sluice"] == out[state]["spark"], (state, out[state])
-    assert out["64k"]["bytes"] > 1.5 * out["16m"]["bytes"], out
+        got = json.loads(p.stdout.strip().splitlines()[-1])
+        assert got["spark"][0] == 5000
+        assert got["sluice"] == got["spark"], (state, spill, got)
+        out[(state, spill)] = got
+    assert out[("64k", "state")]["bytes"] > 1.5 * out[("16m", "state")]["bytes"], out
+    assert out[("64k", "evict")]["bytes"] != out[("64k", "state")]["bytes"], out

@@ -178,10 +178,10 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     })
 }
 
-/// `static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue)`:
+/// `static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue, int spill)`:
 /// the engine id. `aggFunc` -1: no operator; -2: sort
 /// ([`ops::OP_SORT`]); otherwise an offloaded aggregation (codes of
-/// [`ops::agg_spec`]).
+/// [`ops::agg_spec`]) spilling by `spill` ([`ops::spill_strategy`]).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
     mut env: JNIEnv<'l>,
@@ -190,11 +190,13 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
     maps: jint,
     agg_func: jint,
     agg_value: jint,
+    spill: jint,
 ) -> jint {
     guard(&mut env, -1, |_| {
         let p = non_negative(partitions.into(), "partitions")? as u32;
         let m = non_negative(maps.into(), "map count")? as u32;
-        Ok(bridge::register_shuffle(p, m, ops::stage_spec(agg_func, agg_value)?)? as jint)
+        let op = ops::stage_spec(agg_func, agg_value, ops::spill_strategy(spill)?)?;
+        Ok(bridge::register_shuffle(p, m, op)? as jint)
     })
 }
 

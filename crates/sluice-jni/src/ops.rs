@@ -27,7 +27,7 @@
 use std::collections::VecDeque;
 
 use sluice_core::format::{BatchView, Layout, RecordBatch};
-use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, ValueType};
+use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, SpillStrategy, ValueType};
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_core::reorg::sort::MergeStream;
 use sluice_core::reorg::{Emitter, SpillConfig, EMIT_BATCH_BYTES};
@@ -66,16 +66,25 @@ pub fn agg_spec(func: i32, value: i32) -> BridgeResult<AggSpec> {
 /// order); codes 0 and up are aggregations ([`agg_spec`]), -1 is none.
 pub const OP_SORT: i32 = -2;
 
+/// The map-side spilling strategy of host code `code`
+/// (`SluiceConf.spillStrategy`): 0 state, 1 input, 2 evict.
+pub fn spill_strategy(code: i32) -> BridgeResult<SpillStrategy> {
+    match code {
+        0 => Ok(SpillStrategy::State),
+        1 => Ok(SpillStrategy::Input),
+        2 => Ok(SpillStrategy::Evict),
+        other => Err(BridgeError::Argument(format!("unknown spill strategy {other}"))),
+    }
+}
+
 /// The engine operator of a shuffle the host registers with codes
-/// (`func`, `value`): -1 none, [`OP_SORT`], or an aggregation.
-pub fn stage_spec(func: i32, value: i32) -> BridgeResult<StageSpec> {
+/// (`func`, `value`): -1 none, [`OP_SORT`], or an aggregation spilling by
+/// `spill`.
+pub fn stage_spec(func: i32, value: i32, spill: SpillStrategy) -> BridgeResult<StageSpec> {
     match func {
         -1 => Ok(StageSpec::None),
         OP_SORT => Ok(StageSpec::Sort),
-        _ => Ok(StageSpec::Aggregate(
-            agg_spec(func, value)?,
-            sluice_core::reorg::aggregate::SpillStrategy::State,
-        )),
+        _ => Ok(StageSpec::Aggregate(agg_spec(func, value)?, spill)),
     }
 }
 

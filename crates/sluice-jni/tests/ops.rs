@@ -17,7 +17,7 @@ use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
 mod common;
 use common::settings;
 use sluice_jni::error::BridgeError;
-use sluice_jni::ops::{agg_spec, ReduceAggregate};
+use sluice_jni::ops::{agg_spec, spill_strategy, stage_spec, ReduceAggregate};
 use sluice_jni::read::{frame_info, BlockName};
 
 /// The writer's record: key = partition id ++ key bytes, value = i64 LE.
@@ -104,17 +104,19 @@ fn drain(agg: &mut ReduceAggregate) -> Vec<(Vec<u8>, [u8; 8])> {
 }
 
 /// Runs `func` (sum 0, count 1, min 2, max 3) over i64 values through the
-/// whole path; returns each key's result.
-fn run(func: i32, maps: &[Vec<(Vec<u8>, i64)>], partitions: u32) -> BTreeMap<Vec<u8>, i64> {
+/// whole path, the map side spilling by host code `spill` (0 state, 1
+/// input, 2 evict); returns each key's result.
+fn run(
+    func: i32,
+    spill: i32,
+    maps: &[Vec<(Vec<u8>, i64)>],
+    partitions: u32,
+) -> BTreeMap<Vec<u8>, i64> {
     open_engine(&settings()).expect("engine");
     let dir = tempfile::tempdir().expect("tmp");
-    let spec = agg_spec(func, 0).expect("spec");
-    let shuffle = register_shuffle(
-        partitions,
-        maps.len() as u32,
-        StageSpec::Aggregate(spec, SpillStrategy::State),
-    )
-    .expect("register");
+    let op = stage_spec(func, 0, spill_strategy(spill).expect("strategy")).expect("op");
+    let StageSpec::Aggregate(spec, _) = op else { panic!("{op:?} is no aggregation") };
+    let shuffle = register_shuffle(partitions, maps.len() as u32, op).expect("register");
     let outputs: Vec<_> = maps
         .iter()
         .enumerate()
@@ -142,12 +144,14 @@ proptest! {
     fn sum_count_min_max_match_a_plain_fold(
         maps in proptest::collection::vec(
             proptest::collection::vec(
-                (proptest::collection::vec(0u8..6, 0..5), -1000i64..1000), 0..400),
+                // Keys of 8 bytes (the engine's prefixed inline table) among others.
+                (proptest::collection::vec(0u8..6, 0..9), -1000i64..1000), 0..400),
             1..4),
         partitions in 1u32..9,
         func in 0i32..4,
+        spill in 0i32..3,
     ) {
-        let got = run(func, &maps, partitions);
+        let got = run(func, spill, &maps, partitions);
         let mut want: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
         for (k, v) in maps.iter().flatten() {
             want.entry(k.clone())
@@ -162,6 +166,16 @@ proptest! {
                 .or_insert(if func == 1 { 1 } else { *v });
         }
         prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn spill_strategy_codes_are_the_hosts() {
+    assert_eq!(spill_strategy(0).expect("state"), SpillStrategy::State);
+    assert_eq!(spill_strategy(1).expect("input"), SpillStrategy::Input);
+    assert_eq!(spill_strategy(2).expect("evict"), SpillStrategy::Evict);
+    for bad in [-1, 3] {
+        assert!(matches!(spill_strategy(bad), Err(BridgeError::Argument(_))), "{bad}");
     }
 }
 

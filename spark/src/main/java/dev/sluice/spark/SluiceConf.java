@@ -15,6 +15,13 @@ final class SluiceConf {
    * threshold; SmartShuffle's 16 MB by default).
    */
   static final String OPERATOR_STATE = "spark.sluice.operatorStateBytes";
+  /**
+   * How an offloaded aggregation's map side spills at that threshold: {@code state} (emit every
+   * group and start empty; the default), {@code input} (keep the groups, pass new keys through)
+   * or {@code evict} (a new key evicts the least recently used group of its bucket; 8-byte keys
+   * only, others spill their state). Read when the shuffle is registered.
+   */
+  static final String OPERATOR_SPILL = "spark.sluice.operatorSpill";
   static final String BUFFER = "spark.sluice.bufferBytes";
   /** Whether Spark SQL's rows are written without the serializer ({@link UnsafeRowFastPath}). */
   static final String SQL_ROWS_DIRECT = "spark.sluice.sqlRowsDirect";
@@ -24,6 +31,25 @@ final class SluiceConf {
    * shuffle is registered.
    */
   static final String GROUPED_COMBINE = "spark.sluice.groupedCombine";
+
+  /** The native side's codes of {@link #OPERATOR_SPILL}'s values, in order. */
+  private static final String[] SPILL_STRATEGIES = {"state", "input", "evict"};
+
+  /**
+   * The native code of {@link #OPERATOR_SPILL} in {@code conf}.
+   *
+   * @throws IllegalArgumentException for a value that is not a strategy
+   */
+  static int spillStrategy(SparkConf conf) {
+    String v = conf.get(OPERATOR_SPILL, "state").trim().toLowerCase(Locale.ROOT);
+    for (int i = 0; i < SPILL_STRATEGIES.length; i++) {
+      if (SPILL_STRATEGIES[i].equals(v)) {
+        return i;
+      }
+    }
+    throw new IllegalArgumentException(
+        OPERATOR_SPILL + " is '" + v + "'; one of state, input, evict expected");
+  }
 
   /** Codec ids as the native side reads them. */
   static final int CODEC_NONE = 0;

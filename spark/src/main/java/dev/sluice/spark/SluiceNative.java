@@ -64,9 +64,10 @@ public final class SluiceNative {
 
   /**
    * Registers a host-partitioned shuffle; returns its engine id. {@code aggFunc} -1 for none, else
-   * an offloaded aggregation ({@link Agg#code}, {@link OpSpec} value type).
+   * an offloaded aggregation ({@link Agg#code}, {@link OpSpec} value type) whose map side spills
+   * by {@code spill} ({@link SluiceConf#spillStrategy}).
    */
-  static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue);
+  static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue, int spill);
 
   static native void unregisterShuffle(int engineShuffle);
 

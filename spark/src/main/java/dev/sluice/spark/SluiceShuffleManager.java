@@ -39,6 +39,8 @@ public class SluiceShuffleManager extends SortShuffleManager {
   public static final int PARTITIONS_MAX = Coverage.PARTITIONS_MAX;
 
   private final SparkConf conf;
+  /** {@link SluiceConf#OPERATOR_SPILL}, checked when the manager starts. */
+  private final int operatorSpill;
   /** Spark shuffle id to the engine's id for it, in this process. */
   private final ConcurrentHashMap<Integer, Integer> engineIds = new ConcurrentHashMap<>();
   /** Map task ids whose output files this process wrote, per Sluice shuffle. */
@@ -47,6 +49,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
   public SluiceShuffleManager(SparkConf conf) {
     super(conf);
     this.conf = conf;
+    this.operatorSpill = SluiceConf.spillStrategy(conf);
   }
 
   @Override
@@ -214,7 +217,11 @@ public class SluiceShuffleManager extends SortShuffleManager {
         id -> {
           int[] op = h.engineOp();
           return SluiceNative.registerShuffle(
-              h.dependency().partitioner().numPartitions(), h.numMaps(), op[0], op[1]);
+              h.dependency().partitioner().numPartitions(),
+              h.numMaps(),
+              op[0],
+              op[1],
+              operatorSpill);
         });
   }
 }
