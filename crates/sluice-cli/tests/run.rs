@@ -57,8 +57,9 @@ fn every_map_side_spilling_strategy_validates() {
             let s = run(&format!("{w}-{spill}"), w, &["--spill", spill, "--no-baseline"]);
             assert_eq!(s["spill"], spill, "{s}");
             if (w, spill) == ("aggregate", "evict") {
-                // Mostly distinct 8-byte keys: the two-way tables evict on
-                // bucket conflicts (spilling state never fills them here).
+                // Mostly distinct 8-byte keys: the set-associative tables
+                // evict on bucket conflicts (spilling state never fills
+                // them here).
                 assert!(s["map_side_spills"].as_u64().unwrap_or(0) > 0, "{s}");
             }
         }

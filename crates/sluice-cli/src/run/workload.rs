@@ -32,7 +32,7 @@ pub(crate) enum Spill {
     State,
     /// Keep the state, pass new keys through (SmartShuffle).
     Input,
-    /// Evict the least recently used group of a bucket (8-byte keys; other
+    /// A new key evicts one group of its full bucket (8-byte keys; other
     /// keys spill their state).
     Evict,
 }

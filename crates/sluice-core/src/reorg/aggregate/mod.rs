@@ -22,6 +22,7 @@ mod final_agg;
 pub mod func;
 mod groups;
 mod inline;
+mod lines;
 mod partial;
 mod probe_loop;
 
@@ -40,9 +41,10 @@ pub enum SpillStrategy {
     /// Keep the state; pass records with new keys through unaggregated.
     Input,
     /// Sluice's own, not SmartShuffle's: keep the groups that recur now.
-    /// For 8-byte keys with a numeric function the table is a two-way
-    /// set-associative cache of groups, and a new key evicts the least
-    /// recently used group of its bucket as a partial (`evict`); other keys
+    /// For 8-byte keys with a numeric function the table is a
+    /// set-associative cache of groups (one cache line per bucket), and a
+    /// new key in a full bucket evicts one of its groups as a partial
+    /// (`evict`); other keys
     /// (the general table, and collect) spill their state as with
     /// [`SpillStrategy::State`], and so does a partial distinct.
     Evict,

@@ -13,9 +13,9 @@
 //!   one-record partial, and only keys already in the table aggregate from
 //!   now on;
 //! - [`SpillStrategy::Evict`] (Sluice's own): for the inline tables (8-byte
-//!   and prefixed keys) a two-way set-associative table where a new key
-//!   evicts the least recently used group of its bucket (`evict`); the
-//!   general table spills its state.
+//!   and prefixed keys) a set-associative table of one cache line per
+//!   bucket where a new key in a full bucket evicts one of its groups
+//!   (`evict`); the general table spills its state.
 //!
 //! Keys of 8 bytes with a numeric function take the `inline` fast path
 //! (key and state side by side in the slot); everything else the general

@@ -18,8 +18,8 @@ final class SluiceConf {
   /**
    * How an offloaded aggregation's map side spills at that threshold: {@code state} (emit every
    * group and start empty; the default), {@code input} (keep the groups, pass new keys through)
-   * or {@code evict} (a new key evicts the least recently used group of its bucket; 8-byte keys
-   * only, others spill their state). Read when the shuffle is registered.
+   * or {@code evict} (a new key in a full bucket of a set-associative table evicts one of its
+   * groups; 8-byte keys only, others spill their state). Read when the shuffle is registered.
    */
   static final String OPERATOR_SPILL = "spark.sluice.operatorSpill";
   static final String BUFFER = "spark.sluice.bufferBytes";
