@@ -81,8 +81,8 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
     /// Map-side spilling of the aggregating workloads (wordcount,
-    /// aggregate): state, input or evict.
-    #[arg(long, value_enum, default_value_t = Spill::State)]
+    /// aggregate): evict (the default, as under Spark), state or input.
+    #[arg(long, value_enum, default_value_t = Spill::Evict)]
     pub(crate) spill: Spill,
     /// Skip the same-run baseline.
     #[arg(long)]

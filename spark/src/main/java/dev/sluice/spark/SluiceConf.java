@@ -16,10 +16,11 @@ final class SluiceConf {
    */
   static final String OPERATOR_STATE = "spark.sluice.operatorStateBytes";
   /**
-   * How an offloaded aggregation's map side spills at that threshold: {@code state} (emit every
-   * group and start empty; the default), {@code input} (keep the groups, pass new keys through)
-   * or {@code evict} (a new key in a full bucket of a set-associative table evicts one of its
-   * groups; 8-byte keys only, others spill their state). Read when the shuffle is registered.
+   * How an offloaded aggregation's map side spills at that threshold: {@code evict} (the
+   * default: a new key in a full bucket of a set-associative table evicts one of its groups;
+   * 8-byte keys such as Long, other keys spill their state), {@code state} (emit every group and
+   * start empty) or {@code input} (keep the groups, pass new keys through). Read when the shuffle
+   * is registered.
    */
   static final String OPERATOR_SPILL = "spark.sluice.operatorSpill";
   static final String BUFFER = "spark.sluice.bufferBytes";
@@ -41,7 +42,7 @@ final class SluiceConf {
    * @throws IllegalArgumentException for a value that is not a strategy
    */
   static int spillStrategy(SparkConf conf) {
-    String v = conf.get(OPERATOR_SPILL, "state").trim().toLowerCase(Locale.ROOT);
+    String v = conf.get(OPERATOR_SPILL, "evict").trim().toLowerCase(Locale.ROOT);
     for (int i = 0; i < SPILL_STRATEGIES.length; i++) {
       if (SPILL_STRATEGIES[i].equals(v)) {
         return i;

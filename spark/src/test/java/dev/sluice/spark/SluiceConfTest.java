@@ -19,7 +19,7 @@ class SluiceConfTest {
 
   @Test
   void spillStrategiesMapToTheEngineCodes() {
-    assertEquals(0, spill(null), "state by default");
+    assertEquals(2, spill(null), "evict by default");
     assertEquals(0, spill("state"));
     assertEquals(1, spill("input"));
     assertEquals(2, spill(" Evict "));
