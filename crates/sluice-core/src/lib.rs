@@ -3,7 +3,7 @@
 //! The crate is organised along the data path of a shuffle. Today it holds the
 //! first stage every later part writes and reads:
 //!
-//! - [`format`]: records (key bytes plus value bytes, fixed width or variable
+//! - [`format`](mod@format): records (key bytes plus value bytes, fixed width or variable
 //!   length), batches that writers append to without per-record allocation, and
 //!   framed, checksummed, optionally compressed blocks. Everything read back is
 //!   treated as untrusted.

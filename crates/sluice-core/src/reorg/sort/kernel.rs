@@ -123,7 +123,7 @@ const INSERTION_MAX: usize = 16;
 /// Only the bits that vary between entries are sorted (the window from
 /// the lowest to the highest bit that is not the same in every prefix),
 /// and of those at most the top `log2(n) + SURPLUS_BITS`, in as few passes
-/// of at most [`DIGIT_BITS`] as cover them, each digit as narrow as that
+/// of at most `DIGIT_BITS` (11) as cover them, each digit as narrow as that
 /// many passes allow (runs of 23,800 entries, the operator benchmark's 1
 /// MiB per destination: two 10-bit passes instead of two 11-bit ones, 5 %
 /// faster): LSD passes over the window's top digits order the
