@@ -42,16 +42,24 @@
 //! 9.0-9.8, rate 0.77 (3.9M evictions instead of 5.6M: a quarter fewer
 //! partials shipped for about 10 % of throughput). Spilling state in the
 //! same stretch: 6.2-6.5, rate 0.28. At 32 MB, where every key would fit,
-//! four ways reach rate 0.95 (two ways 0.86, spilling state 1.00).
+//! four ways reach rate 0.96 (two ways 0.86, spilling state 1.00).
 //!
 //! # Size
 //! The table starts at [`BUCKETS_MIN`] buckets and doubles when groups
-//! for three quarters of its slots have started since it was built (taken
-//! slots and evictions, see `EvictTable::started`), while the threshold
-//! and the memory pool allow (doubling splits every bucket in two: nothing is evicted),
-//! then grows once to the largest bucket count within the threshold (a
-//! rehash that may evict). A refused reservation stops growth until the
-//! next payload; the table then evicts instead.
+//! for half of its slots have started since it was built (taken slots and
+//! evictions, see `EvictTable::started`), while the threshold and the
+//! memory pool allow (doubling splits every bucket in two: nothing is
+//! evicted), then grows once to the largest bucket count within the
+//! threshold (a rehash that may evict). A refused reservation stops growth
+//! until the next payload; the table then evicts instead. Half, not three
+//! quarters: four-slot buckets at load 3/4 overflow often (a Poisson
+//! bucket of mean 3 holds five keys or more 18 % of the time), and groups
+//! evicted on the way to the full size are partials a larger table would
+//! have kept. Measured with `sluice run aggregate --spill evict` (11.2M
+//! records, 1M keys, every key of a map task fitting its 16 MB): 1.42M
+//! evictions and 8.80-8.85M records shuffled at three quarters, 0.54-0.55M
+//! and 8.50-8.58M at half (spilling state: 8.60M, no spill); the operator
+//! benchmark at 1M keys is unchanged (3.84M evictions instead of 3.88M).
 
 use super::func::AggSpec;
 use super::inline::{home, join_key, INLINE_KEY_BYTES, PREFIX_BYTES_MAX};
@@ -174,11 +182,11 @@ impl EvictTable {
         (nb > self.nb && nb >= BUCKETS_MIN).then_some(nb)
     }
 
-    /// When the loop should stop for growth: three quarters of the slots'
-    /// worth of groups started, if the table may grow.
+    /// When the loop should stop for growth: half of the slots' worth of
+    /// groups started, if the table may grow.
     fn set_grow_at(&mut self) {
         self.grow_at = match self.next_nb() {
-            Some(_) => self.nb * self.ways * 3 / 4,
+            Some(_) => self.nb * self.ways / 2,
             None => usize::MAX,
         };
     }
@@ -752,7 +760,8 @@ mod tests {
         let spec = sum_i32();
         let mut t = EvictTable::new(spec, 1 << 20, &pool);
         let mut stats = AggregateStats::default();
-        let input: Vec<(u64, i32)> = (0..90u64).map(|k| (k * 1_000_003, k as i32)).collect();
+        // 60 new keys: under the growth mark of 64 started groups.
+        let input: Vec<(u64, i32)> = (0..60u64).map(|k| (k * 1_000_003, k as i32)).collect();
         let payload = records(&input);
         let r = Records { payload: &payload, width: 12, key_at: 0 };
         let mut out = Emitter::new(Layout::fixed(8, 8).expect("layout"));
@@ -761,7 +770,7 @@ mod tests {
         assert_eq!(t.nb, BUCKETS_MIN, "grew before the test could");
         let before = places(&t);
         let kept = before.len();
-        assert!(kept > 60, "{kept} groups kept of 90");
+        assert!(kept > 45, "{kept} groups kept of 60");
         assert!(t.grow(&mut stats));
         assert_eq!(t.nb, 2 * BUCKETS_MIN);
         assert_eq!(t.started, kept);
