@@ -110,8 +110,6 @@ const STAGE_FLUSH_BYTES: usize = 64 << 10;
 pub(super) struct EvictTable {
     /// State words per group (1 or 2).
     words: usize,
-    /// Slots per bucket ([`ways_for`] the words).
-    ways: usize,
     buckets: LineWords,
     nb: usize,
     /// Groups started since the table was built: its taken slots after the
@@ -137,7 +135,6 @@ impl EvictTable {
     pub(super) fn new(spec: AggSpec, threshold: usize, pool: &MemoryPool) -> Self {
         EvictTable {
             words: spec.state_words(),
-            ways: ways_for(spec.state_words()),
             buckets: LineWords::default(),
             nb: 0,
             started: 0,
@@ -154,9 +151,14 @@ impl EvictTable {
         1 + self.words
     }
 
+    /// Slots per bucket.
+    fn ways(&self) -> usize {
+        ways_for(self.words)
+    }
+
     /// Bytes of a bucket.
     fn bucket_bytes(&self) -> usize {
-        self.ways * self.slot_words() * 8
+        self.ways() * self.slot_words() * 8
     }
 
     /// Bytes allocated for a table of `nb` buckets, at most: the buckets
@@ -186,7 +188,7 @@ impl EvictTable {
     /// groups started, if the table may grow.
     fn set_grow_at(&mut self) {
         self.grow_at = match self.next_nb() {
-            Some(_) => self.nb * self.ways / 2,
+            Some(_) => self.nb * self.ways() / 2,
             None => usize::MAX,
         };
     }
@@ -212,7 +214,7 @@ impl EvictTable {
         }
         let mut free = [0u64; SLOT_WORDS_MAX];
         free[0] = EMPTY_KEY;
-        let fresh = LineWords::filled(nb * self.ways * sw, &free[..sw]);
+        let fresh = LineWords::filled(nb * self.ways() * sw, &free[..sw]);
         let old = std::mem::replace(&mut self.buckets, fresh);
         self.nb = nb;
         self.started = 0;
@@ -233,7 +235,7 @@ impl EvictTable {
     /// order. Nothing is evicted; every slot is written once.
     fn split(&mut self, nb: usize) -> LineWords {
         let sw = self.slot_words();
-        let bw = self.ways * sw;
+        let bw = self.ways() * sw;
         let mut free = [0u64; SLOT_WORDS_MAX * WAYS_MAX];
         for slot in free.chunks_exact_mut(sw) {
             slot[0] = EMPTY_KEY;
@@ -263,11 +265,11 @@ impl EvictTable {
     /// bucket count did not double). Taken slots stay in front.
     fn reinsert(&mut self, slot: &[u64], stats: &mut AggregateStats) {
         let sw = self.slot_words();
-        let bw = self.ways * sw;
+        let bw = self.ways() * sw;
         let b = home(hash_word(slot[0]), self.nb) * bw;
         let bucket = &mut self.buckets.words_mut()[b..b + bw];
         let free = bucket.chunks_exact(sw).position(|s| s[0] == EMPTY_KEY);
-        let at = free.unwrap_or(self.ways - 1) * sw;
+        let at = free.map_or(bw - sw, |j| j * sw);
         if free.is_none() {
             stage_slot(&mut self.stage, &bucket[at..at + sw]);
             stats.evicted += 1;
@@ -352,7 +354,7 @@ impl EvictTable {
     {
         let sw = 1 + WORDS;
         let nb = self.nb;
-        assert!(nb > 0 && self.words == WORDS && self.ways == WAYS);
+        assert!(nb > 0 && self.words == WORDS && self.ways() == WAYS);
         assert!(self.buckets.len() >= nb * WAYS * sw);
         assert!(r.width >= r.key_at + INLINE_KEY_BYTES && end <= r.payload.len() / r.width);
         let slot_bytes = 8 * sw;
@@ -740,7 +742,7 @@ mod tests {
     fn places(t: &EvictTable) -> Vec<(u64, usize, usize)> {
         let sw = t.slot_words();
         let mut all = Vec::new();
-        for (b, bucket) in t.buckets.words().chunks_exact(t.ways * sw).enumerate() {
+        for (b, bucket) in t.buckets.words().chunks_exact(t.ways() * sw).enumerate() {
             for (j, slot) in bucket.chunks_exact(sw).enumerate() {
                 if slot[0] != EMPTY_KEY {
                     all.push((slot[0], b, j));
