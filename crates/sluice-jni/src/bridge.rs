@@ -10,20 +10,31 @@
 //! one JVM (whose ids restart at 0) never collide.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sluice_core::format::{Codec, Layout};
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_engine::{Engine, EngineConfig, MapTask, ShuffleSpec};
 
+use crate::checksum::Algorithm;
 use crate::error::{BridgeError, BridgeResult};
-use crate::map::{check_buffer, write_output, Spilled};
+use crate::map::check_buffer;
+use crate::output::{write_output, OutputOptions, Spilled, Written};
 use crate::partitioner::PartitionIdPartitioner;
 
 static ENGINE: OnceLock<Engine> = OnceLock::new();
 static ENGINE_INIT: Mutex<()> = Mutex::new(());
 static NEXT_SHUFFLE: AtomicU32 = AtomicU32::new(1);
+/// Map attempts opened and not yet dropped (committed, aborted or freed).
+static LIVE_ATTEMPTS: AtomicU64 = AtomicU64::new(0);
+
+/// Map attempts this process holds: opened and not yet committed or
+/// dropped. A host that frees every attempt at task end sees 0 between
+/// tasks; anything else is a leak.
+pub fn live_map_attempts() -> u64 {
+    LIVE_ATTEMPTS.load(Ordering::Relaxed)
+}
 
 /// Settings the host passes when it first opens the engine.
 #[derive(Debug, Clone)]
@@ -105,6 +116,10 @@ pub struct HostMapTask {
     host_keys: bool,
     /// Output spilled so far, in spill order (files removed on drop).
     spilled: Vec<Spilled>,
+    /// Why the attempt can no longer commit: a spill that failed took
+    /// records with it, so every later call fails with this.
+    failed: Option<String>,
+    _live: LiveAttempt,
 }
 
 impl HostMapTask {
@@ -119,13 +134,21 @@ impl HostMapTask {
         host_keys: bool,
     ) -> BridgeResult<Self> {
         let task = engine()?.map_task(shuffle, map, attempt)?;
-        Ok(HostMapTask { task, partitions, host_keys, spilled: Vec::new() })
+        Ok(HostMapTask {
+            task,
+            partitions,
+            host_keys,
+            spilled: Vec::new(),
+            failed: None,
+            _live: LiveAttempt::count(),
+        })
     }
 
     /// Checks a buffer of `count` records the host filled and hands it to
     /// the offload workers (one copy into an engine buffer; returns once
     /// it is queued, waiting while the buffer pool is full).
     pub fn produce(&mut self, data: &[u8], count: u32) -> BridgeResult<()> {
+        self.check_alive()?;
         if count == 0 {
             return Ok(());
         }
@@ -139,14 +162,34 @@ impl HostMapTask {
     /// Writes the output emitted so far to the spill file `path` and frees
     /// it (the host's memory manager refused more); the attempt goes on.
     /// Returns the bytes written.
+    ///
+    /// A spill that fails has lost the output it took (its pages are
+    /// recycled), so the attempt fails for good: this and every later
+    /// call return [`BridgeError::AttemptFailed`] naming the spill file.
     pub fn spill(&mut self, path: &std::path::Path, codec: Codec) -> BridgeResult<u64> {
-        let per_partition = self.task.take_output_so_far()?;
+        self.check_alive()?;
+        let taken = self.task.take_output_so_far();
+        let per_partition = taken.map_err(|e| self.fail(e.into()))?;
         let written = Spilled::write(path, &per_partition, self.partitions as usize, codec);
         engine()?.recycle_output(per_partition);
-        let s = written?;
+        let s = written.map_err(|e| self.fail(e))?;
         let bytes = s.bytes();
         self.spilled.push(s);
         Ok(bytes)
+    }
+
+    /// Marks the attempt failed by `cause`; returns the error to report.
+    fn fail(&mut self, cause: BridgeError) -> BridgeError {
+        let reason = format!("a map-side spill failed, its records are lost: {cause}");
+        self.failed = Some(reason.clone());
+        BridgeError::AttemptFailed(reason)
+    }
+
+    fn check_alive(&self) -> BridgeResult<()> {
+        match &self.failed {
+            Some(reason) => Err(BridgeError::AttemptFailed(reason.clone())),
+            None => Ok(()),
+        }
     }
 
     /// Spills so far.
@@ -156,14 +199,41 @@ impl HostMapTask {
 
     /// Waits for the offload workers, writes the output (spilled segments
     /// first, per partition) to `path` in Spark's data-file layout and
-    /// returns each partition's bytes. The spill files are removed.
-    pub fn commit_to_file(self, path: &std::path::Path, codec: Codec) -> BridgeResult<Vec<u64>> {
+    /// returns each partition's bytes and, with `checksum`, Spark's
+    /// checksum of each. The spill files are removed. An attempt whose
+    /// spill failed does not commit.
+    pub fn commit_to_file(
+        self,
+        path: &std::path::Path,
+        codec: Codec,
+        checksum: Option<Algorithm>,
+    ) -> BridgeResult<Written> {
+        self.check_alive()?;
         let partitions = self.partitions as usize;
         let (per_partition, _stats) = self.task.finish_output()?;
-        let lengths = write_output(path, &per_partition, partitions, codec, &self.spilled);
+        let options = OutputOptions { codec, checksum, trailers: true };
+        let lengths = write_output(path, &per_partition, partitions, options, &self.spilled);
         // The pages go back for the next attempt's records (see the
         // engine's `recycle_output`).
         engine()?.recycle_output(per_partition);
         lengths
+    }
+}
+
+/// One count in [`LIVE_ATTEMPTS`], held by a [`HostMapTask`] until it is
+/// dropped, however it ends.
+#[derive(Debug)]
+struct LiveAttempt;
+
+impl LiveAttempt {
+    fn count() -> LiveAttempt {
+        LIVE_ATTEMPTS.fetch_add(1, Ordering::Relaxed);
+        LiveAttempt
+    }
+}
+
+impl Drop for LiveAttempt {
+    fn drop(&mut self) {
+        LIVE_ATTEMPTS.fetch_sub(1, Ordering::Relaxed);
     }
 }

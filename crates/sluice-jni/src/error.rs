@@ -56,6 +56,10 @@ pub enum BridgeError {
     /// that could not be written or read back).
     #[error("offloaded operator: {0}")]
     Operator(#[from] sluice_core::reorg::ReorgError),
+    /// A map attempt that lost output (a spill that could not be written)
+    /// and can no longer commit; the text names the cause and the file.
+    #[error("map attempt failed: {0}")]
+    AttemptFailed(String),
     /// An argument the Java side passed is out of range.
     #[error("{0}")]
     Argument(String),
@@ -73,7 +77,8 @@ impl BridgeError {
         match self {
             BridgeError::Corrupt { .. }
             | BridgeError::Misplaced { .. }
-            | BridgeError::Io { .. } => IO_EXCEPTION,
+            | BridgeError::Io { .. }
+            | BridgeError::AttemptFailed(_) => IO_EXCEPTION,
             BridgeError::Argument(_) => ILLEGAL_ARGUMENT,
             BridgeError::Engine(_)
             | BridgeError::Encode(_)

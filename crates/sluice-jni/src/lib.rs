@@ -14,7 +14,12 @@
 //! the Java side never reads because the exception is pending.
 //!
 //! - `bridge`: the process's engine and the map attempts it runs.
-//! - `map`: buffer checks and the output file.
+//! - `map`: checks of the buffers map tasks hand over.
+//! - `output`: a map attempt's data file (and spill files) in Spark's
+//!   layout, with Spark's checksums.
+//! - `segment`: the trailer that ends each partition segment of a data
+//!   file, and its check on the reduce side.
+//! - `checksum`: Spark's per-partition checksum algorithms.
 //! - `read`: block decoding for the reduce side.
 //! - `ops`: offloaded operators (an aggregation run map side and reduce
 //!   side in the engine; `reduceOpen` .. `reduceClose`).
@@ -22,11 +27,14 @@
 //! - `partitioner`: the partition id the host chose, carried in the key.
 
 pub mod bridge;
+pub mod checksum;
 pub mod error;
 pub mod map;
 pub mod ops;
+pub mod output;
 pub mod partitioner;
 pub mod read;
+pub mod segment;
 pub mod sorted;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -261,8 +269,10 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapProduce<'l>(
     })
 }
 
-/// `static native long[] mapCommit(long task, String dataFile, int codec, int level)`:
-/// each partition's bytes in the file. Frees the task.
+/// `static native long[] mapCommit(long task, String dataFile, int codec, int level, int checksum)`:
+/// each partition's bytes in the file, then (unless `checksum` is
+/// [`checksum::CHECKSUM_NONE`]) each partition's Spark checksum. Frees the
+/// task.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapCommit<'l>(
     mut env: JNIEnv<'l>,
@@ -271,15 +281,18 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapCommit<'l>(
     path: JString<'l>,
     codec: jint,
     level: jint,
+    checksum: jint,
 ) -> jlongArray {
     guard(&mut env, std::ptr::null_mut(), |env| {
         // SAFETY: the handle contract of `task_take`; taken first so that
         // the attempt is freed whatever fails below.
         let task = unsafe { task_take(task) }?;
         let (path, codec) = path_and_codec(env, &path, codec, level)?;
-        let lengths = task.commit_to_file(&path, codec)?;
-        let out = env.new_long_array(lengths.len() as i32)?;
-        let as_i64: Vec<i64> = lengths.iter().map(|&l| l as i64).collect();
+        let algorithm = checksum::Algorithm::from_code(checksum)?;
+        let written = task.commit_to_file(&path, codec, algorithm)?;
+        let as_i64: Vec<i64> =
+            written.lengths.iter().chain(&written.checksums).map(|&l| l as i64).collect();
+        let out = env.new_long_array(as_i64.len() as i32)?;
         env.set_long_array_region(&out, 0, &as_i64)?;
         Ok(out.into_raw())
     })
@@ -319,9 +332,19 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapAbort<'l>(
     })
 }
 
-/// `static native long frameInfo(byte[] header, int shuffle, long map, int reduce, long offset)`:
+/// `static native long liveMapAttempts()`: see [`bridge::live_map_attempts`].
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_liveMapAttempts<'l>(
+    _env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jlong {
+    bridge::live_map_attempts() as jlong
+}
+
+/// `static native long frameInfo(byte[] header, int shuffle, long map, int reduce, int reduceEnd, long offset)`:
 /// `frameLength | uncompressedLength << 32` of the block whose header is
-/// the array's first 36 bytes.
+/// the array's first 36 bytes; a segment trailer (checked) instead gives
+/// [`segment::FRAME_TRAILER_FLAG`] `|` its length.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_frameInfo<'l>(
     mut env: JNIEnv<'l>,
@@ -330,20 +353,102 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_frameInfo<'l>(
     shuffle: jint,
     map: jlong,
     reduce: jint,
+    reduce_end: jint,
     offset: jlong,
 ) -> jlong {
     guard(&mut env, -1, |env| {
         let mut h = [0i8; HEADER_BYTES];
         env.get_byte_array_region(&header, 0, &mut h)?;
         let bytes: [u8; HEADER_BYTES] = h.map(|b| b as u8);
-        let name = BlockName { shuffle, map, reduce, offset };
+        let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
+        if segment::SegmentTrailer::is_trailer(&bytes) {
+            segment::SegmentTrailer::parse(&bytes, &name)?;
+            return Ok(segment::FRAME_TRAILER_FLAG | segment::TRAILER_BYTES as i64);
+        }
         let info = read::frame_info(&bytes, &name)?;
         Ok(info.frame_len as i64 | (info.uncompressed_len as i64) << 32)
     })
 }
 
-/// `static native long decodeValues(byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset, byte[] out)`:
-/// `bytes | records << 32` of the values copied into `out`.
+/// The name of a segment of partitions `reduce..reduce_end`, refusing an
+/// empty range.
+fn batch_name(
+    shuffle: jint,
+    map: jlong,
+    reduce: jint,
+    reduce_end: jint,
+    offset: jlong,
+) -> BridgeResult<BlockName> {
+    if reduce_end <= reduce || reduce < 0 {
+        return Err(BridgeError::Argument(format!(
+            "bad reduce partition range {reduce}..{reduce_end}"
+        )));
+    }
+    Ok(BlockName { shuffle, map, reduce, reduce_end, offset })
+}
+
+/// `static native int segmentEnd(byte[] trailer, int shuffle, long map, int reduce, int reduceEnd, long offset, long records, int blocks, int crc, int expected)`:
+/// checks the trailer at the array's start against what the reader
+/// counted since the segment began (`expected` -1: any partition of the
+/// range); returns the trailer's next partition.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_segmentEnd<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    trailer: JByteArray<'l>,
+    shuffle: jint,
+    map: jlong,
+    reduce: jint,
+    reduce_end: jint,
+    offset: jlong,
+    records: jlong,
+    blocks: jint,
+    crc: jint,
+    expected: jint,
+) -> jint {
+    guard(&mut env, -1, |env| {
+        let mut h = [0i8; segment::TRAILER_BYTES];
+        env.get_byte_array_region(&trailer, 0, &mut h)?;
+        let bytes: [u8; segment::TRAILER_BYTES] = h.map(|b| b as u8);
+        let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
+        let counted = segment::Counted {
+            records: non_negative(records, "records")?,
+            blocks: non_negative(blocks.into(), "blocks")? as u32,
+            crc: crc as u32,
+            expected: u32::try_from(expected).ok(),
+        };
+        let next = segment::segment_end(&bytes, &name, &counted)?;
+        i32::try_from(next).map_err(|_| BridgeError::Argument(format!("partition {next}")))
+    })
+}
+
+/// `static native void fetchEnd(int shuffle, long map, int reduce, int reduceEnd, long offset, int lastNext, int blocksAfter)`:
+/// checks that a fetched segment ended where its trailers say it does
+/// (`lastNext` -1: no trailer was read); throws if it was cut short.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_fetchEnd<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    shuffle: jint,
+    map: jlong,
+    reduce: jint,
+    reduce_end: jint,
+    offset: jlong,
+    last_next: jint,
+    blocks_after: jint,
+) {
+    guard(&mut env, (), |_| {
+        let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
+        let blocks = non_negative(blocks_after.into(), "blocks")? as u32;
+        segment::fetch_end(&name, u32::try_from(last_next).ok(), blocks)
+    })
+}
+
+/// `static native long decodeValues(byte[] frame, int frameLength, int shuffle, long map, int reduce, int reduceEnd, long offset, byte[] out)`:
+/// `bytes | records << 32` of the values copied into `out`; the block's
+/// records must belong to partitions `reduce..reduceEnd`.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
@@ -354,11 +459,12 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
     shuffle: jint,
     map: jlong,
     reduce: jint,
+    reduce_end: jint,
     offset: jlong,
     out: JByteArray<'l>,
 ) -> jlong {
     guard(&mut env, -1, |env| {
-        let name = BlockName { shuffle, map, reduce, offset };
+        let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
         // SAFETY: a second handle on the same thread's env, used only to
         // open the second critical section (the crate ties each section to
         // a mutable borrow of the env it came from).
@@ -425,7 +531,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFeed<'l>(
     offset: jlong,
 ) -> jint {
     guard(&mut env, -1, |env| {
-        let name = BlockName { shuffle, map, reduce, offset };
+        let name = BlockName::single(shuffle, map, reduce, offset);
         // SAFETY: the handle contract of `reduce_mut`.
         let op = unsafe { reduce_mut(handle) }?;
         with_frame(env, &frame, frame_len, |frame| Ok(op.feed(frame, &name)? as jint))

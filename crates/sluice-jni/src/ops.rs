@@ -240,7 +240,7 @@ pub(crate) fn with_checked_block<T>(
         for (i, r) in records.iter().enumerate() {
             if r.key.len() < PARTITION_KEY_BYTES
                 || !partitions.contains(&key_partition(r.key))
-                || key_partition(r.key) != what.reduce as u32
+                || !what.holds(key_partition(r.key))
             {
                 return Err(BridgeError::Misplaced {
                     what: what.to_string(),

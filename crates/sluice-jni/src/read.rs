@@ -31,15 +31,44 @@ pub struct BlockName {
     pub shuffle: i32,
     /// Map task id.
     pub map: i64,
-    /// Reduce partition.
+    /// Reduce partition (the first of a batch).
     pub reduce: i32,
+    /// One past the last reduce partition: `reduce + 1` for one
+    /// partition's segment, more for a batch of contiguous partitions
+    /// fetched as one segment (Spark's `ShuffleBlockBatchId`).
+    pub reduce_end: i32,
     /// Offset of the block in the segment, in bytes.
     pub offset: i64,
 }
 
+impl BlockName {
+    /// One partition's segment.
+    pub fn single(shuffle: i32, map: i64, reduce: i32, offset: i64) -> BlockName {
+        BlockName { shuffle, map, reduce, reduce_end: reduce.saturating_add(1), offset }
+    }
+
+    /// Whether records of `partition` belong in this segment.
+    pub fn holds(&self, partition: u32) -> bool {
+        i64::from(partition) >= i64::from(self.reduce)
+            && i64::from(partition) < i64::from(self.reduce_end)
+    }
+}
+
 impl std::fmt::Display for BlockName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "shuffle_{}_{}_{} at byte {}", self.shuffle, self.map, self.reduce, self.offset)
+        if self.reduce_end == self.reduce.saturating_add(1) {
+            write!(
+                f,
+                "shuffle_{}_{}_{} at byte {}",
+                self.shuffle, self.map, self.reduce, self.offset
+            )
+        } else {
+            write!(
+                f,
+                "shuffle_{}_{}_{}_{} at byte {}",
+                self.shuffle, self.map, self.reduce, self.reduce_end, self.offset
+            )
+        }
     }
 }
 
@@ -87,9 +116,10 @@ pub(crate) fn with_decoded_block<T>(
     })
 }
 
-/// Decodes the block `frame` of reduce partition `what.reduce` and copies its
-/// records' values into `out`, back to back. Returns (bytes written,
-/// records).
+/// Decodes the block `frame` of the segment `what` (one reduce partition,
+/// or a batch of contiguous ones) and copies its records' values into
+/// `out`, back to back. Every record must belong to the segment's
+/// partitions. Returns (bytes written, records).
 pub fn decode_values(
     frame: &[u8],
     what: &BlockName,
@@ -97,13 +127,15 @@ pub fn decode_values(
 ) -> BridgeResult<(usize, usize)> {
     debug_assert!(frame.len() >= HEADER_BYTES);
     with_decoded_block(frame, what, |records| {
-        let partition = what.reduce as u32;
         let mut at = 0usize;
         for (i, r) in records.iter().enumerate() {
-            if r.key.len() != PARTITION_KEY_BYTES || key_partition(r.key) != partition {
+            if r.key.len() != PARTITION_KEY_BYTES || !what.holds(key_partition(r.key)) {
                 return Err(BridgeError::Misplaced {
                     what: what.to_string(),
-                    detail: format!("record {i} is keyed {:?}, not partition {partition}", r.key),
+                    detail: format!(
+                        "record {i} is keyed {:?}, not a partition of {}..{}",
+                        r.key, what.reduce, what.reduce_end
+                    ),
                 });
             }
             let room = out.len();

@@ -10,9 +10,10 @@ use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
+use sluice_jni::checksum::Algorithm;
 
 mod common;
-use common::settings;
+use common::{settings, walk_segment};
 use sluice_jni::error::BridgeError;
 use sluice_jni::map::check_buffer;
 use sluice_jni::read::{decode_values, frame_info, BlockName};
@@ -26,21 +27,9 @@ fn put(buf: &mut Vec<u8>, partition: u32, value: &[u8]) {
 }
 
 /// Reads one partition's segment of a data file the way the Java reader
-/// does: header, frame length, block, values.
+/// does: header, frame length, block, values; trailers checked.
 fn read_segment(data: &[u8], partition: u32) -> Result<Vec<u8>, BridgeError> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while at < data.len() {
-        let name = BlockName { shuffle: 1, map: 7, reduce: partition as i32, offset: at as i64 };
-        let header = data.get(at..at + HEADER_BYTES).expect("whole header");
-        let info = frame_info(header, &name)?;
-        let frame = &data[at..at + info.frame_len];
-        let mut values = vec![0u8; info.uncompressed_len];
-        let (n, _) = decode_values(frame, &name, &mut values)?;
-        out.extend_from_slice(&values[..n]);
-        at += info.frame_len;
-    }
-    Ok(out)
+    read_batch(data, partition as i32, partition as i32 + 1)
 }
 
 /// Runs one map attempt over `records` and returns each partition's bytes
@@ -90,11 +79,22 @@ fn run_map_spilling(
     task.produce(&buf, count).expect("produce");
     assert_eq!(task.spills(), spill_files.len());
     let path = dir.join("shuffle_1_7_0.data");
-    let lengths = task.commit_to_file(&path, codec).expect("commit");
+    let written = task.commit_to_file(&path, codec, Some(Algorithm::Adler32)).expect("commit");
     for f in &spill_files {
         assert!(!f.exists(), "spill file {} left behind", f.display());
     }
-    (std::fs::read(&path).expect("read back"), lengths)
+    let data = std::fs::read(&path).expect("read back");
+    // Spark's checksum of each partition is over that partition's segment
+    // of the file exactly (Spark recomputes it from the file to diagnose).
+    assert_eq!(written.checksums.len(), partitions as usize);
+    let mut at = 0usize;
+    for (len, sum) in written.lengths.iter().zip(&written.checksums) {
+        let mut a = adler2::Adler32::new();
+        a.write_slice(&data[at..at + *len as usize]);
+        assert_eq!(u64::from(a.checksum()), *sum, "checksum of the segment at {at}");
+        at += *len as usize;
+    }
+    (data, written.lengths)
 }
 
 proptest! {
@@ -128,7 +128,12 @@ proptest! {
         for p in 0..partitions {
             let seg = &data[at..at + lengths[p as usize] as usize];
             at += seg.len();
-            let got = split(&read_segment(seg, p).expect("decode"));
+            // Spark fetches only the segments its index says are non-empty.
+            let got = if seg.is_empty() {
+                Vec::new()
+            } else {
+                split(&read_segment(seg, p).expect("decode"))
+            };
             // Segments of one attempt may finish in any order: compare as
             // multisets (Spark promises no order inside a map output).
             let mut want = expected.remove(&p).unwrap_or_default();
@@ -142,13 +147,13 @@ proptest! {
 /// Uncompressed payload bytes of each block of a segment.
 fn block_sizes(seg: &[u8], partition: u32) -> Vec<usize> {
     let mut sizes = Vec::new();
-    let mut at = 0usize;
-    while at < seg.len() {
-        let name = BlockName { shuffle: 1, map: 7, reduce: partition as i32, offset: at as i64 };
-        let info = frame_info(&seg[at..at + HEADER_BYTES], &name).expect("header");
+    walk_segment(seg, (1, 7, partition as i32, partition as i32 + 1), |frame, name| {
+        let info = frame_info(frame, name)?;
         sizes.push(info.uncompressed_len);
-        at += info.frame_len;
-    }
+        let mut values = vec![0u8; info.uncompressed_len];
+        Ok(decode_values(frame, name, &mut values)?.1)
+    })
+    .expect("segment");
     sizes
 }
 
@@ -172,12 +177,12 @@ fn big_pages_are_blocks_of_their_own_and_small_ones_are_gathered() {
     let big = block_sizes(seg0, 0);
     assert!(big.len() >= 10, "3 MiB in {} blocks", big.len());
     assert!(
-        big.iter().filter(|&&b| b >= sluice_jni::map::DIRECT_BLOCK_MIN_BYTES).count() >= 10,
+        big.iter().filter(|&&b| b >= sluice_jni::output::DIRECT_BLOCK_MIN_BYTES).count() >= 10,
         "{big:?}"
     );
-    assert!(big.iter().all(|&b| b <= sluice_jni::map::BLOCK_TARGET_BYTES));
+    assert!(big.iter().all(|&b| b <= sluice_jni::output::BLOCK_TARGET_BYTES));
     let small = block_sizes(seg1, 1);
-    assert!(small.iter().all(|&b| b < sluice_jni::map::DIRECT_BLOCK_MIN_BYTES), "{small:?}");
+    assert!(small.iter().all(|&b| b < sluice_jni::output::DIRECT_BLOCK_MIN_BYTES), "{small:?}");
     for (p, seg) in [(0u32, seg0), (1, seg1)] {
         let mut want: Vec<Vec<u8>> =
             records.iter().filter(|(q, _)| *q == p).map(|(_, v)| v[2..].to_vec()).collect();
@@ -218,7 +223,7 @@ fn a_truncated_segment_is_detected() {
     let dir = tempfile::tempdir().expect("tmp");
     let records: Vec<(u32, Vec<u8>)> = (0..100u32).map(|i| (0, vec![i as u8; 50])).collect();
     let (data, _) = run_map(dir.path(), 1, &records, Codec::None);
-    let name = BlockName { shuffle: 1, map: 7, reduce: 0, offset: 0 };
+    let name = BlockName::single(1, 7, 0, 0);
     let info = frame_info(&data[..HEADER_BYTES], &name).expect("header");
     let mut out = vec![0u8; info.uncompressed_len];
     let err = decode_values(&data[..info.frame_len - 1], &name, &mut out).expect_err("truncated");
@@ -264,8 +269,148 @@ fn a_write_into_a_missing_directory_is_a_typed_io_error() {
     put(&mut buf, 1, b"x");
     task.produce(&buf, 1).expect("produce");
     let err = task
-        .commit_to_file(Path::new("/nonexistent-sluice-dir/shuffle.data"), Codec::Lz4)
+        .commit_to_file(Path::new("/nonexistent-sluice-dir/shuffle.data"), Codec::Lz4, None)
         .expect_err("no such directory");
     assert!(matches!(err, BridgeError::Io { .. }), "{err}");
     assert!(err.to_string().contains("/nonexistent-sluice-dir/shuffle.data"));
+}
+
+/// A spill that cannot be written has lost the records it took: the
+/// attempt must fail, naming the file, and never commit a short output.
+#[test]
+fn a_failed_spill_fails_the_attempt_instead_of_losing_records() {
+    let dir = tempfile::tempdir().expect("tmp");
+    open_engine(&settings()).expect("engine");
+    let shuffle = register_shuffle(2, 1, StageSpec::None).expect("register");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 2, false).expect("open");
+    let mut buf = Vec::new();
+    for i in 0..1000u32 {
+        put(&mut buf, i % 2, b"record");
+    }
+    task.produce(&buf, 1000).expect("produce");
+    let bad = Path::new("/nonexistent-sluice-dir/spill_1");
+    let err = task.spill(bad, Codec::Lz4).expect_err("spill into a missing directory");
+    assert!(matches!(err, BridgeError::AttemptFailed(_)), "{err}");
+    assert!(err.to_string().contains("/nonexistent-sluice-dir/spill_1"), "{err}");
+    assert_eq!(err.java_class(), "java/io/IOException");
+    // Every later call fails the same way; nothing is committed.
+    buf.clear();
+    for _ in 0..10 {
+        put(&mut buf, 1, b"late");
+    }
+    let again = task.produce(&buf, 10).expect_err("produce after a failed spill");
+    assert!(again.to_string().contains("spill_1"), "{again}");
+    let path = dir.path().join("shuffle.data");
+    let commit = task.commit_to_file(&path, Codec::Lz4, None).expect_err("no commit");
+    assert!(matches!(commit, BridgeError::AttemptFailed(_)), "{commit}");
+    assert!(!path.exists(), "a data file was written for a failed attempt");
+}
+
+/// Reads a batch segment (contiguous partitions `start..end`, as Spark's
+/// batch fetch reads them) block by block, trailers checked.
+fn read_batch(data: &[u8], start: i32, end: i32) -> Result<Vec<u8>, BridgeError> {
+    let mut out = Vec::new();
+    walk_segment(data, (1, 7, start, end), |frame, name| {
+        let mut values = vec![0u8; frame_info(frame, name)?.uncompressed_len];
+        let (n, records) = decode_values(frame, name, &mut values)?;
+        out.extend_from_slice(&values[..n]);
+        Ok(records)
+    })?;
+    Ok(out)
+}
+
+#[test]
+fn a_batch_of_contiguous_partitions_reads_as_one_segment() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let records: Vec<(u32, Vec<u8>)> = (0..4000u32)
+        .map(|i| {
+            let mut v = 6u16.to_le_bytes().to_vec();
+            v.extend_from_slice(format!("{:06}", i).as_bytes());
+            (i % 4, v)
+        })
+        .collect();
+    let (data, lengths) = run_map(dir.path(), 4, &records, Codec::Lz4);
+    let start = lengths[0] as usize;
+    let end = start + (lengths[1] + lengths[2]) as usize;
+    let batch = &data[start..end];
+    let got = split(&read_batch(batch, 1, 3).expect("batch 1..3"));
+    let mut want: Vec<Vec<u8>> =
+        records.iter().filter(|(p, _)| (1..3).contains(p)).map(|(_, v)| v[2..].to_vec()).collect();
+    want.sort();
+    assert!(got == want, "batch 1..3 differs");
+    // The same bytes claimed for a range that leaves out partition 1 are refused.
+    let err = read_batch(batch, 2, 4).expect_err("partition 1 outside 2..4");
+    assert!(matches!(err, BridgeError::Misplaced { .. }), "{err}");
+    assert!(err.to_string().contains("shuffle_1_7_2_4"), "{err}");
+}
+
+/// Offsets of the blocks (and trailer) of a segment, in order.
+fn frame_starts(seg: &[u8], partition: u32) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut at = 0usize;
+    while at < seg.len() {
+        starts.push(at);
+        let head = &seg[at..at + HEADER_BYTES];
+        at += if sluice_jni::segment::SegmentTrailer::is_trailer(head) {
+            sluice_jni::segment::TRAILER_BYTES
+        } else {
+            let name = BlockName::single(1, 7, partition as i32, at as i64);
+            frame_info(head, &name).expect("header").frame_len
+        };
+    }
+    starts
+}
+
+/// A segment cut at any block boundary, with a block dropped, or with two
+/// blocks swapped is made of intact blocks; the trailer finds every case.
+#[test]
+fn a_segment_cut_or_rearranged_at_block_boundaries_is_detected() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // Incompressible-ish values, enough for several 1 MiB blocks.
+    let records: Vec<(u32, Vec<u8>)> = (0..40_000u32)
+        .map(|i| {
+            let v: Vec<u8> =
+                (0..100u32).map(|j| (i.wrapping_mul(2_654_435_761) >> (j % 24)) as u8).collect();
+            (0, v)
+        })
+        .collect();
+    let (data, lengths) = run_map(dir.path(), 1, &records, Codec::None);
+    assert_eq!(lengths[0] as usize, data.len());
+    let starts = frame_starts(&data, 0);
+    assert!(starts.len() >= 4, "{} frames", starts.len());
+    assert!(read_segment(&data, 0).is_ok());
+    for &cut in &starts {
+        let err = read_segment(&data[..cut], 0).expect_err("cut at a block boundary");
+        assert!(err.to_string().contains("cut short"), "{err}");
+        assert_eq!(err.java_class(), "java/io/IOException");
+    }
+    // The second block dropped.
+    let mut dropped = data[..starts[1]].to_vec();
+    dropped.extend_from_slice(&data[starts[2]..]);
+    let err = read_segment(&dropped, 0).expect_err("a block missing");
+    assert!(err.to_string().contains("blocks are missing"), "{err}");
+    // The first two blocks swapped.
+    let mut swapped = data[starts[1]..starts[2]].to_vec();
+    swapped.extend_from_slice(&data[..starts[1]]);
+    swapped.extend_from_slice(&data[starts[2]..]);
+    let err = read_segment(&swapped, 0).expect_err("blocks swapped");
+    assert!(err.to_string().contains("out of place"), "{err}");
+}
+
+/// A batch of contiguous partitions cut at a partition boundary ends on a
+/// good trailer, but one that says a later partition of the batch is not
+/// empty.
+#[test]
+fn a_batch_cut_at_a_partition_boundary_is_detected() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let records: Vec<(u32, Vec<u8>)> =
+        (0..3000u32).map(|i| (i % 3, format!("value-{i}").into_bytes())).collect();
+    let (data, lengths) = run_map(dir.path(), 3, &records, Codec::Lz4);
+    let all = read_batch(&data, 0, 3).expect("whole batch");
+    assert!(!all.is_empty());
+    let cut = (lengths[0] + lengths[1]) as usize;
+    let err = read_batch(&data[..cut], 0, 3).expect_err("partition 2 cut off");
+    assert!(err.to_string().contains("before partition 2"), "{err}");
+    // A batch that really ends there is fine.
+    assert!(read_batch(&data[..cut], 0, 2).is_ok());
 }

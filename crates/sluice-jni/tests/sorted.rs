@@ -6,15 +6,13 @@
 //! then on disk).
 
 use proptest::prelude::*;
-use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
 
 mod common;
-use common::settings;
+use common::{settings, walk_segment};
 use sluice_jni::ops::{ReduceOp, OP_SORT};
-use sluice_jni::read::{frame_info, BlockName};
 
 /// The writer's record: key = partition id ++ sort key, value = the sort
 /// key again and the record's index (so order and identity can be checked
@@ -95,7 +93,7 @@ fn sort_through_bridge(
             }
         }
         let path = dir.path().join(format!("map_{m}.data"));
-        let lengths = task.commit_to_file(&path, Codec::Lz4).expect("commit");
+        let lengths = task.commit_to_file(&path, Codec::Lz4, None).expect("commit").lengths;
         outputs.push((std::fs::read(&path).expect("read"), lengths));
     }
     let mut got = Vec::new();
@@ -107,13 +105,11 @@ fn sort_through_bridge(
         for (data, lengths) in &outputs {
             let start: u64 = lengths[..p as usize].iter().sum();
             let seg = &data[start as usize..(start + lengths[p as usize]) as usize];
-            let mut at = 0usize;
-            while at < seg.len() {
-                let name = BlockName { shuffle: 9, map: 0, reduce: p as i32, offset: at as i64 };
-                let info = frame_info(&seg[at..at + HEADER_BYTES], &name).expect("header");
-                op.feed(&seg[at..at + info.frame_len], &name).expect("feed");
-                at += info.frame_len;
+            if seg.is_empty() {
+                continue;
             }
+            walk_segment(seg, (9, 0, p as i32, p as i32 + 1), |frame, name| op.feed(frame, name))
+                .expect("feed");
         }
         let out = drain(&mut op);
         let ReduceOp::Sort(sort) = &op else { unreachable!("opened as a sort") };

@@ -50,10 +50,13 @@ final class NativeMapOutput extends MemoryConsumer {
 
   private File dataTmp;
   private long[] lengths;
+  private long[] checksums = new long[0];
   /** Execution memory held for the engine's output: bytes handed over since the last spill. */
   private long held;
 
   private boolean handingOver;
+  /** A spill that failed: its records are lost, so the attempt must fail. */
+  private IOException spillFailure;
 
   NativeMapOutput(
       int engineShuffle,
@@ -139,6 +142,11 @@ final class NativeMapOutput extends MemoryConsumer {
     } finally {
       handingOver = false;
     }
+    if (spillFailure != null) {
+      // Spark's memory manager turned the failed spill into an out-of-memory error (caught
+      // above); the records it took are gone, so the task fails with the spill's own error.
+      throw spillFailure;
+    }
     held += got;
     SluiceNative.mapProduce(task, b, bytes, count);
     if (got < bytes) {
@@ -162,10 +170,18 @@ final class NativeMapOutput extends MemoryConsumer {
 
   /** Has the engine write the output so far to a spill file; frees its memory. */
   private long spillOutput() throws IOException {
+    if (spillFailure != null) {
+      throw spillFailure;
+    }
     File f = SparkEnv.get().blockManager().diskBlockManager().createTempShuffleBlock()._2();
     long t0 = System.nanoTime();
-    long bytes =
-        SluiceNative.mapSpill(task, f.getAbsolutePath(), settings.codec, settings.codecLevel);
+    long bytes;
+    try {
+      bytes = SluiceNative.mapSpill(task, f.getAbsolutePath(), settings.codec, settings.codecLevel);
+    } catch (IOException e) {
+      spillFailure = e;
+      throw e;
+    }
     metrics.incWriteTime(System.nanoTime() - t0);
     SluiceMetrics.MAP_SPILLS.incrementAndGet();
     SluiceMetrics.SPILL_BYTES.addAndGet(bytes);
@@ -196,13 +212,22 @@ final class NativeMapOutput extends MemoryConsumer {
     long handle = task;
     task = 0;
     try {
-      lengths =
+      long[] written =
           SluiceNative.mapCommit(
-              handle, dataTmp.getAbsolutePath(), settings.codec, settings.codecLevel);
+              handle,
+              dataTmp.getAbsolutePath(),
+              settings.codec,
+              settings.codecLevel,
+              settings.checksum.code);
+      int partitions =
+          settings.checksum == ChecksumAlgorithm.NONE ? written.length : written.length / 2;
+      lengths = java.util.Arrays.copyOf(written, partitions);
+      checksums = java.util.Arrays.copyOfRange(written, partitions, written.length);
     } finally {
       releaseMemory();
     }
-    resolver.writeMetadataFileAndCommit(shuffleId, mapId, lengths, new long[0], dataTmp);
+    // Spark writes the index and, with checksums, the checksum file (as its own writers do).
+    resolver.writeMetadataFileAndCommit(shuffleId, mapId, lengths, checksums, dataTmp);
     long total = 0;
     for (long l : lengths) {
       total += l;

@@ -41,9 +41,14 @@ abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
     this.resolver = resolver;
   }
 
-  /** Opens the attempt's engine output; {@code hostKeys} when keys carry more than the id. */
+  /**
+   * Opens the attempt's engine output; {@code hostKeys} when keys carry more than the id. The
+   * output is dropped when the task ends if it did not commit, whatever way the task ended (an
+   * {@code Error} thrown in {@code write} skips Spark's {@code stop}), so no native attempt
+   * outlives its task.
+   */
   final NativeMapOutput openOutput(boolean hostKeys) {
-    output =
+    NativeMapOutput opened =
         new NativeMapOutput(
             engineShuffle,
             handle.shuffleId(),
@@ -54,7 +59,10 @@ abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             metrics,
             settings,
             resolver);
-    return output;
+    output = opened;
+    context.addTaskCompletionListener(
+        (org.apache.spark.util.TaskCompletionListener) ctx -> opened.abort());
+    return opened;
   }
 
   @Override

@@ -70,6 +70,8 @@ final class SluiceConf {
 
   final int codec;
   final int codecLevel;
+  /** Spark's per-partition checksum of map outputs ({@link ChecksumAlgorithm}). */
+  final ChecksumAlgorithm checksum;
   /** Spark's codec, when Sluice writes another one instead (snappy, lzf); null otherwise. */
   final String codecReplaced;
 
@@ -80,6 +82,7 @@ final class SluiceConf {
     operatorStateBytes = conf.getSizeAsBytes(OPERATOR_STATE, "16m");
     bufferBytes = (int) Math.min(conf.getSizeAsBytes(BUFFER, "1m"), 64L << 20);
     sqlRowsDirect = conf.getBoolean(SQL_ROWS_DIRECT, true);
+    checksum = ChecksumAlgorithm.of(conf);
     if (!conf.getBoolean("spark.shuffle.compress", true)) {
       codec = CODEC_NONE;
       codecLevel = 0;

@@ -25,6 +25,14 @@ public final class SluiceMetrics {
 
   private SluiceMetrics() {}
 
+  /**
+   * Map attempts the engine holds for this process's tasks: opened and not yet committed or
+   * dropped. Zero once every task has ended, whatever way it ended.
+   */
+  public static long liveMapAttempts() {
+    return SluiceNative.liveMapAttempts();
+  }
+
   /** Map attempts whose output Sluice wrote. */
   public static long mapOutputs() {
     return MAP_OUTPUTS.get();

@@ -82,8 +82,12 @@ public final class SluiceNative {
   static native void mapProduce(long task, ByteBuffer direct, int bytes, int records)
       throws IOException;
 
-  /** Writes the attempt's output to {@code dataFile}; returns each partition's bytes. */
-  static native long[] mapCommit(long task, String dataFile, int codec, int level)
+  /**
+   * Writes the attempt's output to {@code dataFile}; returns each partition's bytes, followed,
+   * unless {@code checksum} is {@link ChecksumAlgorithm#NONE}'s code, by each partition's checksum.
+   * Frees the attempt, whether it succeeds or not.
+   */
+  static native long[] mapCommit(long task, String dataFile, int codec, int level, int checksum)
       throws IOException;
 
   /** Writes the attempt's output so far to {@code spillFile} and frees it; returns its bytes. */
@@ -92,13 +96,58 @@ public final class SluiceNative {
 
   static native void mapAbort(long task);
 
-  /** {@code frameLength | uncompressedLength << 32} of the block whose header starts the array. */
-  static native long frameInfo(byte[] header, int shuffle, long map, int reduce, long offset)
+  /** Map attempts opened and not yet committed or aborted, in this process. */
+  static native long liveMapAttempts();
+
+  /**
+   * {@code frameLength | uncompressedLength << 32} of the block whose header starts the array, or
+   * {@link SluiceBlockInputStream#FRAME_TRAILER_FLAG} {@code |} its length for a segment trailer.
+   */
+  static native long frameInfo(
+      byte[] header, int shuffle, long map, int reduce, int reduceEnd, long offset)
       throws IOException;
 
-  /** Decodes one block; returns {@code bytes | records << 32} of the values written to out. */
+  /**
+   * Checks the segment trailer that starts the array against the records, blocks and CRC32C of
+   * the blocks read since the last one ({@code expected}: the partition it must name, -1 for any);
+   * returns its next non-empty partition.
+   */
+  static native int segmentEnd(
+      byte[] trailer,
+      int shuffle,
+      long map,
+      int reduce,
+      int reduceEnd,
+      long offset,
+      long records,
+      int blocks,
+      int crc,
+      int expected)
+      throws IOException;
+
+  /**
+   * Checks that a fetched segment ended right after a trailer ({@code lastNext}: its next
+   * partition, -1 if none was read; {@code blocksAfter}: blocks read since) that leaves no
+   * partition of the range unread.
+   */
+  static native void fetchEnd(
+      int shuffle, long map, int reduce, int reduceEnd, long offset, int lastNext, int blocksAfter)
+      throws IOException;
+
+  /**
+   * Decodes one block of a segment of partitions {@code reduce} to {@code reduceEnd} (exclusive;
+   * more than one for a batch fetch); returns {@code bytes | records << 32} of the values written
+   * to out.
+   */
   static native long decodeValues(
-      byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset, byte[] out)
+      byte[] frame,
+      int frameLength,
+      int shuffle,
+      long map,
+      int reduce,
+      int reduceEnd,
+      long offset,
+      byte[] out)
       throws IOException;
 
   /** A reduce task's native final aggregate (freed by reduceClose). */

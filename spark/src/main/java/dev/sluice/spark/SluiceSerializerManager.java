@@ -4,7 +4,9 @@ import java.io.InputStream;
 import org.apache.spark.SparkConf;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.serializer.SerializerManager;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.ShuffleBlockBatchId;
 import org.apache.spark.storage.ShuffleBlockId;
 
 /**
@@ -18,18 +20,25 @@ final class SluiceSerializerManager extends SerializerManager {
   private final long aggregate;
   /** The task's memory for a native sort's runs, or null. */
   private final ReduceMemory memory;
+  /** The reading task's shuffle read metrics, where records fed to the operator are counted. */
+  private final ShuffleReadMetricsReporter metrics;
 
   SluiceSerializerManager(
-      Serializer defaultSerializer, SparkConf conf, long aggregate, ReduceMemory memory) {
+      Serializer defaultSerializer,
+      SparkConf conf,
+      long aggregate,
+      ReduceMemory memory,
+      ShuffleReadMetricsReporter metrics) {
     super(defaultSerializer, conf);
     this.aggregate = aggregate;
     this.memory = memory;
+    this.metrics = metrics;
   }
 
   @Override
   public InputStream wrapStream(BlockId blockId, InputStream s) {
-    if (blockId instanceof ShuffleBlockId) {
-      return new SluiceBlockInputStream(s, (ShuffleBlockId) blockId, aggregate, memory);
+    if (blockId instanceof ShuffleBlockId || blockId instanceof ShuffleBlockBatchId) {
+      return new SluiceBlockInputStream(s, blockId, aggregate, memory, metrics);
     }
     return super.wrapStream(blockId, s);
   }

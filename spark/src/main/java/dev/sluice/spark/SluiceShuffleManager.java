@@ -165,10 +165,15 @@ public class SluiceShuffleManager extends SortShuffleManager {
         blocks,
         context,
         metrics,
-        new SluiceSerializerManager(env.serializer(), env.conf(), nativeOp, memory),
+        new SluiceSerializerManager(env.serializer(), env.conf(), nativeOp, memory, metrics),
         env.blockManager(),
         env.mapOutputTracker(),
-        false);
+        // Contiguous partitions of a map output in one fetch (adaptive execution's coalesced
+        // reads), as Spark's own reader decides it; Spark's reader then checks that the
+        // serializer relocates records and the codec concatenates. A native operator reads one
+        // partition's blocks at a time, so it fetches partition by partition.
+        nativeOp == 0
+            && SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
   }
 
   @Override

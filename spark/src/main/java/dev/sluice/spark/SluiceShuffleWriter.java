@@ -122,14 +122,19 @@ final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
       // Spark SQL's rows skip the serializer (same bytes, one copy); see UnsafeRowFastPath.
       boolean rows =
           !sorted && settings.sqlRowsDirect && UnsafeRowFastPath.covers(dep.serializer());
+      RowDataSize dataSize = rows ? RowDataSize.of(dep.serializer()) : null;
       while (input.hasNext()) {
         Product2<K, ?> r = input.next();
         K key = r._1();
-        if (rows && UnsafeRowFastPath.write(output, partitioner.getPartition(key), r._2())) {
+        if (rows
+            && UnsafeRowFastPath.write(output, partitioner.getPartition(key), r._2(), dataSize)) {
           direct++;
           continue;
         }
         put(key, r._2());
+      }
+      if (dataSize != null) {
+        dataSize.publish();
       }
     }
     out.close();

@@ -35,15 +35,19 @@ final class UnsafeRowFastPath {
   }
 
   /**
-   * Writes {@code value} as one engine record for partition {@code partition}, or returns false
-   * (and writes nothing) when it is not an on-heap {@link UnsafeRow}.
+   * Writes {@code value} as one engine record for partition {@code partition}, counting its size
+   * in {@code dataSize} (if not null) as the serializer would, or returns false (and writes
+   * nothing) when it is not an on-heap {@link UnsafeRow}.
    */
-  static boolean write(NativeMapOutput output, int partition, Object value)
+  static boolean write(NativeMapOutput output, int partition, Object value, RowDataSize dataSize)
       throws java.io.IOException {
     if (!(value instanceof UnsafeRow row) || !(row.getBaseObject() instanceof byte[] bytes)) {
       return false;
     }
     int size = row.getSizeInBytes();
+    if (dataSize != null) {
+      dataSize.add(size);
+    }
     long offset = row.getBaseOffset() - Platform.BYTE_ARRAY_OFFSET;
     int n = SIZE_BYTES + size;
     ByteBuffer b = output.startRecord(partition, 0, n);

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Runs Apache Spark 4.0.1's own shuffle test suites (ScalaTest, from Spark's published test
+# jars) against Sluice: ShuffleSuite (as SluiceShuffleSuite, the way SortShuffleSuite runs it
+# with "sort"), ShuffleDependencySuite, HostLocalShuffleReadingSuite and Spark SQL's
+# AdaptiveQueryExecSuite. Tests on the one exclusion list (Exclusions.java) are left out.
+#
+#   bash spark/suites/run.sh [--control] [-z TEST_NAME_PART ...] [SUITE ...]
+#
+# --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
+# with the Sluice jar off the class path (its SQL session extension would change the control).
+# SUITE is a short name (ShuffleSuite, ShuffleDependencySuite, HostLocalShuffleReadingSuite,
+# AdaptiveQueryExecSuite); the default is all four. Spark's runtime jars come from pyspark
+# (spark/.venv, installed by spark/test.sh); the Sluice jar from spark/build.sh.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+
+control=0
+suites=()
+only=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --control) control=1 ;;
+    -z) only+=(-z "$2"); shift ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) suites+=("$1") ;;
+  esac
+  shift
+done
+[ ${#suites[@]} -gt 0 ] || suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite)
+
+py=spark/.venv/bin/python
+if [ ! -x "$py" ]; then
+  python3 -m venv spark/.venv
+fi
+spark/.venv/bin/pip install -q --disable-pip-version-check -r spark/requirements.txt
+spark_home=$("$py" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
+
+# Spark's test jars and ScalaTest (Maven Central; only what the suites need beyond pyspark).
+lib=$root/spark/suites/target/lib
+if [ ! -f "$lib/.complete" ]; then
+  rm -rf "$lib"
+  (cd spark/suites && mvn -q -B dependency:copy-dependencies -DoutputDirectory=target/lib \
+    -DexcludeArtifactIds=scala-library,scala-reflect,scala-xml)
+  touch "$lib/.complete"
+fi
+
+# pyspark's runtime jars first (Spark 4.0.1 and its Scala), then the test jars.
+cp="$spark_home/jars/*:$lib/*"
+if [ "$control" = 0 ]; then
+  [ -f spark/target/sluice-spark.jar ] || bash spark/build.sh
+  classes=$root/spark/suites/target/classes
+  rm -rf "$classes" && mkdir -p "$classes"
+  cp="$root/spark/target/sluice-spark.jar:$cp"
+  javac -nowarn -d "$classes" -cp "$cp" $(find spark/suites/src -name '*.java')
+  cp="$classes:$cp"
+fi
+
+run_suites=()
+for s in "${suites[@]}"; do
+  case "$s" in
+    ShuffleSuite)
+      [ "$control" = 1 ] && c=org.apache.spark.SortShuffleSuite || c=dev.sluice.spark.suites.SluiceShuffleSuite ;;
+    ShuffleDependencySuite)
+      [ "$control" = 1 ] && c=org.apache.spark.shuffle.ShuffleDependencySuite || c=dev.sluice.spark.suites.SluiceShuffleDependencySuite ;;
+    HostLocalShuffleReadingSuite)
+      [ "$control" = 1 ] && c=org.apache.spark.shuffle.HostLocalShuffleReadingSuite || c=dev.sluice.spark.suites.SluiceHostLocalShuffleReadingSuite ;;
+    AdaptiveQueryExecSuite)
+      [ "$control" = 1 ] && c=org.apache.spark.sql.execution.adaptive.AdaptiveQueryExecSuite || c=dev.sluice.spark.suites.SluiceAdaptiveQueryExecSuite ;;
+    *) echo "unknown suite $s" >&2; exit 2 ;;
+  esac
+  run_suites+=(-s "$c" "${only[@]}")
+done
+
+manager=()
+[ "$control" = 1 ] || manager=(-Dspark.shuffle.manager=dev.sluice.spark.SluiceShuffleManager)
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Spark's own build runs its suites with these settings (spark.testing: local-cluster
+# executors get this JVM's class path; spark.test.home: where they find bin/ and jars/).
+export SPARK_TESTING=1 SPARK_LOCAL_IP=127.0.0.1 SPARK_HOME="$spark_home" SPARK_SCALA_VERSION=2.13
+cd "$work"
+mkdir -p target/tmp
+java -Xmx4g -Xss4m -XX:ReservedCodeCacheSize=256m \
+  -XX:+IgnoreUnrecognizedVMOptions \
+  --add-opens=java.base/java.lang=ALL-UNNAMED \
+  --add-opens=java.base/java.lang.invoke=ALL-UNNAMED \
+  --add-opens=java.base/java.lang.reflect=ALL-UNNAMED \
+  --add-opens=java.base/java.io=ALL-UNNAMED \
+  --add-opens=java.base/java.net=ALL-UNNAMED \
+  --add-opens=java.base/java.nio=ALL-UNNAMED \
+  --add-opens=java.base/java.util=ALL-UNNAMED \
+  --add-opens=java.base/java.util.concurrent=ALL-UNNAMED \
+  --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED \
+  --add-opens=java.base/jdk.internal.ref=ALL-UNNAMED \
+  --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
+  --add-opens=java.base/sun.nio.cs=ALL-UNNAMED \
+  --add-opens=java.base/sun.security.action=ALL-UNNAMED \
+  --add-opens=java.base/sun.util.calendar=ALL-UNNAMED \
+  -Djdk.reflect.useDirectMethodHandle=false \
+  -Dio.netty.tryReflectionSetAccessible=true \
+  -Dspark.testing=1 -Dspark.test.home="$spark_home" -Dspark.ui.enabled=false \
+  -Dspark.ui.showConsoleProgress=false -Dspark.unsafe.exceptionOnMemoryLeak=true \
+  -Djava.io.tmpdir="$work/target/tmp" -Dlog4j.configurationFile="file:$root/spark/suites/log4j2.properties" \
+  -Dsluice.suites.log="$root/spark/suites/target/unit-tests.log" \
+  "${manager[@]}" \
+  -cp "$cp" org.scalatest.tools.Runner -oDF "${run_suites[@]}"
