@@ -43,23 +43,26 @@ import urllib.request
 HERE = pathlib.Path(__file__).resolve().parent
 JAR = HERE / "target" / "sluice-spark.jar"
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
+# A Sluice build to compare against (--baseline-jar): the same manager class
+# from another jar, run as a third manager in its own JVM.
+BASELINE = "sluice-base"
 # Where inputs written outside the clock live (set from --tmp).
 DATA = pathlib.Path("/tmp/sluice-bench-spark")
 
 
-def session(manager, cores, tmp, sluice_conf=()):
+def session(manager, cores, tmp, sluice_conf=(), jar=JAR):
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder
-    if manager == "sluice":
+    if manager in ("sluice", BASELINE):
         for kv in sluice_conf:
             key, _, value = kv.partition("=")
             b = b.config(key, value)
     s = (
         b.master(f"local[{cores}]")
         .appName(f"sluice-bench-{manager}")
-        .config("spark.jars", str(JAR))
-        .config("spark.shuffle.manager", MANAGERS[manager])
+        .config("spark.jars", str(jar))
+        .config("spark.shuffle.manager", MANAGERS.get(manager, MANAGERS["sluice"]))
         .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
         .config("spark.driver.memory", "10g")
         .config("spark.local.dir", str(tmp))
@@ -184,7 +187,7 @@ def rdd_wordcount(spark, gb, manager):
 def word_count(spark, gb, manager):
     """The same WordCount with Sluice.reduceByKey(words, Agg.SUM) under
     Sluice, against Spark's reduceByKey under the sort shuffle."""
-    rdd_words(spark, gb, manager, manager == "sluice")
+    rdd_words(spark, gb, manager, manager != "sort")
 
 
 def rdd_reduce_by_key(spark, gb, manager):
@@ -192,7 +195,7 @@ def rdd_reduce_by_key(spark, gb, manager):
 
 
 def reduce_by_key(spark, gb, manager):
-    rdd_sum(spark, gb, manager == "sluice")
+    rdd_sum(spark, gb, manager != "sort")
 
 
 # RDD workloads: generate their pairs inside the map tasks (cheap: a
@@ -255,7 +258,8 @@ class Worker:
         global DATA
         DATA = a.tmp
         self.a, self.manager = a, manager
-        self.spark = session(manager, a.cores, a.tmp / manager, a.sluice_conf)
+        jar = a.baseline_jar if manager == BASELINE else JAR
+        self.spark = session(manager, a.cores, a.tmp / manager, a.sluice_conf, jar)
         self.df = None
         self.job = None
         # Warm-up: JIT, native library, engine.
@@ -319,6 +323,8 @@ def start_worker(a, manager):
             "--tmp", str(a.tmp)]
     for kv in a.sluice_conf:
         args += ["--sluice-conf", kv]
+    if a.baseline_jar:
+        args += ["--baseline-jar", str(a.baseline_jar)]
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
@@ -335,17 +341,17 @@ def run_interleaved(a):
     """Each workload's runs alternate between the two managers (the first
     one to run swaps every rep), so that the VM's drift over a long run
     falls on both alike; the fastest run of each is kept."""
-    workers = {m: start_worker(a, m) for m in MANAGERS}
+    workers = {m: start_worker(a, m) for m in a.managers}
     results = {}
     try:
         for name in a.workloads:
             for w in workers.values():
                 ask(w, op="prepare", workload=name)
-            order = list(MANAGERS)
+            order = list(a.managers)
             for rep in range(a.reps):
                 for manager in order:
                     run = ask(workers[manager], op="run")
-                    print(f"  {manager:6} {name:17} run {rep + 1}: {run['seconds']:7.2f} s, "
+                    print(f"  {manager:11} {name:17} run {rep + 1}: {run['seconds']:7.2f} s, "
                           f"JVM CPU {run['process_cpu_s']:7.2f} s, "
                           f"task CPU {run['task_cpu_s']:7.2f} s, "
                           f"page faults {run['minor_faults'] / 1e3:7.1f} K", flush=True)
@@ -363,6 +369,24 @@ def run_interleaved(a):
     return results
 
 
+def print_pairs(managers, results, medians):
+    """Best and median wall time of each manager, and each manager's ratio
+    to the first one (time of the first / time of this one: above 1 is
+    faster than the first)."""
+    first = managers[0]
+    head = "".join(f" {m + ' s':>14} {'median':>7}" for m in managers)
+    ratios = "".join(f" {first + '/' + m:>22}" for m in managers[1:])
+    print(f"{'workload':17}{head}{ratios}  (best, median)")
+    for name, r in results.items():
+        cells = "".join(f" {r[m]['seconds']:14.2f} {medians[name][m]:7.2f}" for m in managers)
+        rat = "".join(
+            f" {r[first]['seconds'] / r[m]['seconds']:10.3f}x "
+            f"{medians[name][first] / medians[name][m]:9.3f}x"
+            for m in managers[1:]
+        )
+        print(f"{name:17}{cells}{rat}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--terasort-gb", type=float, default=2.2,
@@ -378,7 +402,12 @@ def main():
     ap.add_argument("--sluice-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the Sluice runs only (repeatable), "
                          "e.g. spark.sluice.operatorStateBytes=64m")
-    ap.add_argument("--manager", choices=MANAGERS, help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-jar", type=pathlib.Path,
+                    help="another Sluice build's jar: also run it, interleaved, as "
+                         f"'{BASELINE}' (with --managers, e.g. sluice,{BASELINE})")
+    ap.add_argument("--managers", default="sort,sluice",
+                    help=f"which of sort, sluice, {BASELINE} to run (default sort,sluice)")
+    ap.add_argument("--manager", choices=[*MANAGERS, BASELINE], help=argparse.SUPPRESS)
     a = ap.parse_args()
     bad = [kv for kv in a.sluice_conf if "=" not in kv or not kv.startswith("spark.")]
     if bad:
@@ -387,6 +416,11 @@ def main():
     unknown = [w for w in a.workloads if w not in WORKLOADS]
     if unknown:
         ap.error(f"unknown workloads {unknown}; choose from {WORKLOADS}")
+    a.managers = [m for m in a.managers.split(",") if m]
+    if any(m not in (*MANAGERS, BASELINE) for m in a.managers) or len(a.managers) < 2:
+        ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}")
+    if (BASELINE in a.managers) != (a.baseline_jar is not None):
+        ap.error(f"--baseline-jar and the '{BASELINE}' manager go together")
     if a.quick:
         a.terasort_gb, a.gb, a.reps = 0.05, 0.02, 1
     if not JAR.exists():
@@ -407,6 +441,11 @@ def main():
     medians = {name: {m: statistics.median(r["seconds"] for r in rs) for m, rs in by.items()}
                for name, by in runs.items()}
     print()
+    if a.managers != ["sort", "sluice"]:
+        print_pairs(a.managers, results, medians)
+        if a.json:
+            a.json.write_text(json.dumps({"best": results, "runs": runs}, indent=2))
+        return
     print("JVM CPU: the whole Spark process (task threads, Sluice's native threads, GC);")
     print("per GB: divided by the GB the sort shuffle wrote, for both managers.")
     print(f"{'workload':17} {'sort s':>7} {'sluice s':>8} {'speedup':>7} {'sort CPU s':>10} "

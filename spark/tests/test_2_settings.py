@@ -1,6 +1,7 @@
 """Sluice under Spark settings it must follow or refuse: fallback to the sort
 shuffle, Spark's codec, and a corrupt block that becomes a fetch failure."""
 
+import contextlib
 import pathlib
 
 import pytest
@@ -130,6 +131,37 @@ def test_sql_aggregate_runs_in_the_engine_unless_turned_off(tmp_path, reference)
             s.stop()
 
 
+class SpillWatch:
+    """Watches a directory tree while a job runs for the engine's spill
+    files (`sluice-spill-*`): whether any appeared and the modes of the
+    directories holding them."""
+
+    def __init__(self, root):
+        import threading
+
+        self.root, self.seen, self.modes = pathlib.Path(root), False, set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self):
+        while not self._stop.wait(0.01):
+            for f in self.root.rglob("sluice-spill-*"):
+                with contextlib.suppress(FileNotFoundError):
+                    self.modes.add(f.parent.stat().st_mode & 0o777)
+                    self.seen = True
+
+    def left(self):
+        return [str(f) for f in self.root.rglob("sluice-spill-*")]
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
 def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):
     # Spark's memory manager cut to 32 MiB (about 9 MiB of execution memory
     # per task) and two reduce tasks of about 25 MiB of rows each: the reduce
@@ -152,7 +184,13 @@ def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):
             "concat(repeat('x', 120), cast(id as string)) as pad",
         )
         # (The pad is used after the sort, so the optimizer keeps it in the shuffle.)
-        rows = df.orderBy("b").selectExpr("b", "length(pad) - 120 as p", "id").collect()
+        with SpillWatch(tmp_path) as watch:
+            rows = df.orderBy("b").selectExpr("b", "length(pad) - 120 as p", "id").collect()
+        # The runs spilled into Spark's local directories, in task directories
+        # only the executor's user can enter, all removed at the task's end.
+        assert watch.seen, "no spill file appeared under spark.local.dir"
+        assert watch.modes == {0o700}, watch.modes
+        assert watch.left() == [], watch.left()
         assert all(r.p == len(str(r.id)) for r in rows)
         got = [bytes(r.b) for r in rows]
         assert len(got) == n

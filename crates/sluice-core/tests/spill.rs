@@ -181,3 +181,12 @@ fn a_dropped_operator_removes_its_spill_files() {
     assert_eq!(files_in(&d), 0);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn spill_files_are_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tmp");
+    let w = SpillWriter::create(dir.path(), Codec::Lz4).expect("create");
+    let mode = std::fs::metadata(w.path()).expect("metadata").permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "spill file mode {mode:o}");
+}

@@ -76,6 +76,22 @@ pub fn open_engine(settings: &HostSettings) -> BridgeResult<&'static Engine> {
     Ok(ENGINE.get_or_init(|| engine))
 }
 
+/// Bytes of native memory the engine may hold outside the host's memory
+/// manager, by its settings: map buffers in flight (the buffer pool), free
+/// partition pages kept for reuse (one pool per page size, 16 to 64 KiB),
+/// and the engine's memory budget (offloaded operators' map-side state and
+/// aggregates' reduce state). The host should leave this much beside its
+/// own heap (Spark: `spark.executor.memoryOverhead`). Map output the host
+/// accounts (Spark's execution memory) is not included.
+pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
+    let page_sizes = (sluice_core::partition::PAGE_BYTES_DEFAULT.ilog2()
+        ..=sluice_engine::PAGE_BYTES_MAX.ilog2())
+        .count();
+    (settings.buffer_pool_bytes
+        + page_sizes * sluice_engine::PAGE_POOL_FREE_BYTES
+        + settings.memory_budget) as u64
+}
+
 /// The engine, if it was opened.
 pub fn engine() -> BridgeResult<&'static Engine> {
     ENGINE.get().ok_or_else(|| BridgeError::Argument("the Sluice engine was not opened".into()))

@@ -161,6 +161,27 @@ unsafe fn task_take(handle: jlong) -> BridgeResult<Box<HostMapTask>> {
     Ok(unsafe { Box::from_raw(ptr) })
 }
 
+/// `static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget)`:
+/// see [`bridge::unaccounted_bytes`].
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    buffer_pool_bytes: jlong,
+    memory_budget: jlong,
+) -> jlong {
+    guard(&mut env, -1, |_| {
+        let settings = HostSettings {
+            offload_threads: 1,
+            buffer_pool_bytes: non_negative(buffer_pool_bytes, "buffer pool bytes")? as usize,
+            memory_budget: non_negative(memory_budget, "memory budget")? as usize,
+            operator_state_bytes: 0,
+            spill_dir: PathBuf::new(),
+        };
+        Ok(bridge::unaccounted_bytes(&settings) as jlong)
+    })
+}
+
 /// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, long operatorStateBytes, String spillDir)`
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
@@ -496,9 +517,9 @@ unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceOp> {
     unsafe { ptr.as_mut() }.ok_or_else(|| BridgeError::Argument("reduce handle is 0".into()))
 }
 
-/// `static native long reduceOpen(int aggFunc, int aggValue, int startPartition, int endPartition)`:
-/// a reduce task's final aggregate, or its sort-merge for `aggFunc` -2
-/// (freed by `reduceClose`).
+/// `static native long reduceOpen(int aggFunc, int aggValue, int startPartition, int endPartition, String spillDir)`:
+/// a reduce task's final aggregate, or its sort-merge for `aggFunc` -2,
+/// spilling to `spillDir` (freed by `reduceClose`).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
     mut env: JNIEnv<'l>,
@@ -507,16 +528,24 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
     agg_value: jint,
     start: jint,
     end: jint,
+    spill_dir: JString<'l>,
 ) -> jlong {
-    guard(&mut env, 0, |_| {
+    guard(&mut env, 0, |env| {
         let start = non_negative(start.into(), "start partition")? as u32;
         let end = non_negative(end.into(), "end partition")? as u32;
-        Ok(Box::into_raw(Box::new(ReduceOp::open(agg_func, agg_value, start..end)?)) as jlong)
+        let dir: String = env.get_string(&spill_dir)?.into();
+        let op = ReduceOp::open(agg_func, agg_value, start..end, std::path::Path::new(&dir))?;
+        Ok(Box::into_raw(Box::new(op)) as jlong)
     })
 }
 
 /// `static native int reduceFeed(long handle, byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset)`:
 /// decodes, verifies and merges one fetched block; returns its records.
+///
+/// The block is copied out of the Java array first (a plain region copy,
+/// no critical section): taking it in may merge and spill runs to disk,
+/// and a critical section would hold off the JVM's garbage collector for
+/// as long as that write takes.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFeed<'l>(
@@ -534,8 +563,39 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFeed<'l>(
         let name = BlockName::single(shuffle, map, reduce, offset);
         // SAFETY: the handle contract of `reduce_mut`.
         let op = unsafe { reduce_mut(handle) }?;
-        with_frame(env, &frame, frame_len, |frame| Ok(op.feed(frame, &name)? as jint))
+        FEED_FRAME.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            copy_frame(env, &frame, frame_len, &mut buf)?;
+            Ok(op.feed(&buf, &name)? as jint)
+        })
     })
+}
+
+thread_local! {
+    /// The block a reduce task's thread is feeding, copied out of the JVM.
+    static FEED_FRAME: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Copies the first `len` bytes of a Java byte array into `buf` (resized
+/// to exactly `len`), with no critical section open.
+fn copy_frame(
+    env: &mut JNIEnv<'_>,
+    array: &JByteArray<'_>,
+    len: jint,
+    buf: &mut Vec<u8>,
+) -> BridgeResult<()> {
+    let len = non_negative(len.into(), "frame length")? as usize;
+    let have = env.get_array_length(array)? as usize;
+    if len > have {
+        return Err(BridgeError::Argument(format!("frame of {len} bytes in a {have}-byte array")));
+    }
+    buf.clear();
+    buf.resize(len, 0);
+    // SAFETY: i8 and u8 have the same size and alignment; the slice covers
+    // exactly `buf`'s initialised bytes.
+    let as_i8 = unsafe { std::slice::from_raw_parts_mut(buf.as_mut_ptr() as *mut i8, len) };
+    env.get_byte_array_region(array, 0, as_i8)?;
+    Ok(())
 }
 
 /// `static native boolean reduceGrant(long handle, long bytes)`: memory

@@ -99,12 +99,18 @@ pub enum ReduceOp {
 
 impl ReduceOp {
     /// The reduce side of operator codes (`func`, `value`) for partitions
-    /// `partitions`.
-    pub fn open(func: i32, value: i32, partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
+    /// `partitions`, spilling to `spill_dir`.
+    pub fn open(
+        func: i32,
+        value: i32,
+        partitions: std::ops::Range<u32>,
+        spill_dir: &std::path::Path,
+    ) -> BridgeResult<Self> {
         if func == OP_SORT {
-            return Ok(ReduceOp::Sort(crate::sorted::ReduceSort::open(partitions)?));
+            return Ok(ReduceOp::Sort(crate::sorted::ReduceSort::open(partitions, spill_dir)?));
         }
-        Ok(ReduceOp::Aggregate(ReduceAggregate::open(agg_spec(func, value)?, partitions)?))
+        let spec = agg_spec(func, value)?;
+        Ok(ReduceOp::Aggregate(ReduceAggregate::open(spec, partitions, spill_dir)?))
     }
 
     /// Decodes, verifies and takes in one fetched block.
@@ -168,8 +174,12 @@ pub struct ReduceAggregate {
 
 impl ReduceAggregate {
     /// A final aggregate of `spec` for reduce partitions `partitions`.
-    pub fn open(spec: AggSpec, partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
-        let spill = reduce_spill(&partitions)?;
+    pub fn open(
+        spec: AggSpec,
+        partitions: std::ops::Range<u32>,
+        spill_dir: &std::path::Path,
+    ) -> BridgeResult<Self> {
+        let spill = reduce_spill(&partitions, spill_dir)?;
         let agg = FinalAggregate::with_limit(
             spec,
             Layout::Variable,
@@ -255,14 +265,25 @@ pub(crate) fn with_checked_block<T>(
     })
 }
 
-/// A reduce task's spill settings (the engine's spill directory), after
-/// checking its partition range.
-pub(crate) fn reduce_spill(partitions: &std::ops::Range<u32>) -> BridgeResult<SpillConfig> {
+/// A reduce task's spill settings: its spill files go to `dir` (under
+/// Spark, a directory of the task's own in Spark's local directories,
+/// readable by the executor's user only, removed when the task ends),
+/// after checking the partition range and the directory.
+pub(crate) fn reduce_spill(
+    partitions: &std::ops::Range<u32>,
+    dir: &std::path::Path,
+) -> BridgeResult<SpillConfig> {
     if partitions.is_empty() {
         return Err(BridgeError::Argument(format!("empty reduce partition range {partitions:?}")));
     }
-    let e = engine()?;
-    Ok(SpillConfig { dir: e.config().spill_dir.clone(), ..SpillConfig::default() })
+    if !dir.is_dir() {
+        return Err(BridgeError::Argument(format!(
+            "spill directory {} is not a directory",
+            dir.display()
+        )));
+    }
+    engine()?;
+    Ok(SpillConfig { dir: dir.to_owned(), ..SpillConfig::default() })
 }
 
 /// Where a reduce-side operator is in its life: taking blocks, or handing

@@ -30,7 +30,6 @@ use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::sort::SortMerge;
 
-use crate::bridge::engine;
 use crate::error::{BridgeError, BridgeResult};
 use crate::ops::{reduce_spill, with_checked_block, Drain, Phase};
 use crate::partitioner::PARTITION_KEY_BYTES;
@@ -60,10 +59,12 @@ pub struct ReduceSort {
 
 impl ReduceSort {
     /// A merger for reduce partitions `partitions` with no memory granted
-    /// yet, spilling runs to the engine's spill directory.
-    pub fn open(partitions: std::ops::Range<u32>) -> BridgeResult<Self> {
-        engine()?;
-        let spill = reduce_spill(&partitions)?;
+    /// yet, spilling runs to `spill_dir`.
+    pub fn open(
+        partitions: std::ops::Range<u32>,
+        spill_dir: &std::path::Path,
+    ) -> BridgeResult<Self> {
+        let spill = reduce_spill(&partitions, spill_dir)?;
         let memory = MemoryPool::new(0);
         let mut merge = SortMerge::new(Layout::Variable, &memory, spill);
         if partitions.len() == 1 {

@@ -414,3 +414,17 @@ fn a_batch_cut_at_a_partition_boundary_is_detected() {
     // A batch that really ends there is fine.
     assert!(read_batch(&data[..cut], 0, 2).is_ok());
 }
+
+#[test]
+fn native_memory_outside_the_host_is_the_pools_and_the_budget() {
+    let s = sluice_jni::bridge::HostSettings {
+        offload_threads: 1,
+        buffer_pool_bytes: 64 << 20,
+        memory_budget: 256 << 20,
+        operator_state_bytes: 0,
+        spill_dir: std::env::temp_dir(),
+    };
+    // 64 MiB of buffers, three page sizes (16, 32, 64 KiB) of 64 MiB of
+    // free pages each, the 256 MiB budget.
+    assert_eq!(sluice_jni::bridge::unaccounted_bytes(&s), (64 + 3 * 64 + 256) << 20);
+}

@@ -58,3 +58,17 @@ fn the_trailer_flag_agrees_with_java() {
         | i64::from(u32::MAX);
     assert_eq!(max_answer & sluice_jni::segment::FRAME_TRAILER_FLAG, 0);
 }
+
+#[test]
+fn the_record_limit_agrees_with_java() {
+    let source = java_source("NativeMapOutput");
+    let line = source
+        .lines()
+        .find(|l| l.contains("static final long RECORD_BYTES_MAX"))
+        .expect("RECORD_BYTES_MAX declared");
+    // "= NL << S;"
+    let value = line.split('=').nth(1).expect("= value").trim().trim_end_matches(';');
+    let (n, shift) = value.split_once("L <<").expect("NL << S");
+    let bytes = n.trim().parse::<usize>().expect("N") << shift.trim().parse::<u32>().expect("S");
+    assert_eq!(bytes, sluice_core::format::limits::RECORD_BYTES_MAX);
+}

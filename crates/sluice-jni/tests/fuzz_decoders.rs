@@ -205,7 +205,7 @@ proptest! {
     #[test]
     fn reduce_aggregate_feed((_seed, data) in input(&seeds("aggregate_segment"))) {
         open_engine(&settings()).expect("engine");
-        let mut op = ReduceOp::open(0, 0, 0..1).expect("sum of i64");
+        let mut op = ReduceOp::open(0, 0, 0..1, &std::env::temp_dir()).expect("sum of i64");
         let fed = walk_segment(&data, (5, 0, 0, 1), |frame, name| op.feed(frame, name));
         if fed.is_ok() {
             op.finish().expect("finish after a clean feed");
@@ -215,7 +215,7 @@ proptest! {
     #[test]
     fn reduce_sort_feed((_seed, data) in input(&seeds("segment"))) {
         open_engine(&settings()).expect("engine");
-        let mut op = ReduceOp::open(OP_SORT, 0, 0..1).expect("sort");
+        let mut op = ReduceOp::open(OP_SORT, 0, 0..1, &std::env::temp_dir()).expect("sort");
         let fed = walk_segment(&data, (1, 7, 0, 1), |frame, name| op.feed(frame, name));
         if fed.is_ok() {
             op.finish().expect("finish after a clean feed");

@@ -120,7 +120,7 @@ fn run(
         .collect();
     let mut results = BTreeMap::new();
     for p in 0..partitions {
-        let mut agg = ReduceAggregate::open(spec, p..p + 1).expect("open reduce");
+        let mut agg = ReduceAggregate::open(spec, p..p + 1, dir.path()).expect("open reduce");
         for (data, lengths) in &outputs {
             let start: u64 = lengths[..p as usize].iter().sum();
             let seg = &data[start as usize..(start + lengths[p as usize]) as usize];
@@ -185,7 +185,7 @@ fn a_block_of_another_partition_is_refused() {
     let records: Vec<(Vec<u8>, i64)> = (0..50u8).map(|i| (vec![i], i64::from(i))).collect();
     let (data, lengths) = map_output(dir.path(), shuffle, 0, 2, &records);
     let seg0 = &data[..lengths[0] as usize];
-    let mut agg = ReduceAggregate::open(spec, 1..2).expect("open reduce");
+    let mut agg = ReduceAggregate::open(spec, 1..2, &std::env::temp_dir()).expect("open reduce");
     let err = feed_segment(&mut agg, seg0, 1).expect_err("partition 0's block fed to 1");
     assert!(matches!(err, BridgeError::Misplaced { .. }), "{err}");
 }
@@ -201,7 +201,7 @@ fn a_flipped_byte_is_corruption_naming_the_block() {
     let (mut data, _) = map_output(dir.path(), shuffle, 0, 1, &records);
     let mid = HEADER_BYTES + (data.len() - HEADER_BYTES) / 2;
     data[mid] ^= 0x40;
-    let mut agg = ReduceAggregate::open(spec, 0..1).expect("open reduce");
+    let mut agg = ReduceAggregate::open(spec, 0..1, &std::env::temp_dir()).expect("open reduce");
     let err = feed_segment(&mut agg, &data, 0).expect_err("corrupt block");
     assert!(matches!(err, BridgeError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("shuffle_3_0_0 at byte 0"), "{err}");

@@ -98,7 +98,7 @@ fn sort_through_bridge(
     }
     let mut got = Vec::new();
     for p in 0..partitions {
-        let mut op = ReduceOp::open(OP_SORT, 0, p..p + 1).expect("open reduce");
+        let mut op = ReduceOp::open(OP_SORT, 0, p..p + 1, dir.path()).expect("open reduce");
         if granted {
             assert!(op.grant(64 << 20), "a sort takes grants");
         }

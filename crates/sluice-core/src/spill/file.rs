@@ -67,12 +67,16 @@ impl SpillWriter {
     pub fn create(dir: &Path, codec: Codec) -> Result<Self, SpillError> {
         let n = NEXT_FILE.fetch_add(1, Ordering::Relaxed);
         let path = dir.join(format!("sluice-spill-{}-{n}.blk", std::process::id()));
-        let file = File::options()
-            .write(true)
-            .read(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|source| SpillError::Io { path: path.clone(), op: "create", source })?;
+        let mut options = File::options();
+        options.write(true).read(true).create_new(true);
+        // Spilled records are the job's data: readable by this user only.
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&path).map_err(|source| SpillError::Io {
+            path: path.clone(),
+            op: "create",
+            source,
+        })?;
         let encoder = BlockEncoder::new(codec)
             .map_err(|source| SpillError::Encode { path: path.clone(), source })?;
         Ok(SpillWriter {

@@ -33,6 +33,14 @@ final class NativeMapOutput extends MemoryConsumer {
   /** Bytes of the partition id that starts every record's key. */
   static final int PARTITION_KEY_BYTES = 4;
 
+  /**
+   * The largest engine record, lengths included (64 MiB): a record must fit one Sluice block,
+   * whose payload is at most {@code BLOCK_UNCOMPRESSED_BYTES_MAX} in {@code
+   * crates/sluice-core/src/format/limits.rs} ({@code RECORD_BYTES_MAX} there; a test checks that
+   * the two agree).
+   */
+  static final long RECORD_BYTES_MAX = 64L << 20;
+
   private final int shuffleId;
   private final long mapId;
   private final ShuffleWriteMetricsReporter metrics;
@@ -91,6 +99,14 @@ final class NativeMapOutput extends MemoryConsumer {
     if (need <= buf.remaining()) {
       return buf;
     }
+    if (need > RECORD_BYTES_MAX) {
+      throw new SluiceException(
+          "Sluice: a shuffle record of "
+              + need
+              + " bytes (serialized, with its key) is larger than Sluice's record limit of "
+              + (RECORD_BYTES_MAX >> 20)
+              + " MiB; run this job on Spark's sort shuffle (spark.shuffle.manager=sort)");
+    }
     flush();
     if (need <= buf.capacity()) {
       return buf;
@@ -106,7 +122,8 @@ final class NativeMapOutput extends MemoryConsumer {
    * key; the caller writes it and the value, then calls {@link #added}.
    */
   ByteBuffer startRecord(int partition, int keyExtra, int valueBytes) throws IOException {
-    ByteBuffer b = room(LENGTHS_BYTES + PARTITION_KEY_BYTES + keyExtra + valueBytes);
+    long need = (long) LENGTHS_BYTES + PARTITION_KEY_BYTES + keyExtra + valueBytes;
+    ByteBuffer b = room((int) Math.min(need, Integer.MAX_VALUE));
     b.putInt(PARTITION_KEY_BYTES + keyExtra).putInt(valueBytes).putInt(partition);
     return b;
   }

@@ -96,6 +96,12 @@ public final class SluiceNative {
 
   static native void mapAbort(long task);
 
+  /**
+   * Bytes of native memory the engine may hold outside Spark's memory manager with these settings
+   * (buffer pool, free page pools, engine budget).
+   */
+  static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget);
+
   /** Map attempts opened and not yet committed or aborted, in this process. */
   static native long liveMapAttempts();
 
@@ -150,8 +156,12 @@ public final class SluiceNative {
       byte[] out)
       throws IOException;
 
-  /** A reduce task's native final aggregate (freed by reduceClose). */
-  static native long reduceOpen(int aggFunc, int aggValue, int startPartition, int endPartition);
+  /**
+   * A reduce task's native final aggregate or sort-merge, whose spill files go to {@code
+   * spillDir} (freed by reduceClose).
+   */
+  static native long reduceOpen(
+      int aggFunc, int aggValue, int startPartition, int endPartition, String spillDir);
 
   /** Decodes, verifies and merges one fetched block; returns its partial records. */
   static native int reduceFeed(

@@ -58,8 +58,17 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
   public scala.collection.Iterator<Product2<K, C>> read() {
     OpSpec op = handle.op();
     int[] codes = handle.engineOp();
-    Native results =
-        new Native(SluiceNative.reduceOpen(codes[0], codes[1], startPartition, endPartition));
+    TaskSpillDir spillDir = TaskSpillDir.create();
+    Native results;
+    try {
+      results =
+          new Native(
+              SluiceNative.reduceOpen(
+                  codes[0], codes[1], startPartition, endPartition, spillDir.path()));
+    } catch (RuntimeException e) {
+      spillDir.remove();
+      throw e;
+    }
     // A sort keeps its runs in memory Spark grants the task; an aggregate's state is bounded by
     // the engine's reduce pool.
     ReduceMemory memory = op == null ? new ReduceMemory(context, results.handle) : null;
@@ -67,6 +76,7 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
         (TaskCompletionListener)
             ctx -> {
               results.close();
+              spillDir.remove();
               if (memory != null) {
                 memory.release();
               }

@@ -206,7 +206,22 @@ public class SluiceShuffleManager extends SortShuffleManager {
     return Coverage.settingsReason(conf);
   }
 
+  /** Whether this JVM has said how much native memory the engine holds outside Spark's view. */
+  private static final java.util.concurrent.atomic.AtomicBoolean TOLD =
+      new java.util.concurrent.atomic.AtomicBoolean();
+
   static void openEngine(SluiceConf s) {
+    if (TOLD.compareAndSet(false, true)) {
+      long outside = SluiceNative.unaccountedBytes(s.bufferPoolBytes, s.memoryBudget);
+      LOG.warn(
+          "Sluice: the engine may hold up to {} MiB of native memory outside Spark's memory"
+              + " manager (spark.sluice.bufferPoolBytes {} MiB, free page pools, "
+              + "spark.sluice.memoryBudget {} MiB); leave that much in "
+              + "spark.executor.memoryOverhead",
+          outside >> 20,
+          s.bufferPoolBytes >> 20,
+          s.memoryBudget >> 20);
+    }
     SluiceNative.openEngine(
         s.offloadThreads,
         s.bufferPoolBytes,
