@@ -419,7 +419,7 @@ def main():
     a.managers = [m for m in a.managers.split(",") if m]
     if any(m not in (*MANAGERS, BASELINE) for m in a.managers) or len(a.managers) < 2:
         ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}")
-    if (BASELINE in a.managers) != (a.baseline_jar is not None):
+    if not a.manager and (BASELINE in a.managers) != (a.baseline_jar is not None):
         ap.error(f"--baseline-jar and the '{BASELINE}' manager go together")
     if a.quick:
         a.terasort_gb, a.gb, a.reps = 0.05, 0.02, 1
