@@ -202,6 +202,44 @@ def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):
         s.stop()
 
 
+def test_sql_aggregate_reduce_side_spills_when_spark_grants_too_little(tmp_path):
+    # The engine's final aggregate keeps its table in memory Spark's memory
+    # manager grants the reduce task (32 MiB in all here, about 9 MiB of
+    # execution memory per task): two reduce tasks of 400,000 groups each
+    # are granted less than their tables need, write sorted runs into a
+    # task directory under spark.local.dir, and still give every group's
+    # exact count. (Before, the state came from the engine's shared reduce
+    # pool, whatever Spark granted.)
+    from pyspark.sql import functions as F
+
+    extra = {
+        "spark.testing.memory": str(32 << 20),
+        "spark.testing.reservedMemory": "0",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.adaptive.enabled": "false",
+    }
+    s = session("local[2]", SLUICE, tmp_path, extra=extra)
+    try:
+        m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+        short, spilled = m.reduceShortGrants(), m.reduceSpilledRuns()
+        n, keys = 1_600_000, 800_000
+        grouped = s.range(0, n, numPartitions=4).selectExpr(f"id % {keys} as k").groupBy("k").count()
+        assert "SluiceAggregate" in plan_of(grouped), plan_of(grouped)
+        with SpillWatch(tmp_path) as watch:
+            got = grouped.agg(
+                F.count("*").alias("groups"), F.min("count").alias("lo"),
+                F.max("count").alias("hi"), F.sum("k").alias("ks")).collect()[0]
+        assert (got.groups, got.lo, got.hi) == (keys, 2, 2), got
+        assert got.ks == keys * (keys - 1) // 2, got
+        assert watch.seen, "no spill file appeared under spark.local.dir"
+        assert watch.modes == {0o700}, watch.modes
+        assert watch.left() == [], watch.left()
+        assert m.reduceShortGrants() > short
+        assert m.reduceSpilledRuns() > spilled
+    finally:
+        s.stop()
+
+
 def test_encryption_falls_back_to_sort_shuffle(tmp_path, reference):
     s = session("local[2]", SLUICE, tmp_path, extra={"spark.io.encryption.enabled": "true"})
     try:

@@ -165,7 +165,10 @@ fn run(
     let layout = shape.layout(spec.value);
     let pool = MemoryPool::new(budget);
     let dir = tempdir();
-    let spill = SpillConfig { dir: dir.path().to_path_buf(), codec: sluice_core::Codec::Lz4 };
+    // A fan-in of three: a final aggregate with more spilled runs merges
+    // them in passes first.
+    let spill =
+        SpillConfig { dir: dir.path().to_path_buf(), codec: sluice_core::Codec::Lz4, fan_in: 3 };
     // Two map tasks, each with its own partial operator.
     let mut partial_out = Vec::new();
     let mut partial_spills = 0;
@@ -188,6 +191,7 @@ fn run(
     let mut out = Emitter::new(f.output_layout());
     f.finish(&mut out)?;
     let final_spills = f.stats().state_spills;
+    assert_eq!(f.stats().merge_passes > 0, final_spills > 3, "{:?}", f.stats());
     drop(f);
     assert_eq!(pool.used(), 0, "every reservation is returned");
     assert!(

@@ -51,7 +51,11 @@ fn distinct(
         p.push(&b.view(), &mut mid).expect("partial");
     }
     p.finish();
-    let spill = SpillConfig { dir: std::env::temp_dir(), codec: sluice_core::Codec::Lz4 };
+    let spill = SpillConfig {
+        dir: std::env::temp_dir(),
+        codec: sluice_core::Codec::Lz4,
+        ..SpillConfig::default()
+    };
     let mut f = FinalDistinct::new(by, p.output_layout(), &pool, spill);
     for b in mid.into_batches() {
         f.push(&b.view()).expect("final");

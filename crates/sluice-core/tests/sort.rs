@@ -46,7 +46,11 @@ fn run(
     piece: Option<u64>,
 ) -> (Recs, u64, u64) {
     let pool = MemoryPool::new(budget);
-    let spill = SpillConfig { dir: std::env::temp_dir(), codec: sluice_core::Codec::None };
+    let spill = SpillConfig {
+        dir: std::env::temp_dir(),
+        codec: sluice_core::Codec::None,
+        ..SpillConfig::default()
+    };
     let mut merge = SortMerge::new(layout, &pool, spill);
     let mut runs_emitted = 0;
     // Three map tasks.
@@ -229,4 +233,41 @@ proptest! {
         radix_sort(&mut entries, &mut Vec::new());
         prop_assert_eq!(entries, want);
     }
+}
+
+/// Two hundred runs, every one spilled, merge with at most four read at
+/// once: passes first merge them four at a time (200 -> 50 -> 13 -> 4),
+/// and the output is every record once, in key order, with no spill file
+/// left behind.
+#[test]
+fn spilled_runs_beyond_the_fan_in_merge_in_passes() {
+    let layout = Layout::Variable;
+    let recs = records(5, 20_000, layout, 5000);
+    let dir = tempfile::tempdir().expect("tmp");
+    let pool = MemoryPool::new(0);
+    let spill =
+        SpillConfig { dir: dir.path().to_path_buf(), codec: sluice_core::Codec::Lz4, fan_in: 4 };
+    let mut merge = SortMerge::new(layout, &pool, spill);
+    for chunk in recs.chunks(100) {
+        let mut sorted = chunk.to_vec();
+        sorted.sort();
+        let mut b = RecordBatch::new(layout);
+        for (k, v) in &sorted {
+            b.push(k, v).expect("push");
+        }
+        merge.add_run(vec![b]).expect("add run");
+    }
+    assert_eq!(merge.stats().spilled_runs, 200);
+    let mut out = Emitter::new(layout);
+    merge.finish(&mut out).expect("merge");
+    assert_eq!(merge.stats().merge_passes, 3);
+    let got: Recs = out
+        .into_batches()
+        .iter()
+        .flat_map(|b| b.iter().map(|r| (r.key.to_vec(), r.value.to_vec())).collect::<Vec<_>>())
+        .collect();
+    check(&recs, &got);
+    drop(merge);
+    let left: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
+    assert!(left.is_empty(), "spill files left: {left:?}");
 }

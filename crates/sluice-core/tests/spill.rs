@@ -143,7 +143,7 @@ fn an_unwritable_spill_directory_is_a_typed_error() {
     let mut m = SortMerge::new(
         Layout::fixed(8, 8).expect("l"),
         &pool,
-        SpillConfig { dir: missing, codec: Codec::None },
+        SpillConfig { dir: missing, codec: Codec::None, ..SpillConfig::default() },
     );
     match m.add_run(vec![batch(1, 10)]) {
         Err(ReorgError::Spill(SpillError::Io { .. })) => {}
@@ -158,7 +158,7 @@ fn a_dropped_operator_removes_its_spill_files() {
     let mut m = SortMerge::new(
         Layout::fixed(8, 8).expect("l"),
         &pool,
-        SpillConfig { dir: d.clone(), codec: Codec::Lz4 },
+        SpillConfig { dir: d.clone(), codec: Codec::Lz4, ..SpillConfig::default() },
     );
     for i in 0..3 {
         m.add_run(vec![batch(i, 1000)]).expect("spilled run");
@@ -171,7 +171,7 @@ fn a_dropped_operator_removes_its_spill_files() {
     let mut m = SortMerge::new(
         Layout::fixed(8, 8).expect("l"),
         &pool,
-        SpillConfig { dir: d.clone(), codec: Codec::Lz4 },
+        SpillConfig { dir: d.clone(), codec: Codec::Lz4, ..SpillConfig::default() },
     );
     m.add_run(vec![batch(1, 1000)]).expect("run");
     let mut out = Emitter::new(Layout::fixed(8, 8).expect("l"));

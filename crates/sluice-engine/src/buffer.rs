@@ -11,7 +11,9 @@
 //! charged) is what map tasks hold plus what waits in or is being worked
 //! on by the engine: the liquid offload controller's signal. When a
 //! request does not fit, `buf_acquire` waits for returns or answers
-//! `WouldBlock`, by [`Backpressure`](crate::Backpressure).
+//! `WouldBlock`, by [`Backpressure`](crate::Backpressure). A request larger
+//! than the whole pool (a single huge record) is granted alone, once
+//! nothing else is charged, and its bytes are not kept for reuse.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -50,7 +52,9 @@ impl PoolInner {
     pub(crate) fn give_back(&self, charge: usize, buffer: Vec<u8>) {
         let mut st = self.lock();
         st.used -= charge;
-        if st.free.len() < POOL_FREE_BUFFERS_MAX && buffer.capacity() > 0 {
+        // A buffer larger than the pool (taken alone) is not kept.
+        let keep = buffer.capacity() > 0 && buffer.capacity() <= self.capacity;
+        if st.free.len() < POOL_FREE_BUFFERS_MAX && keep {
             st.free.push(buffer);
         }
         drop(st);
@@ -105,11 +109,10 @@ impl BufferPool {
         owner: BufferOwner,
     ) -> Result<MapBuffer, EngineError> {
         let inner = &self.inner;
-        if size > inner.capacity {
-            return Err(EngineError::BufferTooLarge { asked: size, pool: inner.capacity });
-        }
         let mut st = inner.lock();
-        while st.used + size > inner.capacity {
+        // A buffer larger than the whole pool (one record of hundreds of
+        // MiB) is charged alone: it waits until nothing else is charged.
+        while st.used > 0 && st.used + size > inner.capacity {
             if mode == Backpressure::WouldBlock {
                 return Err(EngineError::WouldBlock { used: st.used, capacity: inner.capacity });
             }

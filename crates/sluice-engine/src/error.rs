@@ -55,14 +55,6 @@ pub enum EngineError {
         /// The buffer's id.
         buffer: u64,
     },
-    /// A buffer larger than the whole buffer pool.
-    #[error("a buffer of {asked} bytes exceeds the buffer pool of {pool} bytes")]
-    BufferTooLarge {
-        /// Bytes asked for.
-        asked: usize,
-        /// The pool's capacity.
-        pool: usize,
-    },
     /// A record that does not fit the buffer it is written to.
     #[error(
         "a record of {record} bytes does not fit a buffer with {room} of {capacity} bytes free"

@@ -526,8 +526,14 @@ fn misuse_gets_typed_errors_and_leaves_other_shuffles_alone() {
     // A buffer of map 1 produced by map 0's task.
     let other = t1.buf_acquire(1 << 10).expect("acquire");
     assert!(matches!(t0.buf_produce(other), Err(EngineError::UnknownBuffer { .. })));
-    // Too large for the pool; a record too large for its buffer.
-    assert!(matches!(t0.buf_acquire(2 << 20), Err(EngineError::BufferTooLarge { .. })));
+    // Larger than the whole pool: charged alone, only while nothing else is.
+    let held = t0.buf_acquire(16).expect("acquire");
+    assert!(matches!(t0.buf_acquire(2 << 20), Err(EngineError::WouldBlock { .. })));
+    drop(held);
+    let alone = t0.buf_acquire(2 << 20).expect("alone in the pool");
+    assert!(matches!(t0.buf_acquire(16), Err(EngineError::WouldBlock { .. })));
+    drop(alone);
+    // A record too large for its buffer.
     let mut small = t0.buf_acquire(16).expect("acquire");
     small.push(&[1; 8], &[2; 4]).expect("fits");
     assert!(matches!(

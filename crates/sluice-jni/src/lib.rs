@@ -599,8 +599,8 @@ fn copy_frame(
 }
 
 /// `static native boolean reduceGrant(long handle, long bytes)`: memory
-/// Spark granted the task for the operator's state; false if the operator
-/// does not take grants (an aggregate).
+/// Spark granted the task for the operator's state (a sort's runs, an
+/// aggregate's table); true when the operator took it.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceGrant<'l>(
     mut env: JNIEnv<'l>,
@@ -615,7 +615,26 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceGrant<'l>(
     })
 }
 
-/// `static native long reduceSpilledRuns(long handle)`: runs the sort
+/// `static native long reduceShortfall(long handle, long upcoming)`: bytes
+/// the task must be granted before the operator takes a block of
+/// `upcoming` decoded bytes within its memory (0 if it has room; see
+/// `ReduceOp::shortfall`).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceShortfall<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+    upcoming: jlong,
+) -> jlong {
+    guard(&mut env, -1, |_| {
+        let upcoming = non_negative(upcoming, "upcoming bytes")? as usize;
+        // SAFETY: the handle contract of `reduce_mut`.
+        let short = unsafe { reduce_mut(handle) }?.shortfall(upcoming);
+        Ok(jlong::try_from(short).unwrap_or(jlong::MAX))
+    })
+}
+
+/// `static native long reduceSpilledRuns(long handle)`: runs the operator
 /// wrote to disk for want of granted memory (after `reduceFinish`).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceSpilledRuns<'l>(

@@ -18,15 +18,20 @@
 //! On the reduce side a [`ReduceAggregate`] belongs to one reduce task: each
 //! block Spark fetched is decoded and verified (CRC, lengths, and every key
 //! must carry the task's partition id), and its partial records merge into
-//! one [`FinalAggregate`] drawing on the engine's reduce-side memory pool,
-//! at most [`REDUCE_STATE_BYTES`] per task, beyond which sorted runs spill
-//! to the engine's spill directory. [`ReduceAggregate::finish`] then emits
-//! every key's result once, and [`ReduceAggregate::next_records`] copies
-//! them out a buffer at a time.
+//! one [`FinalAggregate`]. Its state lives in a memory pool of the task's
+//! own: [`REDUCE_STATE_FLOOR_BYTES`] it may always use, plus what the host
+//! grants ([`ReduceOp::grant`]; under Spark, execution memory the task's
+//! memory manager gave it, asked for before each block by the shortfall
+//! [`ReduceOp::shortfall`] reports). When the pool refuses a new group the
+//! table is written to the task's spill directory as a sorted run, so a
+//! task short of memory spills and its neighbours keep theirs.
+//! [`ReduceAggregate::finish`] then emits every key's result once, and
+//! [`ReduceAggregate::next_records`] copies them out a buffer at a time.
 
 use std::collections::VecDeque;
 
 use sluice_core::format::{BatchView, Layout, RecordBatch};
+use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, SpillStrategy, ValueType};
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_core::reorg::sort::MergeStream;
@@ -37,9 +42,11 @@ use crate::error::{BridgeError, BridgeResult};
 use crate::partitioner::{key_partition, PARTITION_KEY_BYTES};
 use crate::read::{with_decoded_block, BlockName};
 
-/// Bytes of aggregation state one reduce task keeps in memory before it
-/// spills a sorted run (64 MiB; less if the engine's pool grants less).
-pub const REDUCE_STATE_BYTES: usize = 64 << 20;
+/// Bytes of aggregation state a reduce task may hold without a grant
+/// (1 MiB), so that it always makes progress (one group at least), as
+/// Spark's own spillable collections start with an initial threshold they
+/// never ask for. Everything beyond it is granted by the host.
+pub const REDUCE_STATE_FLOOR_BYTES: usize = 1 << 20;
 
 /// The aggregation a JVM names by two small codes: `func` 0 sum, 1 count,
 /// 2 min, 3 max, 4 exact sum (Spark SQL's ANSI `sum`: its result carries an
@@ -129,24 +136,32 @@ impl ReduceOp {
         }
     }
 
-    /// Memory the host granted the task: the sort keeps runs in it (an
-    /// aggregate draws on the engine's reduce pool instead and ignores it).
-    /// Returns whether the operator took it.
+    /// Memory the host granted the task: the sort keeps runs in it, the
+    /// aggregate its table. Returns whether the operator took it (always).
     pub fn grant(&mut self, bytes: usize) -> bool {
         match self {
-            ReduceOp::Aggregate(_) => false,
-            ReduceOp::Sort(s) => {
-                s.grant(bytes);
-                true
-            }
+            ReduceOp::Aggregate(a) => a.grant(bytes),
+            ReduceOp::Sort(s) => s.grant(bytes),
+        }
+        true
+    }
+
+    /// Bytes the host would have to grant before the operator takes a
+    /// block of `upcoming` decoded bytes (0 if it has room): a sort counts
+    /// every byte fed (it may keep each run), an aggregate what its table
+    /// holds now and may grow to, not everything it was fed.
+    pub fn shortfall(&self, upcoming: usize) -> usize {
+        match self {
+            ReduceOp::Aggregate(a) => a.shortfall(upcoming),
+            ReduceOp::Sort(s) => s.shortfall(upcoming),
         }
     }
 
-    /// Runs a sort wrote to disk for want of granted memory (0 for an
-    /// aggregate; known once finished).
+    /// Sorted runs the operator wrote to disk for want of granted memory
+    /// (a sort's runs, an aggregate's spilled tables; final once finished).
     pub fn spilled_runs(&self) -> u64 {
         match self {
-            ReduceOp::Aggregate(_) => 0,
+            ReduceOp::Aggregate(a) => a.spilled_runs(),
             ReduceOp::Sort(s) => s.spilled_runs(),
         }
     }
@@ -164,6 +179,8 @@ impl ReduceOp {
 #[derive(Debug)]
 pub struct ReduceAggregate {
     agg: FinalAggregate,
+    /// The task's memory: the floor plus what the host granted.
+    memory: MemoryPool,
     /// The task's reduce partitions, `start..end` (Spark may give a task
     /// several adjacent partitions).
     partitions: std::ops::Range<u32>,
@@ -180,14 +197,35 @@ impl ReduceAggregate {
         spill_dir: &std::path::Path,
     ) -> BridgeResult<Self> {
         let spill = reduce_spill(&partitions, spill_dir)?;
-        let agg = FinalAggregate::with_limit(
-            spec,
-            Layout::Variable,
-            engine()?.reduce_memory(),
-            spill,
-            REDUCE_STATE_BYTES,
-        );
-        Ok(ReduceAggregate { agg, partitions, phase: Phase::Merging, records_in: 0 })
+        let memory = MemoryPool::new(REDUCE_STATE_FLOOR_BYTES);
+        let agg = FinalAggregate::new(spec, Layout::Variable, &memory, spill);
+        Ok(ReduceAggregate { agg, memory, partitions, phase: Phase::Merging, records_in: 0 })
+    }
+
+    /// Adds `bytes` the host granted to the memory the state may use.
+    pub fn grant(&mut self, bytes: usize) {
+        self.memory.grant(bytes);
+    }
+
+    /// Bytes beyond the pool's budget that the table may need before it
+    /// takes a block of `upcoming` bytes (0 if they fit): room for the
+    /// block, or to double what it holds (its slots and arrays grow by
+    /// doubling), whichever is more, as Spark's own spillable collections
+    /// ask for twice their size when they outgrow what they hold.
+    pub fn shortfall(&self, upcoming: usize) -> usize {
+        let used = self.memory.used();
+        used.saturating_add(upcoming.max(used)).saturating_sub(self.memory.budget())
+    }
+
+    /// Bytes of state held now, within the pool.
+    pub fn state_bytes(&self) -> usize {
+        self.memory.used()
+    }
+
+    /// Tables written to disk as sorted runs because the pool refused a
+    /// group.
+    pub fn spilled_runs(&self) -> u64 {
+        self.agg.stats().state_spills
     }
 
     /// Decodes and verifies one fetched block (`frame`, exactly one block)

@@ -49,6 +49,8 @@ pub struct ReduceSort {
     spilled_runs: u64,
     /// The task's memory, granted by the host.
     memory: MemoryPool,
+    /// Payload bytes of every block fed so far.
+    fed_bytes: usize,
     partitions: std::ops::Range<u32>,
     /// The run being read: full batches, the open batch, its last key.
     run: Vec<RecordBatch>,
@@ -77,6 +79,7 @@ impl ReduceSort {
             runs: 0,
             spilled_runs: 0,
             memory,
+            fed_bytes: 0,
             partitions,
             run: Vec::new(),
             open: RecordBatch::with_capacity(Layout::Variable, RUN_BATCH_BYTES),
@@ -94,6 +97,7 @@ impl ReduceSort {
         }
         let partitions = self.partitions.clone();
         with_checked_block(frame, what, &partitions, |records| {
+            self.fed_bytes = self.fed_bytes.saturating_add(records.payload().len());
             for r in records.iter() {
                 let in_run = !self.open.is_empty() || !self.run.is_empty();
                 if in_run && r.key < self.last_key.as_slice() {
@@ -167,6 +171,14 @@ impl ReduceSort {
     /// Adds `bytes` the host granted to the memory runs may be kept in.
     pub fn grant(&mut self, bytes: usize) {
         self.memory.grant(bytes);
+    }
+
+    /// Bytes beyond what was granted that `upcoming` more bytes of fetched
+    /// records would need. The run being read is not in the pool until it
+    /// ends, so this counts every byte fed since the last grant covered
+    /// them: the grant stays ahead of the runs it will have to hold.
+    pub fn shortfall(&self, upcoming: usize) -> usize {
+        self.fed_bytes.saturating_add(upcoming).saturating_sub(self.memory.budget())
     }
 
     /// Copies the next records' values, in key order and back to back,

@@ -223,3 +223,45 @@ fn a_value_of_the_wrong_width_is_a_typed_error() {
     let err = outcome.expect_err("8-byte value for i32");
     assert!(err.to_string().contains("i32"), "{err}");
 }
+
+/// A reduce aggregate's state lives in memory of its own task: what the
+/// host grants it (Spark's execution memory) holds the whole table, while
+/// a task granted nothing beyond its floor spills sorted runs, and both
+/// give every key's exact result. (Before, every task drew on the engine's
+/// one reduce pool and ignored grants, so one task could take what another
+/// needed.)
+#[test]
+fn reduce_aggregates_hold_what_they_are_granted_and_spill_beyond_it() {
+    open_engine(&settings()).expect("engine");
+    let dir = tempfile::tempdir().expect("tmp");
+    let spec = agg_spec(0, 0).expect("sum of i64");
+    let shuffle =
+        register_shuffle(1, 2, StageSpec::Aggregate(spec, SpillStrategy::State)).expect("register");
+    // More groups than the engine's reduce pool (a quarter of 64 MiB) holds.
+    let keys = 400_000u64;
+    let records: Vec<(Vec<u8>, i64)> =
+        (0..keys).map(|k| (k.to_le_bytes().to_vec(), k as i64)).collect();
+    let outputs: Vec<_> = (0..2).map(|m| map_output(dir.path(), shuffle, m, 1, &records)).collect();
+    let mut granted = ReduceAggregate::open(spec, 0..1, dir.path()).expect("open granted");
+    let mut floor_only = ReduceAggregate::open(spec, 0..1, dir.path()).expect("open floor only");
+    let first = outputs[0].0.len();
+    assert!(granted.shortfall(first) > 0, "the floor does not cover a whole segment");
+    granted.grant(256 << 20);
+    assert_eq!(granted.shortfall(first), 0);
+    // Fed in turns, as two concurrent tasks would be.
+    for (data, _) in &outputs {
+        feed_segment(&mut granted, data, 0).expect("feed granted");
+        feed_segment(&mut floor_only, data, 0).expect("feed floor only");
+    }
+    assert!(granted.state_bytes() > 16 << 20, "{} bytes of state", granted.state_bytes());
+    assert!(floor_only.state_bytes() <= sluice_jni::ops::REDUCE_STATE_FLOOR_BYTES);
+    for (agg, spills) in [(&mut granted, false), (&mut floor_only, true)] {
+        let results = drain(agg);
+        assert_eq!(agg.spilled_runs() > 0, spills, "spilled {} runs", agg.spilled_runs());
+        assert_eq!(results.len() as u64, keys);
+        for (k, v) in results {
+            let k = u64::from_le_bytes(k.try_into().expect("8-byte key"));
+            assert_eq!(i64::from_le_bytes(v), 2 * k as i64, "key {k}");
+        }
+    }
+}

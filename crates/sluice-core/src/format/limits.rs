@@ -4,12 +4,18 @@
 //! before anything is allocated or indexed. The encoder enforces the same
 //! limits, so any block it writes is one the decoder accepts.
 
-/// Largest uncompressed payload of one block, in bytes (64 MiB).
+/// Largest uncompressed payload of one block, in bytes (768 MiB).
 ///
 /// Blocks are the unit of checksumming and of decompression; engines cut
 /// partitions into blocks of about 1 MiB, so this is a safety cap, not a
-/// working size. It bounds the decoder's scratch buffer.
-pub const BLOCK_UNCOMPRESSED_BYTES_MAX: usize = 64 << 20;
+/// working size. A record is never split between blocks, so the cap is
+/// also the largest record ([`RECORD_BYTES_MAX`]): large enough for the
+/// records of hundreds of MiB that Spark jobs carry, below 1 GiB so that a
+/// length stays under 2^30 where the bindings pack it beside flags. It
+/// bounds the decoder's scratch buffer; the decoder never allocates more
+/// than the stored bytes can inflate to (lz4's expansion bound, zstd's
+/// frame content size).
+pub const BLOCK_UNCOMPRESSED_BYTES_MAX: usize = 768 << 20;
 
 /// Largest stored (possibly compressed) payload of one block, in bytes.
 ///

@@ -5,6 +5,20 @@
 //! to a spill file and start over. At the end every run is merged with the
 //! loser tree, and records with equal keys arrive next to each other, so
 //! the operator combines them in one pass.
+//!
+//! # Bounded fan-in
+//! A cursor over a spilled run holds one block at a time: the stored
+//! frame, its decoded payload and the batch it reads records from, about
+//! three times the block size (runs are written in blocks of about 1 MiB,
+//! so about 3 MiB a run). One merge of thousands of runs would need
+//! gigabytes of such buffers. So when the file is sealed with more than
+//! [`SpillConfig::fan_in`] runs, consecutive groups of `fan_in` runs are
+//! merged into one longer run each, written to a new spill file that
+//! replaces the old one (removed as soon as its last cursor is gone), and
+//! again until `fan_in` runs or fewer are left. Each pass reads and writes
+//! every spilled byte once; the merge that follows then opens at most
+//! `fan_in` cursors. Consecutive runs are merged in order and the loser
+//! tree breaks ties by run, so records of equal keys keep their run order.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -12,21 +26,36 @@ use std::sync::Arc;
 use super::cursor::{AnyRun, SpillRun};
 use super::merge::LoserTree;
 use super::ReorgError;
-use crate::format::{Codec, Record, RecordBatch};
+use crate::format::{Codec, Layout, Record, RecordBatch};
 use crate::spill::{SpillFile, SpillStats, SpillWriter};
 
-/// Where spilled runs go and how they are compressed.
+/// Default most spilled runs one merge reads at once (16 runs, about
+/// 48 MiB of read buffers at 1 MiB blocks); see the module doc.
+pub const MERGE_FAN_IN_MAX: usize = 16;
+
+/// Least fan-in a merge pass can have (two runs into one).
+pub const MERGE_FAN_IN_MIN: usize = 2;
+
+/// Payload bytes of the blocks a merge pass writes (1 MiB, the size runs
+/// are first written in).
+pub const MERGE_PASS_BLOCK_BYTES: usize = 1 << 20;
+
+/// Where spilled runs go, how they are compressed, and how many one merge
+/// reads at once.
 #[derive(Debug, Clone)]
 pub struct SpillConfig {
     /// Directory for spill files (created files are removed when dropped).
     pub dir: PathBuf,
     /// Codec of spilled blocks.
     pub codec: Codec,
+    /// Most spilled runs one merge reads at once (at least
+    /// [`MERGE_FAN_IN_MIN`]); more are first merged in passes.
+    pub fan_in: usize,
 }
 
 impl Default for SpillConfig {
     fn default() -> Self {
-        SpillConfig { dir: std::env::temp_dir(), codec: Codec::Lz4 }
+        SpillConfig { dir: std::env::temp_dir(), codec: Codec::Lz4, fan_in: MERGE_FAN_IN_MAX }
     }
 }
 
@@ -37,11 +66,30 @@ pub(crate) struct SpilledRuns {
     writer: Option<SpillWriter>,
     file: Option<Arc<SpillFile>>,
     runs: usize,
+    /// Layout of the runs' records (known from the first run written).
+    layout: Option<Layout>,
+    /// Merge passes run to bring the runs within the fan-in.
+    passes: u64,
+    /// What the files replaced by merge passes wrote.
+    replaced: SpillStats,
 }
 
 impl SpilledRuns {
     pub(crate) fn new(config: SpillConfig) -> Self {
-        SpilledRuns { config, writer: None, file: None, runs: 0 }
+        SpilledRuns {
+            config,
+            writer: None,
+            file: None,
+            runs: 0,
+            layout: None,
+            passes: 0,
+            replaced: SpillStats::default(),
+        }
+    }
+
+    /// Merge passes run so far (0 while the runs fit one merge).
+    pub(crate) fn passes(&self) -> u64 {
+        self.passes
     }
 
     /// Runs written.
@@ -57,23 +105,79 @@ impl SpilledRuns {
         };
         let run = writer.new_run();
         for b in &batches {
+            self.layout.get_or_insert(b.layout());
             writer.append(run, b.view())?;
         }
         self.runs += 1;
         Ok(())
     }
 
-    /// Finishes writing; the runs can then be merged.
+    /// Finishes writing; the runs can then be merged, at most
+    /// [`SpillConfig::fan_in`] at once (merge passes run here if needed).
     pub(crate) fn seal(&mut self) -> Result<(), ReorgError> {
         if let Some(w) = self.writer.take() {
             self.file = Some(w.finish()?);
         }
+        let fan_in = self.config.fan_in.max(MERGE_FAN_IN_MIN);
+        while let Some(file) = self.file.clone().filter(|f| f.runs() > fan_in) {
+            let merged = self.merge_pass(&file, fan_in)?;
+            let old = file.stats();
+            drop(file);
+            self.file = Some(merged);
+            let r = &mut self.replaced;
+            r.bytes_written += old.bytes_written;
+            r.writes += old.writes;
+            r.blocks += old.blocks;
+            r.records += old.records;
+            self.passes += 1;
+        }
         Ok(())
     }
 
-    /// I/O statistics of the file.
+    /// Merges each `fan_in` consecutive runs of `file` into one run of a
+    /// new spill file.
+    fn merge_pass(
+        &self,
+        file: &Arc<SpillFile>,
+        fan_in: usize,
+    ) -> Result<Arc<SpillFile>, ReorgError> {
+        let layout = self.layout.unwrap_or(Layout::Variable);
+        let mut writer = SpillWriter::create(&self.config.dir, self.config.codec)?;
+        let mut batch = RecordBatch::with_capacity(layout, MERGE_PASS_BLOCK_BYTES);
+        let mut first = 0;
+        while first < file.runs() {
+            let last = (first + fan_in).min(file.runs());
+            let mut cursors = Vec::with_capacity(last - first);
+            for r in first..last {
+                cursors.push(AnyRun::Spill(SpillRun::new(file.run(r)?)?));
+            }
+            let mut tree = LoserTree::new(cursors);
+            let run = writer.new_run();
+            while let Some(Record { key, value }) = tree.peek() {
+                batch.push(key, value)?;
+                tree.advance()?;
+                if batch.payload_len() >= MERGE_PASS_BLOCK_BYTES {
+                    writer.append(run, batch.view())?;
+                    batch.clear();
+                }
+            }
+            writer.append(run, batch.view())?;
+            batch.clear();
+            first = last;
+        }
+        Ok(writer.finish()?)
+    }
+
+    /// I/O statistics of the spill files, merge passes included.
     pub(crate) fn stats(&self) -> SpillStats {
-        self.file.as_ref().map(|f| f.stats()).unwrap_or_default()
+        let now = self.file.as_ref().map(|f| f.stats()).unwrap_or_default();
+        let r = self.replaced;
+        SpillStats {
+            bytes_written: r.bytes_written + now.bytes_written,
+            writes: r.writes + now.writes,
+            blocks: r.blocks + now.blocks,
+            records: r.records + now.records,
+        }
     }
 
     /// A cursor per spilled run (after [`SpilledRuns::seal`]).

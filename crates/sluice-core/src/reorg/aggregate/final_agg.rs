@@ -76,6 +76,7 @@ impl FinalAggregate {
             state_bytes: self.groups.allocated(),
             spill_bytes: io.bytes_written,
             spill_writes: io.writes,
+            merge_passes: self.runs.passes(),
             ..self.stats
         }
     }

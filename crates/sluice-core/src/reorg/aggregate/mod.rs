@@ -71,6 +71,8 @@ pub struct AggregateStats {
     pub spill_bytes: u64,
     /// Write calls to spill files.
     pub spill_writes: u64,
+    /// Merge passes that brought the spilled runs within the fan-in.
+    pub merge_passes: u64,
 }
 
 impl AggregateStats {

@@ -37,6 +37,9 @@ pub struct SortStats {
     pub runs: u64,
     /// Runs written to disk (reduce side).
     pub spilled_runs: u64,
+    /// Merge passes that brought the spilled runs within the fan-in
+    /// (reduce side, known once the merge starts).
+    pub merge_passes: u64,
     /// Bytes written to spill files.
     pub spill_bytes: u64,
     /// Runs cut outside the reservation because the pool refused even one
@@ -260,7 +263,11 @@ impl SortMerge {
 
     /// What it has done so far.
     pub fn stats(&self) -> SortStats {
-        SortStats { spill_bytes: self.spilled.stats().bytes_written, ..self.stats }
+        SortStats {
+            spill_bytes: self.spilled.stats().bytes_written,
+            merge_passes: self.spilled.passes(),
+            ..self.stats
+        }
     }
 
     /// Adds one sorted run: kept in memory if the pool grants its bytes,

@@ -34,12 +34,12 @@ final class NativeMapOutput extends MemoryConsumer {
   static final int PARTITION_KEY_BYTES = 4;
 
   /**
-   * The largest engine record, lengths included (64 MiB): a record must fit one Sluice block,
+   * The largest engine record, lengths included (768 MiB): a record must fit one Sluice block,
    * whose payload is at most {@code BLOCK_UNCOMPRESSED_BYTES_MAX} in {@code
    * crates/sluice-core/src/format/limits.rs} ({@code RECORD_BYTES_MAX} there; a test checks that
-   * the two agree).
+   * the two agree). {@code spark.sluice.recordBytesMax} may set a lower limit.
    */
-  static final long RECORD_BYTES_MAX = 64L << 20;
+  static final long RECORD_BYTES_MAX = 768L << 20;
 
   private final int shuffleId;
   private final long mapId;
@@ -99,13 +99,18 @@ final class NativeMapOutput extends MemoryConsumer {
     if (need <= buf.remaining()) {
       return buf;
     }
-    if (need > RECORD_BYTES_MAX) {
+    if (need > settings.recordBytesMax) {
       throw new SluiceException(
           "Sluice: a shuffle record of "
               + need
-              + " bytes (serialized, with its key) is larger than Sluice's record limit of "
-              + (RECORD_BYTES_MAX >> 20)
-              + " MiB; run this job on Spark's sort shuffle (spark.shuffle.manager=sort)");
+              + " bytes (serialized, with its key) is larger than the record limit of "
+              + SluiceConf.mebibytes(settings.recordBytesMax)
+              + " ("
+              + SluiceConf.RECORD_BYTES
+              + ", at most "
+              + SluiceConf.mebibytes(RECORD_BYTES_MAX)
+              + "); raise it, or run this job on Spark's sort shuffle"
+              + " (spark.shuffle.manager=sort)");
     }
     flush();
     if (need <= buf.capacity()) {

@@ -5,14 +5,17 @@ import org.apache.spark.memory.MemoryConsumer;
 import org.apache.spark.memory.SparkOutOfMemoryError;
 
 /**
- * A reduce task's memory for its native sort-merge, from Spark's execution memory: before each
- * fetched block goes to the merge, the block's decoded bytes are acquired from the task memory
- * manager (at least {@link #GRANT_MIN_BYTES} at a time) and granted to the native operator, which
- * keeps a run in memory only when its grant covers it and writes it to disk otherwise. Once Spark
- * grants less than asked, the task stops asking (every later run goes to disk), so a task short
- * of memory spills instead of failing, and its neighbours keep theirs. The memory is held until
- * the task ends: the runs are merged from where they are as the task reads, so Spark's requests
- * to spill ({@link #spill}) get nothing back.
+ * A reduce task's memory for its native operator, from Spark's execution memory. Before each
+ * fetched block goes to the operator, the operator says how many bytes it lacks to take the
+ * block's decoded bytes (a sort-merge: every byte fed so far, since it may keep each run; an
+ * aggregate: its table's state now plus the block); that shortfall is acquired from the task
+ * memory manager (at least {@link #GRANT_MIN_BYTES} at a time) and granted to the operator, which
+ * keeps a run or a group in memory only when its grant covers it and writes sorted runs to disk
+ * otherwise. Once Spark grants less than asked, the task stops asking, so a task short of memory
+ * spills instead of failing, and its neighbours keep theirs. The memory is held until the task
+ * ends: a sort's runs are merged from where they are as the task reads, and an aggregate reuses
+ * what it spilled for its next table, so Spark's requests to spill ({@link #spill}) get nothing
+ * back.
  */
 final class ReduceMemory extends MemoryConsumer {
   /** Least bytes asked of Spark at a time (4 MiB), so that small blocks do not ask each. */
@@ -21,8 +24,7 @@ final class ReduceMemory extends MemoryConsumer {
   private final long operator;
   /** Bytes acquired from Spark (and granted to the operator). */
   private long held;
-  /** Decoded bytes of the blocks handed to the operator. */
-  private long needed;
+
   private boolean refused;
 
   ReduceMemory(TaskContext context, long operator) {
@@ -35,11 +37,14 @@ final class ReduceMemory extends MemoryConsumer {
 
   /** Accounts a block of {@code bytes} decoded bytes about to be handed to the operator. */
   void reserve(long bytes) {
-    needed += bytes;
-    if (refused || needed <= held) {
+    if (refused) {
       return;
     }
-    long ask = Math.max(needed - held, GRANT_MIN_BYTES);
+    long shortfall = SluiceNative.reduceShortfall(operator, bytes);
+    if (shortfall <= 0) {
+      return;
+    }
+    long ask = Math.max(shortfall, GRANT_MIN_BYTES);
     long got;
     try {
       got = acquireMemory(ask);

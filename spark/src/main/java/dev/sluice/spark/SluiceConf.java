@@ -24,6 +24,12 @@ final class SluiceConf {
    */
   static final String OPERATOR_SPILL = "spark.sluice.operatorSpill";
   static final String BUFFER = "spark.sluice.bufferBytes";
+  /**
+   * The largest shuffle record a map task may write (serialized, with its key and lengths), at most
+   * {@link NativeMapOutput#RECORD_BYTES_MAX} (the default); a larger record fails its task naming
+   * this setting.
+   */
+  static final String RECORD_BYTES = "spark.sluice.recordBytesMax";
   /** Whether Spark SQL's rows are written without the serializer ({@link UnsafeRowFastPath}). */
   static final String SQL_ROWS_DIRECT = "spark.sluice.sqlRowsDirect";
   /**
@@ -65,6 +71,8 @@ final class SluiceConf {
   final long operatorStateBytes;
   /** Bytes of the direct buffer a map task fills before handing it over. */
   final int bufferBytes;
+  /** {@link #RECORD_BYTES}. */
+  final long recordBytesMax;
   /** See {@link #SQL_ROWS_DIRECT}. */
   final boolean sqlRowsDirect;
 
@@ -81,6 +89,19 @@ final class SluiceConf {
     memoryBudget = conf.getSizeAsBytes(MEMORY_BUDGET, "256m");
     operatorStateBytes = conf.getSizeAsBytes(OPERATOR_STATE, "16m");
     bufferBytes = (int) Math.min(conf.getSizeAsBytes(BUFFER, "1m"), 64L << 20);
+    recordBytesMax =
+        conf.getSizeAsBytes(RECORD_BYTES, Long.toString(NativeMapOutput.RECORD_BYTES_MAX));
+    if (recordBytesMax < 1 || recordBytesMax > NativeMapOutput.RECORD_BYTES_MAX) {
+      throw new IllegalArgumentException(
+          RECORD_BYTES
+              + " is "
+              + recordBytesMax
+              + " bytes; it must be between 1 and "
+              + NativeMapOutput.RECORD_BYTES_MAX
+              + " ("
+              + mebibytes(NativeMapOutput.RECORD_BYTES_MAX)
+              + ", the largest Sluice block)");
+    }
     sqlRowsDirect = conf.getBoolean(SQL_ROWS_DIRECT, true);
     checksum = ChecksumAlgorithm.of(conf);
     if (!conf.getBoolean("spark.shuffle.compress", true)) {
@@ -99,6 +120,11 @@ final class SluiceConf {
         codecReplaced = name.contains("lz4") ? null : name;
       }
     }
+  }
+
+  /** {@code bytes} in whole MiB when it is a multiple of one, else in bytes, for messages. */
+  static String mebibytes(long bytes) {
+    return bytes % (1 << 20) == 0 ? (bytes >> 20) + " MiB" : bytes + " bytes";
   }
 
   /**

@@ -69,14 +69,17 @@ public final class SluiceMetrics {
   }
 
   /**
-   * Reduce tasks of a native sort that Spark's memory manager granted less memory than their
-   * runs needed ({@link ReduceMemory}).
+   * Reduce tasks of a native sort or aggregate that Spark's memory manager granted less memory
+   * than they asked for ({@link ReduceMemory}).
    */
   public static long reduceShortGrants() {
     return REDUCE_SHORT_GRANTS.get();
   }
 
-  /** Sorted runs reduce tasks wrote to disk because their granted memory did not cover them. */
+  /**
+   * Sorted runs reduce tasks wrote to disk because their granted memory did not cover them (a
+   * native sort's runs, a native aggregate's tables).
+   */
   public static long reduceSpilledRuns() {
     return REDUCE_SPILLED_RUNS.get();
   }

@@ -169,12 +169,21 @@ public final class SluiceNative {
       throws IOException;
 
   /**
-   * Memory Spark granted the reduce task for the operator's state (a sort keeps its runs in it);
-   * false if the operator does not take grants (an aggregate).
+   * Memory Spark granted the reduce task for the operator's state (a sort keeps its runs in it, an
+   * aggregate its table); true when the operator took it.
    */
   static native boolean reduceGrant(long operator, long bytes);
 
-  /** Runs a reduce sort wrote to disk for want of granted memory (after {@link #reduceFinish}). */
+  /**
+   * Bytes the task must be granted before the operator takes a block of {@code upcoming} decoded
+   * bytes within its memory (0 if it has room).
+   */
+  static native long reduceShortfall(long operator, long upcoming);
+
+  /**
+   * Sorted runs the reduce operator wrote to disk for want of granted memory (after {@link
+   * #reduceFinish}).
+   */
   static native long reduceSpilledRuns(long operator);
 
   /** Emits every key's result; returns how many. */

@@ -69,17 +69,14 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       spillDir.remove();
       throw e;
     }
-    // A sort keeps its runs in memory Spark grants the task; an aggregate's state is bounded by
-    // the engine's reduce pool.
-    ReduceMemory memory = op == null ? new ReduceMemory(context, results.handle) : null;
+    // A sort keeps its runs, an aggregate its table, in memory Spark grants the task.
+    ReduceMemory memory = new ReduceMemory(context, results.handle);
     context.addTaskCompletionListener(
         (TaskCompletionListener)
             ctx -> {
               results.close();
               spillDir.remove();
-              if (memory != null) {
-                memory.release();
-              }
+              memory.release();
             });
     BlockStoreShuffleReader<K, C> fetch =
         SluiceShuffleManager.fetchReader(
@@ -104,10 +101,10 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+    SluiceMetrics.REDUCE_SPILLED_RUNS.addAndGet(SluiceNative.reduceSpilledRuns(results.handle));
     if (op != null) {
       return (scala.collection.Iterator) new Results(op, results);
     }
-    SluiceMetrics.REDUCE_SPILLED_RUNS.addAndGet(SluiceNative.reduceSpilledRuns(results.handle));
     if (handle.sortKind() == SortKeys.ROWS) {
       // Spark SQL rows: pointed at in the result buffers, not deserialized.
       SluiceMetrics.SORTED_READS.incrementAndGet();

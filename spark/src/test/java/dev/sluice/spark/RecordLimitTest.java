@@ -7,23 +7,28 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.IOException;
 import java.util.Arrays;
 import org.apache.spark.HashPartitioner;
+import org.apache.spark.SparkConf;
 import org.apache.spark.SparkException;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.junit.jupiter.api.Test;
 import scala.Tuple2;
 
 /**
- * A record larger than Sluice's record limit (a Sluice block's payload, 64 MiB) fails its task
- * with an error that names the limit and the setting that avoids it, and leaves nothing behind;
- * a record just under the limit is carried.
+ * Records up to Sluice's record limit are carried (512 MiB here; the limit, a Sluice block's
+ * payload, is 768 MiB); a record over the limit set by {@code spark.sluice.recordBytesMax} fails
+ * its task with an error that names the limit and the settings that avoid it, and leaves nothing
+ * behind.
  */
 class RecordLimitTest {
   @Test
-  void aRecordOverTheLimitIsAClearErrorAndOneUnderItIsCarried() throws IOException {
+  void aRecordOverTheLimitIsAClearErrorNamingTheSetting() throws IOException {
     JavaSparkContext sc =
-        SparkContexts.start(SluiceShuffleManager.class.getName(), SparkContexts.scratch());
+        SparkContexts.start(
+            SluiceShuffleManager.class.getName(),
+            SparkContexts.scratch(),
+            new SparkConf().set(SluiceConf.RECORD_BYTES, "1m"));
     try {
-      int over = (int) NativeMapOutput.RECORD_BYTES_MAX + 1024;
+      int over = (1 << 20) + 1024;
       SparkException e =
           assertThrows(
               SparkException.class,
@@ -32,22 +37,39 @@ class RecordLimitTest {
                       .mapToPair(i -> new Tuple2<>(i, new byte[i == 1 ? over : 10]))
                       .partitionBy(new HashPartitioner(2))
                       .count());
-      assertTrue(e.getMessage().contains("record limit of 64 MiB"), e.getMessage());
+      assertTrue(e.getMessage().contains("record limit of 1 MiB"), e.getMessage());
+      assertTrue(e.getMessage().contains("spark.sluice.recordBytesMax"), e.getMessage());
+      assertTrue(e.getMessage().contains("at most 768 MiB"), e.getMessage());
       assertTrue(e.getMessage().contains("spark.shuffle.manager=sort"), e.getMessage());
       assertEquals(0, WriteErrorTest.liveAttemptsOnceTasksEnd(sc));
-      // 60 MiB, under the limit, crosses intact.
-      int under = 60 << 20;
-      long sum =
-          sc.parallelize(Arrays.asList(1), 1)
-              .mapToPair(i -> new Tuple2<>(i, filled(under)))
-              .partitionBy(new HashPartitioner(2))
-              .values()
-              .map(RecordLimitTest::checksum)
-              .reduce(Long::sum);
-      assertEquals(checksum(filled(under)), sum);
+      // Just under the limit crosses intact.
+      int under = (1 << 20) - 1024;
+      assertEquals(checksum(filled(under)), carried(sc, under));
     } finally {
       sc.stop();
     }
+  }
+
+  @Test
+  void aRecordOf512MiBIsCarriedIntact() throws IOException {
+    JavaSparkContext sc =
+        SparkContexts.start(SluiceShuffleManager.class.getName(), SparkContexts.scratch());
+    try {
+      int big = 512 << 20;
+      assertEquals(checksum(filled(big)), carried(sc, big));
+    } finally {
+      sc.stop();
+    }
+  }
+
+  /** The checksum of one record of {@code n} bytes after a Sluice shuffle. */
+  static long carried(JavaSparkContext sc, int n) {
+    return sc.parallelize(Arrays.asList(1), 1)
+        .mapToPair(i -> new Tuple2<>(i, filled(n)))
+        .partitionBy(new HashPartitioner(2))
+        .values()
+        .map(RecordLimitTest::checksum)
+        .reduce(Long::sum);
   }
 
   static byte[] filled(int n) {
