@@ -162,18 +162,22 @@ class SpillWatch:
         self._thread.join()
 
 
+# Spark's memory manager cut to 32 MiB (about 9 MiB of execution memory per
+# task), two reduce tasks, no adaptive coalescing.
+SHORT_OF_MEMORY = {
+    "spark.testing.memory": str(32 << 20),
+    "spark.testing.reservedMemory": "0",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
 def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):
     # Spark's memory manager cut to 32 MiB (about 9 MiB of execution memory
     # per task) and two reduce tasks of about 25 MiB of rows each: the reduce
     # tasks are granted less than their runs need, write the rest to disk,
     # and still merge every row into order.
-    extra = {
-        "spark.testing.memory": str(32 << 20),
-        "spark.testing.reservedMemory": "0",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.sql.adaptive.enabled": "false",
-    }
-    s = session("local[2]", SLUICE, tmp_path, extra=extra)
+    s = session("local[2]", SLUICE, tmp_path, extra=SHORT_OF_MEMORY)
     try:
         m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
         short, spilled = m.reduceShortGrants(), m.reduceSpilledRuns()
@@ -212,13 +216,7 @@ def test_sql_aggregate_reduce_side_spills_when_spark_grants_too_little(tmp_path)
     # pool, whatever Spark granted.)
     from pyspark.sql import functions as F
 
-    extra = {
-        "spark.testing.memory": str(32 << 20),
-        "spark.testing.reservedMemory": "0",
-        "spark.sql.shuffle.partitions": "2",
-        "spark.sql.adaptive.enabled": "false",
-    }
-    s = session("local[2]", SLUICE, tmp_path, extra=extra)
+    s = session("local[2]", SLUICE, tmp_path, extra=SHORT_OF_MEMORY)
     try:
         m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
         short, spilled = m.reduceShortGrants(), m.reduceSpilledRuns()

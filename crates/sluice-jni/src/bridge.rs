@@ -79,10 +79,11 @@ pub fn open_engine(settings: &HostSettings) -> BridgeResult<&'static Engine> {
 /// Bytes of native memory the engine may hold outside the host's memory
 /// manager, by its settings: map buffers in flight (the buffer pool), free
 /// partition pages kept for reuse (one pool per page size, 16 to 64 KiB),
-/// and the engine's memory budget (offloaded operators' map-side state and
-/// aggregates' reduce state). The host should leave this much beside its
-/// own heap (Spark: `spark.executor.memoryOverhead`). Map output the host
-/// accounts (Spark's execution memory) is not included.
+/// and the engine's memory budget (offloaded operators' map-side state).
+/// The host should leave this much beside its own heap (Spark:
+/// `spark.executor.memoryOverhead`), plus [`unaccounted_task_bytes`] per
+/// concurrent reduce task. Map output and reduce-side runs and tables the
+/// host accounts (Spark's execution memory) are not included.
 pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
     let page_sizes = (sluice_core::partition::PAGE_BYTES_DEFAULT.ilog2()
         ..=sluice_engine::PAGE_BYTES_MAX.ilog2())
@@ -90,6 +91,17 @@ pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
     (settings.buffer_pool_bytes
         + page_sizes * sluice_engine::PAGE_POOL_FREE_BYTES
         + settings.memory_budget) as u64
+}
+
+/// Bytes one reduce task's native operator may hold beyond what the host
+/// granted it: an aggregate's state floor
+/// ([`crate::ops::REDUCE_STATE_FLOOR_BYTES`]) and, at the end, the read
+/// buffers of one merge of the most spilled runs it opens at once
+/// ([`sluice_core::reorg::MERGE_FAN_IN_MAX`] runs of
+/// [`sluice_core::reorg::MERGE_RUN_READ_BYTES`] each).
+pub fn unaccounted_task_bytes() -> u64 {
+    let merge = sluice_core::reorg::MERGE_FAN_IN_MAX * sluice_core::reorg::MERGE_RUN_READ_BYTES;
+    (crate::ops::REDUCE_STATE_FLOOR_BYTES + merge) as u64
 }
 
 /// The engine, if it was opened.

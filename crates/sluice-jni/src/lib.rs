@@ -161,14 +161,16 @@ unsafe fn task_take(handle: jlong) -> BridgeResult<Box<HostMapTask>> {
     Ok(unsafe { Box::from_raw(ptr) })
 }
 
-/// `static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget)`:
-/// see [`bridge::unaccounted_bytes`].
+/// `static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget, int reduceTasks)`:
+/// the engine's [`bridge::unaccounted_bytes`] plus `reduceTasks` times
+/// [`bridge::unaccounted_task_bytes`].
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     buffer_pool_bytes: jlong,
     memory_budget: jlong,
+    reduce_tasks: jint,
 ) -> jlong {
     guard(&mut env, -1, |_| {
         let settings = HostSettings {
@@ -178,7 +180,9 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
             operator_state_bytes: 0,
             spill_dir: PathBuf::new(),
         };
-        Ok(bridge::unaccounted_bytes(&settings) as jlong)
+        let tasks = non_negative(reduce_tasks.into(), "reduce tasks")? as u64;
+        let task = bridge::unaccounted_task_bytes();
+        Ok((bridge::unaccounted_bytes(&settings) + tasks * task) as jlong)
     })
 }
 

@@ -416,7 +416,7 @@ fn a_batch_cut_at_a_partition_boundary_is_detected() {
 }
 
 #[test]
-fn native_memory_outside_the_host_is_the_pools_and_the_budget() {
+fn native_memory_outside_the_host_is_the_pools_the_budget_and_each_reduce_tasks_floor_and_merge() {
     let s = sluice_jni::bridge::HostSettings {
         offload_threads: 1,
         buffer_pool_bytes: 64 << 20,
@@ -427,4 +427,7 @@ fn native_memory_outside_the_host_is_the_pools_and_the_budget() {
     // 64 MiB of buffers, three page sizes (16, 32, 64 KiB) of 64 MiB of
     // free pages each, the 256 MiB budget.
     assert_eq!(sluice_jni::bridge::unaccounted_bytes(&s), (64 + 3 * 64 + 256) << 20);
+    // Per reduce task: the aggregate's 1 MiB floor and 16 spilled runs'
+    // read buffers of 3 MiB each.
+    assert_eq!(sluice_jni::bridge::unaccounted_task_bytes(), (1 + 16 * 3) << 20);
 }

@@ -31,4 +31,6 @@ pub mod table;
 
 pub use emit::{Emitter, EMIT_BATCH_BYTES};
 pub use error::ReorgError;
-pub use runs::{SpillConfig, MERGE_FAN_IN_MAX, MERGE_FAN_IN_MIN, MERGE_PASS_BLOCK_BYTES};
+pub use runs::{
+    SpillConfig, MERGE_FAN_IN_MAX, MERGE_FAN_IN_MIN, MERGE_PASS_BLOCK_BYTES, MERGE_RUN_READ_BYTES,
+};

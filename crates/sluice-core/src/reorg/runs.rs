@@ -40,6 +40,11 @@ pub const MERGE_FAN_IN_MIN: usize = 2;
 /// are first written in).
 pub const MERGE_PASS_BLOCK_BYTES: usize = 1 << 20;
 
+/// Bytes a cursor over a spilled run holds at most while runs are written
+/// in blocks of [`MERGE_PASS_BLOCK_BYTES`]: the stored frame, its decoded
+/// payload and the batch it reads records from.
+pub const MERGE_RUN_READ_BYTES: usize = 3 * MERGE_PASS_BLOCK_BYTES;
+
 /// Where spilled runs go, how they are compressed, and how many one merge
 /// reads at once.
 #[derive(Debug, Clone)]

@@ -97,10 +97,11 @@ public final class SluiceNative {
   static native void mapAbort(long task);
 
   /**
-   * Bytes of native memory the engine may hold outside Spark's memory manager with these settings
-   * (buffer pool, free page pools, engine budget).
+   * Bytes of native memory Sluice may hold outside Spark's memory manager with these settings
+   * (buffer pool, free page pools, engine budget) and {@code reduceTasks} concurrent reduce tasks
+   * (each an aggregate's state floor and one merge's read buffers).
    */
-  static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget);
+  static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget, int reduceTasks);
 
   /** Map attempts opened and not yet committed or aborted, in this process. */
   static native long liveMapAttempts();

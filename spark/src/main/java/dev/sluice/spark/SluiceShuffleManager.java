@@ -212,15 +212,21 @@ public class SluiceShuffleManager extends SortShuffleManager {
 
   static void openEngine(SluiceConf s) {
     if (TOLD.compareAndSet(false, true)) {
-      long outside = SluiceNative.unaccountedBytes(s.bufferPoolBytes, s.memoryBudget);
+      int tasks = concurrentTasks();
+      long engine = SluiceNative.unaccountedBytes(s.bufferPoolBytes, s.memoryBudget, 0);
+      long outside = SluiceNative.unaccountedBytes(s.bufferPoolBytes, s.memoryBudget, tasks);
       LOG.warn(
-          "Sluice: the engine may hold up to {} MiB of native memory outside Spark's memory"
-              + " manager (spark.sluice.bufferPoolBytes {} MiB, free page pools, "
-              + "spark.sluice.memoryBudget {} MiB); leave that much in "
+          "Sluice: up to {} MiB of native memory outside Spark's memory manager: the engine's {}"
+              + " MiB (spark.sluice.bufferPoolBytes {} MiB, free page pools, "
+              + "spark.sluice.memoryBudget {} MiB) and {} MiB for each of {} concurrent reduce"
+              + " tasks (state floor, merge read buffers); leave that much in "
               + "spark.executor.memoryOverhead",
           outside >> 20,
+          engine >> 20,
           s.bufferPoolBytes >> 20,
-          s.memoryBudget >> 20);
+          s.memoryBudget >> 20,
+          tasks == 0 ? 0 : ((outside - engine) / tasks) >> 20,
+          tasks);
     }
     SluiceNative.openEngine(
         s.offloadThreads,
@@ -228,6 +234,13 @@ public class SluiceShuffleManager extends SortShuffleManager {
         s.memoryBudget,
         s.operatorStateBytes,
         System.getProperty("java.io.tmpdir", "/tmp"));
+  }
+
+  /** Tasks this executor runs at once: its cores over the cores a task takes. */
+  private static int concurrentTasks() {
+    SparkConf conf = SparkEnv.get().conf();
+    int cores = conf.getInt("spark.executor.cores", Runtime.getRuntime().availableProcessors());
+    return Math.max(1, cores / Math.max(1, conf.getInt("spark.task.cpus", 1)));
   }
 
   /** The engine's id for a shuffle, registering it on this process's first map task. */
