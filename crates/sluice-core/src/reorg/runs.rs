@@ -126,14 +126,9 @@ impl SpilledRuns {
         let fan_in = self.config.fan_in.max(MERGE_FAN_IN_MIN);
         while let Some(file) = self.file.clone().filter(|f| f.runs() > fan_in) {
             let merged = self.merge_pass(&file, fan_in)?;
-            let old = file.stats();
+            self.replaced = self.replaced + file.stats();
             drop(file);
             self.file = Some(merged);
-            let r = &mut self.replaced;
-            r.bytes_written += old.bytes_written;
-            r.writes += old.writes;
-            r.blocks += old.blocks;
-            r.records += old.records;
             self.passes += 1;
         }
         Ok(())
@@ -175,14 +170,7 @@ impl SpilledRuns {
 
     /// I/O statistics of the spill files, merge passes included.
     pub(crate) fn stats(&self) -> SpillStats {
-        let now = self.file.as_ref().map(|f| f.stats()).unwrap_or_default();
-        let r = self.replaced;
-        SpillStats {
-            bytes_written: r.bytes_written + now.bytes_written,
-            writes: r.writes + now.writes,
-            blocks: r.blocks + now.blocks,
-            records: r.records + now.records,
-        }
+        self.replaced + self.file.as_ref().map(|f| f.stats()).unwrap_or_default()
     }
 
     /// A cursor per spilled run (after [`SpilledRuns::seal`]).

@@ -40,6 +40,20 @@ pub struct SpillStats {
     pub records: u64,
 }
 
+impl std::ops::Add for SpillStats {
+    type Output = SpillStats;
+
+    /// What two files (or one file's successive versions) wrote together.
+    fn add(self, o: SpillStats) -> SpillStats {
+        SpillStats {
+            bytes_written: self.bytes_written + o.bytes_written,
+            writes: self.writes + o.writes,
+            blocks: self.blocks + o.blocks,
+            records: self.records + o.records,
+        }
+    }
+}
+
 /// Deletes its path when dropped.
 #[derive(Debug)]
 struct RemoveOnDrop(PathBuf);
