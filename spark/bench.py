@@ -258,8 +258,9 @@ class Worker:
         global DATA
         DATA = a.tmp
         self.a, self.manager = a, manager
-        jar = a.baseline_jar if manager == BASELINE else JAR
-        self.spark = session(manager, a.cores, a.tmp / manager, a.sluice_conf, jar)
+        jar = a.baseline_jar if manager == BASELINE and a.baseline_jar else JAR
+        conf = a.sluice_conf + (a.baseline_conf if manager == BASELINE else [])
+        self.spark = session(manager, a.cores, a.tmp / manager, conf, jar)
         self.df = None
         self.job = None
         # Warm-up: JIT, native library, engine.
@@ -323,6 +324,8 @@ def start_worker(a, manager):
             "--tmp", str(a.tmp)]
     for kv in a.sluice_conf:
         args += ["--sluice-conf", kv]
+    for kv in a.baseline_conf:
+        args += ["--baseline-conf", kv]
     if a.baseline_jar:
         args += ["--baseline-jar", str(a.baseline_jar)]
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -405,6 +408,9 @@ def main():
     ap.add_argument("--baseline-jar", type=pathlib.Path,
                     help="another Sluice build's jar: also run it, interleaved, as "
                          f"'{BASELINE}' (with --managers, e.g. sluice,{BASELINE})")
+    ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help=f"a Spark setting for the '{BASELINE}' runs only (repeatable); without "
+                         "--baseline-jar it runs this build's jar with those settings")
     ap.add_argument("--managers", default="sort,sluice",
                     help=f"which of sort, sluice, {BASELINE} to run (default sort,sluice)")
     ap.add_argument("--manager", choices=[*MANAGERS, BASELINE], help=argparse.SUPPRESS)
@@ -419,8 +425,9 @@ def main():
     a.managers = [m for m in a.managers.split(",") if m]
     if any(m not in (*MANAGERS, BASELINE) for m in a.managers) or len(a.managers) < 2:
         ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}")
-    if not a.manager and (BASELINE in a.managers) != (a.baseline_jar is not None):
-        ap.error(f"--baseline-jar and the '{BASELINE}' manager go together")
+    if not a.manager and (BASELINE in a.managers) != (
+            a.baseline_jar is not None or bool(a.baseline_conf)):
+        ap.error(f"--baseline-jar or --baseline-conf and the '{BASELINE}' manager go together")
     if a.quick:
         a.terasort_gb, a.gb, a.reps = 0.05, 0.02, 1
     if not JAR.exists():

@@ -18,5 +18,5 @@ spark/.venv/bin/pip install -q --disable-pip-version-check -r spark/requirements
 # Executors talk to the driver on loopback only.
 export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON="$PWD/spark/.venv/bin/python"
-spark/.venv/bin/python -m pytest -q -p no:cacheprovider spark/tests
+spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 spark/tests
 bash spark/suites/run.sh

@@ -334,3 +334,47 @@ def test_operator_state_setting_reaches_the_engine(tmp_path):
         out[(state, spill)] = got
     assert out[("64k", "state")]["bytes"] > 1.5 * out[("16m", "state")]["bytes"], out
     assert out[("64k", "evict")]["bytes"] != out[("64k", "state")]["bytes"], out
+
+
+def stage_tasks(s, group):
+    """Task counts of the stages the jobs of a job group ran."""
+    t = s.sparkContext.statusTracker()
+    stages = {st for j in t.getJobIdsForGroup(group) for st in t.getJobInfo(j).stageIds}
+    infos = [t.getStageInfo(st) for st in sorted(stages)]
+    return [i.numTasks for i in infos if i is not None]
+
+
+def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(tmp_path):
+    # At 200 shuffle partitions (Spark's default) of a few kilobytes each,
+    # adaptive execution reads the sort shuffle's partitions in one task;
+    # Sluice's native aggregate and sort run their shuffles inside a stage,
+    # so they take the same statistics and cut their reads the same way.
+    # Below a sort-merge join the aggregate keeps its 200 partitions (the
+    # join zips them with its other side's).
+    extra = {"spark.sql.shuffle.partitions": "200", "spark.sql.autoBroadcastJoinThreshold": "-1"}
+    s = session("local[2]", SLUICE, tmp_path, extra=extra)
+    try:
+        sc = s.sparkContext
+        keys = s.range(0, 20000, numPartitions=2).selectExpr("id % 97 as k")
+        grouped = keys.groupBy("k").count()
+        assert "SluiceAggregate" in plan_of(grouped), plan_of(grouped)
+        sc.setJobGroup("aggregate", "aggregate")
+        counts = {r["k"]: r["count"] for r in grouped.collect()}
+        assert counts == {k: len(range(k, 20000, 97)) for k in range(97)}
+        assert max(stage_tasks(s, "aggregate")) <= 4, stage_tasks(s, "aggregate")
+
+        ordered = s.range(0, 20000, numPartitions=2).selectExpr("-id as x").orderBy("x")
+        assert "SluiceSortExchange" in plan_of(ordered), plan_of(ordered)
+        sc.setJobGroup("sort", "sort")
+        assert [r["x"] for r in ordered.collect()] == list(range(-19999, 1))
+        assert max(stage_tasks(s, "sort")) <= 4, stage_tasks(s, "sort")
+
+        other = s.range(0, 97).selectExpr("id as k", "id * 2 as w")
+        joined = grouped.join(other, "k")
+        assert "SluiceAggregate" in plan_of(joined) and "SortMergeJoin" in plan_of(joined)
+        sc.setJobGroup("join", "join")
+        rows = {r["k"]: (r["count"], r["w"]) for r in joined.collect()}
+        assert rows == {k: (counts[k], 2 * k) for k in range(97)}
+        assert 200 in stage_tasks(s, "join"), stage_tasks(s, "join")
+    finally:
+        s.stop()

@@ -65,6 +65,12 @@ pub struct EngineConfig {
     pub host_steal: bool,
     /// What a full buffer pool does to `buf_acquire`.
     pub backpressure: Backpressure,
+    /// Run every map segment and delivery on the producing thread while at
+    /// least this many map tasks are open: their threads already keep that
+    /// many cores busy, so an offload worker would only take time from
+    /// them (and make each task wait for it at commit). 0: never (the
+    /// offload workers and liquid offloading decide).
+    pub inline_at_tasks: usize,
 }
 
 impl Default for EngineConfig {
@@ -82,6 +88,7 @@ impl Default for EngineConfig {
             host_threads: 0,
             host_steal: true,
             backpressure: Backpressure::Wait,
+            inline_at_tasks: 0,
         }
     }
 }

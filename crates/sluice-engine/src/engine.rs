@@ -12,7 +12,7 @@
 //!  end_map_stage ─► finish partitions ─► Store (memory, then disk) ─► buf_consume / buf_release
 //! ```
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -62,6 +62,8 @@ struct Inner {
     pages: PagePools,
     liquid: Arc<Liquid>,
     counters: Counters,
+    /// Map tasks started and not yet dropped (see `inline_at_tasks`).
+    open_map_tasks: AtomicUsize,
 }
 
 /// A snapshot of what the engine did.
@@ -130,6 +132,7 @@ impl Engine {
             pages: PagePools::default(),
             liquid: Arc::new(Liquid::new(config.migration)),
             counters: Counters::default(),
+            open_map_tasks: AtomicUsize::new(0),
             config,
         });
         let mut engine = Engine { inner, threads: Vec::new() };
@@ -268,6 +271,7 @@ impl Engine {
     ) -> Result<MapTask<'_>, EngineError> {
         let state = self.shuffle(shuffle)?;
         state.check_map(map)?;
+        self.inner.open_map_tasks.fetch_add(1, Ordering::Relaxed);
         Ok(MapTask {
             engine: self,
             owner: BufferOwner { shuffle, map, attempt, layout: state.spec.layout },
@@ -549,7 +553,7 @@ impl MapTask<'_> {
         let Some(batch) = produced.batch() else { return Ok(()) };
         let segments = cut(batch, self.engine.inner.config.segment_bytes);
         let inner = &self.engine.inner;
-        let share = if inner.liquid.enabled { inner.liquid.host_share() } else { 0.0 };
+        let share = self.host_share();
         let mut host = Vec::new();
         let mut jobs = Vec::new();
         self.attempt.add_segments(segments.len());
@@ -593,6 +597,21 @@ impl MapTask<'_> {
         Ok(())
     }
 
+    /// The share of this task's segments and deliveries its own thread
+    /// runs: all of them while the open map tasks fill the cores
+    /// (`inline_at_tasks`), else liquid offloading's share.
+    fn host_share(&self) -> f64 {
+        let inner = &self.engine.inner;
+        let at = inner.config.inline_at_tasks;
+        if at > 0 && inner.open_map_tasks.load(Ordering::Relaxed) >= at {
+            1.0
+        } else if inner.liquid.enabled {
+            inner.liquid.host_share()
+        } else {
+            0.0
+        }
+    }
+
     /// Runs a segment on this (host) thread, if no worker took it.
     fn run_here(&self, task: &SegmentTask) {
         let inner = &self.engine.inner;
@@ -627,7 +646,7 @@ impl MapTask<'_> {
         }
         let inner = &self.engine.inner;
         inner.liquid.task_done(self.started.elapsed());
-        let share = if inner.liquid.enabled { inner.liquid.host_share() } else { 0.0 };
+        let share = self.host_share();
         let (host, offload): (Vec<_>, Vec<_>) =
             deliveries.into_iter().partition(|_| self.credit.take(share));
         let t = Instant::now();
@@ -769,6 +788,7 @@ impl MapTask<'_> {
 impl Drop for MapTask<'_> {
     fn drop(&mut self) {
         self.give_up();
+        self.engine.inner.open_map_tasks.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -431,6 +431,37 @@ fn host_threads_without_stealing_run_only_the_migrated_share() {
 }
 
 #[test]
+fn map_tasks_run_their_own_segments_while_they_fill_the_cores() {
+    // `inline_at_tasks`: with that many map tasks open every segment runs
+    // on the producing thread; with fewer the offload workers take them.
+    for (at, threads, inline) in [(1, 1, true), (3, 2, false), (0, 2, false)] {
+        let dir = tempdir("inline");
+        let config =
+            EngineConfig { migration: false, inline_at_tasks: at, ..small_config(dir.path()) };
+        let e = Engine::new(config).expect("engine");
+        let maps = inputs(4, 5_000, 1 << 40, 8);
+        let spec = ShuffleSpec {
+            id: 17,
+            maps: 4,
+            layout: layout(),
+            partitioner: fold(3),
+            op: StageSpec::None,
+            nodes: None,
+        };
+        let parts = shuffle_all(&e, spec, &maps, threads);
+        assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
+        let m = e.metrics();
+        assert_eq!(m.offload_bytes + m.migrated_bytes, m.produced_bytes, "{m:?}");
+        assert!(m.produced_bytes > 0, "{m:?}");
+        if inline {
+            assert_eq!(m.offload_bytes, 0, "at {at}: {m:?}");
+        } else {
+            assert_eq!(m.migrated_bytes, 0, "at {at}: {m:?}");
+        }
+    }
+}
+
+#[test]
 fn without_migration_nothing_moves() {
     let dir = tempdir("nomigration");
     let config = EngineConfig { device_speed: 0.2, migration: false, ..small_config(dir.path()) };

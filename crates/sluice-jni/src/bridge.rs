@@ -50,6 +50,9 @@ pub struct HostSettings {
     pub operator_state_bytes: usize,
     /// Directory for the engine's spill files.
     pub spill_dir: PathBuf,
+    /// Run map work on the task threads while this many map tasks are open
+    /// (the executor's task slots: every core busy); 0: never.
+    pub inline_at_tasks: usize,
 }
 
 /// The process's engine, created with `settings` on the first call.
@@ -66,6 +69,7 @@ pub fn open_engine(settings: &HostSettings) -> BridgeResult<&'static Engine> {
         buffer_pool_bytes: settings.buffer_pool_bytes,
         memory_budget: settings.memory_budget,
         spill_dir: settings.spill_dir.clone(),
+        inline_at_tasks: settings.inline_at_tasks,
         ..EngineConfig::default()
     };
     let config = match settings.operator_state_bytes {

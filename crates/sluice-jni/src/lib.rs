@@ -179,6 +179,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
             memory_budget: non_negative(memory_budget, "memory budget")? as usize,
             operator_state_bytes: 0,
             spill_dir: PathBuf::new(),
+            inline_at_tasks: 0,
         };
         let tasks = non_negative(reduce_tasks.into(), "reduce tasks")? as u64;
         let task = bridge::unaccounted_task_bytes();
@@ -186,7 +187,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
     })
 }
 
-/// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, long operatorStateBytes, String spillDir)`
+/// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, long operatorStateBytes, String spillDir, int inlineAtTasks)`
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     mut env: JNIEnv<'l>,
@@ -196,6 +197,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     memory_budget: jlong,
     operator_state_bytes: jlong,
     spill_dir: JString<'l>,
+    inline_at_tasks: jint,
 ) {
     guard(&mut env, (), |env| {
         let dir: String = env.get_string(&spill_dir)?.into();
@@ -206,6 +208,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
             operator_state_bytes: non_negative(operator_state_bytes, "operator state bytes")?
                 as usize,
             spill_dir: PathBuf::from(dir),
+            inline_at_tasks: non_negative(inline_at_tasks.into(), "inline at tasks")? as usize,
         };
         bridge::open_engine(&settings).map(|_| ())
     })

@@ -12,6 +12,7 @@ pub(crate) fn settings() -> HostSettings {
         memory_budget: 64 << 20,
         operator_state_bytes: 0,
         spill_dir: std::env::temp_dir(),
+        inline_at_tasks: 0,
     }
 }
 

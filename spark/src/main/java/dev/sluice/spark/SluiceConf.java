@@ -38,6 +38,12 @@ final class SluiceConf {
    * shuffle is registered.
    */
   static final String GROUPED_COMBINE = "spark.sluice.groupedCombine";
+  /**
+   * Whether map tasks run their own partitioning (instead of handing it to the offload threads)
+   * while the executor's task slots are all taken by map tasks: every core then runs a task, and an
+   * offload thread would only take time from them. Read when the executor opens its engine.
+   */
+  static final String INLINE_WHEN_BUSY = "spark.sluice.inlineWhenBusy";
 
   /** The native side's codes of {@link #OPERATOR_SPILL}'s values, in order. */
   private static final String[] SPILL_STRATEGIES = {"state", "input", "evict"};
@@ -65,6 +71,9 @@ final class SluiceConf {
   static final int CODEC_ZSTD = 2;
 
   final int offloadThreads;
+  /** {@link #INLINE_WHEN_BUSY}. */
+  final boolean inlineWhenBusy;
+
   final long bufferPoolBytes;
   final long memoryBudget;
   /** See {@link #OPERATOR_STATE}. */
@@ -85,6 +94,7 @@ final class SluiceConf {
 
   SluiceConf(SparkConf conf) {
     offloadThreads = conf.getInt(OFFLOAD_THREADS, 1);
+    inlineWhenBusy = conf.getBoolean(INLINE_WHEN_BUSY, true);
     bufferPoolBytes = conf.getSizeAsBytes(BUFFER_POOL, "64m");
     memoryBudget = conf.getSizeAsBytes(MEMORY_BUDGET, "256m");
     operatorStateBytes = conf.getSizeAsBytes(OPERATOR_STATE, "16m");

@@ -54,13 +54,17 @@ public final class SluiceNative {
     }
   }
 
-  /** Opens the process's engine (later calls return the same engine, whatever they pass). */
+  /**
+   * Opens the process's engine (later calls return the same engine, whatever they pass); map tasks
+   * run their partitioning themselves while {@code inlineAtTasks} of them are open (0: never).
+   */
   static native void openEngine(
       int offloadThreads,
       long bufferPoolBytes,
       long memoryBudget,
       long operatorStateBytes,
-      String spillDir);
+      String spillDir,
+      int inlineAtTasks);
 
   /**
    * Registers a host-partitioned shuffle; returns its engine id. {@code aggFunc} -1 for none, else

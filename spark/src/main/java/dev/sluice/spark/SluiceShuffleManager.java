@@ -233,7 +233,8 @@ public class SluiceShuffleManager extends SortShuffleManager {
         s.bufferPoolBytes,
         s.memoryBudget,
         s.operatorStateBytes,
-        System.getProperty("java.io.tmpdir", "/tmp"));
+        System.getProperty("java.io.tmpdir", "/tmp"),
+        s.inlineWhenBusy ? concurrentTasks() : 0);
   }
 
   /** Tasks this executor runs at once: its cores over the cores a task takes. */

@@ -83,12 +83,12 @@ public final class NativeAggregateRule extends SluiceRule {
   }
 
   @Override
-  SparkPlan replace(SparkPlan node) {
-    return node instanceof HashAggregateExec agg ? replace(agg) : node;
+  SparkPlan replace(SparkPlan node, boolean pinned) {
+    return node instanceof HashAggregateExec agg ? replace(agg, pinned) : node;
   }
 
   /** The native form of a final aggregate over its exchange and partial aggregate, or it as is. */
-  private static SparkPlan replace(HashAggregateExec fin) {
+  private static SparkPlan replace(HashAggregateExec fin, boolean pinned) {
     if (!(fin.child() instanceof ShuffleExchangeExec exchange)
         || exchange.shuffleOrigin() != ENSURE_REQUIREMENTS$.MODULE$
         || !(exchange.outputPartitioning() instanceof HashPartitioning hash)
@@ -152,7 +152,8 @@ public final class NativeAggregateRule extends SluiceRule {
         hash.numPartitions(),
         fin.outputPartitioning(),
         source,
-        spec);
+        spec,
+        !pinned);
   }
 
   /**

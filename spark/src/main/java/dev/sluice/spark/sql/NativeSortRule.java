@@ -66,12 +66,12 @@ public final class NativeSortRule extends SluiceRule {
   }
 
   @Override
-  SparkPlan replace(SparkPlan node) {
-    return node instanceof SortExec sort ? replace(sort) : node;
+  SparkPlan replace(SparkPlan node, boolean pinned) {
+    return node instanceof SortExec sort ? replace(sort, pinned) : node;
   }
 
   /** The native form of a global sort over its range exchange, or the sort unchanged. */
-  private static SparkPlan replace(SortExec sort) {
+  private static SparkPlan replace(SortExec sort, boolean pinned) {
     if (!sort.global()
         || !(sort.child() instanceof ShuffleExchangeExec exchange)
         || !(exchange.outputPartitioning() instanceof RangePartitioning range)
@@ -85,7 +85,7 @@ public final class NativeSortRule extends SluiceRule {
       return sort;
     }
     return new SluiceSortExchangeExec(
-        sort.sortOrder(), range.numPartitions(), exchange.child(), key);
+        sort.sortOrder(), range.numPartitions(), exchange.child(), key, !pinned);
   }
 
   /** The byte encoding of {@code order} over rows of {@code output}, or null if it has none. */

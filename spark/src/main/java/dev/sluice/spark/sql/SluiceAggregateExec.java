@@ -1,10 +1,12 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.Agg;
+import dev.sluice.spark.RangeShuffledRDD;
 import dev.sluice.spark.SqlAggregates;
 import java.io.Serializable;
 import java.util.Iterator;
 import java.util.List;
+import org.apache.spark.ShuffleDependency;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
@@ -46,6 +48,8 @@ public final class SluiceAggregateExec extends SparkPlan {
   private final Partitioning partitioning;
   private final SparkPlan child;
   private final Spec spec;
+  /** Whether the reads may be coalesced as adaptive execution coalesces ({@link AdaptiveCoalesce}). */
+  private final boolean coalescable;
   /** The aggregated rows, made once (the driver side of the plan; later actions reuse the shuffle). */
   private transient RDD<InternalRow> aggregated;
 
@@ -56,7 +60,8 @@ public final class SluiceAggregateExec extends SparkPlan {
       int numPartitions,
       Partitioning partitioning,
       SparkPlan child,
-      Spec spec) {
+      Spec spec,
+      boolean coalescable) {
     this.group = group;
     this.result = result;
     this.resultExpressions = resultExpressions;
@@ -64,6 +69,7 @@ public final class SluiceAggregateExec extends SparkPlan {
     this.partitioning = partitioning;
     this.child = child;
     this.spec = spec;
+    this.coalescable = coalescable;
   }
 
   @Override
@@ -106,6 +112,9 @@ public final class SluiceAggregateExec extends SparkPlan {
             PreAggregator.engineAgg(s),
             PreAggregator.engineValueType(s),
             s.exact());
+    if (coalescable) {
+      results = coalesced(results);
+    }
     Seq<Expression> exprs = resultExpressions.map(e -> (Expression) e).toSeq();
     Seq<Attribute> inputs = SluiceRule.toSeq(List.of(group, result));
     boolean stringKey = s.keyKind() == SqlAggregates.KEY_STRING;
@@ -134,10 +143,29 @@ public final class SluiceAggregateExec extends SparkPlan {
         .rdd();
   }
 
+  /** The aggregated shuffle read in coalesced ranges where its partitions are small. */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private RDD<Tuple2<Object, Object>> coalesced(RDD<Tuple2<Object, Object>> shuffled) {
+    ShuffleDependency<Object, Object, Object> dep =
+        (ShuffleDependency<Object, Object, Object>) shuffled.dependencies().head();
+    int[] bounds = AdaptiveCoalesce.bounds(conf(), dep, numPartitions);
+    if (bounds.length - 1 == numPartitions) {
+      return shuffled;
+    }
+    return (RDD) new RangeShuffledRDD<>(dep, bounds);
+  }
+
   @Override
   public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
     return new SluiceAggregateExec(
-        group, result, resultExpressions, numPartitions, partitioning, newChildren.apply(0), spec);
+        group,
+        result,
+        resultExpressions,
+        numPartitions,
+        partitioning,
+        newChildren.apply(0),
+        spec,
+        coalescable);
   }
 
   @Override
@@ -162,7 +190,7 @@ public final class SluiceAggregateExec extends SparkPlan {
 
   @Override
   public int productArity() {
-    return 7;
+    return 8;
   }
 
   @Override
@@ -182,6 +210,8 @@ public final class SluiceAggregateExec extends SparkPlan {
         return child;
       case 6:
         return spec;
+      case 7:
+        return coalescable;
       default:
         throw new IndexOutOfBoundsException(n);
     }

@@ -5,8 +5,12 @@ import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.sql.catalyst.plans.physical.BroadcastDistribution;
+import org.apache.spark.sql.catalyst.plans.physical.Distribution;
+import org.apache.spark.sql.catalyst.plans.physical.UnspecifiedDistribution$;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.exchange.Exchange;
 import scala.collection.immutable.Seq;
 
 /**
@@ -22,8 +26,11 @@ abstract class SluiceRule extends Rule<SparkPlan> {
   /** Why the engine cannot run the rule's nodes under {@code conf}, or null if it can. */
   abstract String fallbackReason(SparkConf conf);
 
-  /** The node's native form, or the node itself. */
-  abstract SparkPlan replace(SparkPlan node);
+  /**
+   * The node's native form, or the node itself; a {@code pinned} node must keep its declared
+   * partition count (see {@link #pinsChild}).
+   */
+  abstract SparkPlan replace(SparkPlan node, boolean pinned);
 
   @Override
   public final SparkPlan apply(SparkPlan plan) {
@@ -34,20 +41,40 @@ abstract class SluiceRule extends Rule<SparkPlan> {
         || fallbackReason(env.conf()) != null) {
       return plan;
     }
-    return rewrite(plan);
+    return rewrite(plan, false);
   }
 
-  private SparkPlan rewrite(SparkPlan plan) {
+  private SparkPlan rewrite(SparkPlan plan, boolean pinned) {
     List<SparkPlan> children = new ArrayList<>();
     boolean changed = false;
     scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
-    while (it.hasNext()) {
+    for (int i = 0; it.hasNext(); i++) {
       SparkPlan c = it.next();
-      SparkPlan n = rewrite(c);
+      SparkPlan n = rewrite(c, pinsChild(plan, i, pinned));
       changed |= n != c;
       children.add(n);
     }
-    return replace(changed ? plan.withNewChildren(toSeq(children)) : plan);
+    return replace(changed ? plan.withNewChildren(toSeq(children)) : plan, pinned);
+  }
+
+  /**
+   * Whether {@code plan}'s {@code i}-th child must keep the partition count it declares: below an
+   * operator with several children of which this one needs a distribution (a sort-merge or
+   * shuffled hash join zips its children's partitions one to one), and below any pinned node up
+   * to the next exchange (where a new stage starts).
+   */
+  static boolean pinsChild(SparkPlan plan, int i, boolean pinned) {
+    if (plan instanceof Exchange) {
+      return false;
+    }
+    if (pinned) {
+      return true;
+    }
+    if (plan.children().size() < 2) {
+      return false;
+    }
+    Distribution d = plan.requiredChildDistribution().apply(i);
+    return !(d instanceof UnspecifiedDistribution$ || d instanceof BroadcastDistribution);
   }
 
   static <T> Seq<T> toSeq(List<T> list) {

@@ -44,6 +44,8 @@ public final class SluiceSortExchangeExec extends SparkPlan {
   private final int numPartitions;
   private final SparkPlan child;
   private final RowSortKey key;
+  /** Whether the reads may be coalesced as adaptive execution coalesces ({@link AdaptiveCoalesce}). */
+  private final boolean coalescable;
   private final Map<String, SQLMetric> writeMetrics;
   private final Map<String, SQLMetric> readMetrics;
   private final SQLMetric dataSize;
@@ -51,11 +53,16 @@ public final class SluiceSortExchangeExec extends SparkPlan {
   private transient RDD<InternalRow> shuffled;
 
   public SluiceSortExchangeExec(
-      Seq<SortOrder> sortOrder, int numPartitions, SparkPlan child, RowSortKey key) {
+      Seq<SortOrder> sortOrder,
+      int numPartitions,
+      SparkPlan child,
+      RowSortKey key,
+      boolean coalescable) {
     this.sortOrder = sortOrder;
     this.numPartitions = numPartitions;
     this.child = child;
     this.key = key;
+    this.coalescable = coalescable;
     this.writeMetrics =
         SQLShuffleWriteMetricsReporter$.MODULE$.createShuffleWriteMetrics(sparkContext());
     this.readMetrics =
@@ -133,14 +140,22 @@ public final class SluiceSortExchangeExec extends SparkPlan {
               ClassTag$.MODULE$.Any(),
               ClassTag$.MODULE$.apply(InternalRow.class),
               ClassTag$.MODULE$.apply(InternalRow.class));
-      shuffled = new ShuffledRowRDD(dep, readMetrics);
+      int[] bounds =
+          coalescable
+              ? AdaptiveCoalesce.bounds(conf(), dep, numPartitions)
+              : new int[] {0, numPartitions};
+      shuffled =
+          coalescable && bounds.length - 1 < numPartitions
+              ? new ShuffledRowRDD(dep, readMetrics, AdaptiveCoalesce.specs(bounds))
+              : new ShuffledRowRDD(dep, readMetrics);
     }
     return shuffled;
   }
 
   @Override
   public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
-    return new SluiceSortExchangeExec(sortOrder, numPartitions, newChildren.apply(0), key);
+    return new SluiceSortExchangeExec(
+        sortOrder, numPartitions, newChildren.apply(0), key, coalescable);
   }
 
   @Override
@@ -153,7 +168,7 @@ public final class SluiceSortExchangeExec extends SparkPlan {
 
   @Override
   public int productArity() {
-    return 4;
+    return 5;
   }
 
   @Override
@@ -167,6 +182,8 @@ public final class SluiceSortExchangeExec extends SparkPlan {
         return child;
       case 3:
         return key;
+      case 4:
+        return coalescable;
       default:
         throw new IndexOutOfBoundsException(n);
     }

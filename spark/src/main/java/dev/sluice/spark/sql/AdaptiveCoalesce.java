@@ -1,0 +1,115 @@
+package dev.sluice.spark.sql;
+
+import java.util.List;
+import org.apache.spark.MapOutputStatistics;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.sql.execution.CoalescedPartitionSpec;
+import org.apache.spark.sql.execution.ShufflePartitionSpec;
+import org.apache.spark.sql.execution.adaptive.ShufflePartitionsUtil$;
+import org.apache.spark.sql.internal.SQLConf;
+import scala.Option;
+import scala.collection.immutable.Seq;
+
+/**
+ * Adaptive execution's coalescing of small shuffle partitions, for the shuffles that Sluice's
+ * native SQL nodes run inside a stage ({@link SluiceAggregateExec}, {@link
+ * SluiceSortExchangeExec}), which adaptive execution does not see as query stages.
+ *
+ * <p>Spark's own exchange is a query stage: its map stage runs, adaptive execution reads the
+ * size of each reduce partition from the map output statistics and reads runs of consecutive
+ * small partitions in one task ({@code CoalesceShufflePartitions}). A native node runs its map
+ * stage itself, takes the same statistics and cuts its reads with Spark's own algorithm ({@code
+ * ShufflePartitionsUtil.coalescePartitions}) and settings (advisory partition size, minimum
+ * partition count and size, parallelism first), so a query reads as many partitions under
+ * Sluice as under the sort shuffle: 2,000 shuffle partitions of a few kilobytes each become one
+ * task, not 2,000.
+ *
+ * <p>Only where the node's partition count is not relied on: a node below an operator with
+ * several children that need a distribution (a sort-merge or shuffled hash join, which zips its
+ * children's partitions) keeps its declared count ({@link SluiceRule}'s pinned nodes). A coalesced
+ * hash or range partitioning still places each key in one partition, in order for ranges.
+ */
+final class AdaptiveCoalesce {
+  private AdaptiveCoalesce() {}
+
+  /**
+   * The bounds of the reads of {@code dependency}'s {@code partitions} partitions: {@code [0, ...,
+   * partitions]}, task {@code i} reading {@code [b[i], b[i + 1])}. Runs the map stage (so it
+   * blocks until the map output is written) when coalescing is on; otherwise one partition each.
+   */
+  static int[] bounds(SQLConf conf, ShuffleDependency<?, ?, ?> dependency, int partitions) {
+    if (!conf.coalesceShufflePartitionsEnabled()
+        || partitions <= 1
+        || dependency.rdd().partitions().length == 0) {
+      return identity(partitions);
+    }
+    MapOutputStatistics stats = mapStage(dependency);
+    Option<Object> minNumber = conf.getConf(SQLConf.COALESCE_PARTITIONS_MIN_PARTITION_NUM());
+    boolean parallelismFirst =
+        (Boolean) conf.getConf(SQLConf.COALESCE_PARTITIONS_PARALLELISM_FIRST());
+    int minPartitions =
+        parallelismFirst
+            ? minNumber.isDefined()
+                ? (Integer) minNumber.get()
+                : dependency.rdd().context().defaultParallelism()
+            : 1;
+    long minSize =
+        minNumber.isDefined()
+            ? 0L
+            : (Long) conf.getConf(SQLConf.COALESCE_PARTITIONS_MIN_PARTITION_SIZE());
+    long advisory = (Long) conf.getConf(SQLConf.ADVISORY_PARTITION_SIZE_IN_BYTES());
+    Seq<Seq<ShufflePartitionSpec>> specs =
+        ShufflePartitionsUtil$.MODULE$.coalescePartitions(
+            SluiceRule.toSeq(List.of(Option.apply(stats))),
+            SluiceRule.toSeq(List.of(Option.<Seq<ShufflePartitionSpec>>empty())),
+            advisory,
+            minPartitions,
+            minSize);
+    if (specs.isEmpty()) {
+      return identity(partitions);
+    }
+    Seq<ShufflePartitionSpec> cut = specs.head();
+    int[] bounds = new int[cut.size() + 1];
+    for (int i = 0; i < cut.size(); i++) {
+      CoalescedPartitionSpec s = (CoalescedPartitionSpec) cut.apply(i);
+      bounds[i] = s.startReducerIndex();
+      bounds[i + 1] = s.endReducerIndex();
+    }
+    return bounds;
+  }
+
+  /** Spark's coalesced partition specs for {@code bounds}, the sizes from nowhere. */
+  static ShufflePartitionSpec[] specs(int[] bounds) {
+    ShufflePartitionSpec[] specs = new ShufflePartitionSpec[bounds.length - 1];
+    for (int i = 0; i < specs.length; i++) {
+      specs[i] = new CoalescedPartitionSpec(bounds[i], bounds[i + 1], Option.empty());
+    }
+    return specs;
+  }
+
+  private static int[] identity(int partitions) {
+    int[] bounds = new int[partitions + 1];
+    for (int i = 0; i <= partitions; i++) {
+      bounds[i] = i;
+    }
+    return bounds;
+  }
+
+  /** Runs the map stage of {@code dependency} and waits for its statistics. */
+  private static MapOutputStatistics mapStage(ShuffleDependency<?, ?, ?> dependency) {
+    try {
+      return dependency.rdd().context().submitMapStage(dependency).get();
+    } catch (Exception e) {
+      throw AdaptiveCoalesce.<RuntimeException>rethrow(e);
+    }
+  }
+
+  /**
+   * Rethrows a checked exception unchanged (a failed map stage's {@code SparkException}, which
+   * Spark's callers match on), where the overridden method cannot declare it.
+   */
+  @SuppressWarnings("unchecked")
+  private static <E extends Throwable> E rethrow(Throwable t) throws E {
+    throw (E) t;
+  }
+}

@@ -1,0 +1,414 @@
+"""bench/tpch: the 22 TPC-H queries through Spark SQL, under Spark's sort
+shuffle and under Sluice, in the same run, every answer checked.
+
+Data: DuckDB's TPC-H extension (PyPI: duckdb, duckdb-ext-tpch; installed
+from spark/requirements.txt) generates the tables at --sf, written once as
+Parquet under --tmp and reused; the query texts come from the same
+extension at run time (tpch_queries()), so none is committed here.
+
+Each manager runs in its own process and JVM (neither inherits the other's
+JIT-compiled code), adaptive execution on (Spark's default); after an
+untimed pass over the queries (--warmup), for each
+shuffle partition count (--partitions) every query's --reps runs alternate
+between the managers, the one going first swapping each rep, so that a slow
+stretch of a shared VM falls on both alike. The fastest run of each is
+kept. Per query it prints wall time, the ratio (sort / sluice: above 1 is
+Sluice faster), task CPU and JVM CPU, shuffle bytes written, driver time
+outside jobs (wall time not covered by any of the query's jobs: planning,
+adaptive re-planning, waits between jobs), and which exchanges the final
+adaptive plan holds (the path report: `X` Spark's row exchange, which under
+Sluice is Sluice's plain partitioning, `A` Sluice's native aggregate, `S`
+Sluice's native sort, `B` a broadcast, `c` a coalesced read). Every answer
+is compared, as a multiset of rows, with the sort shuffle's; a difference
+fails the run (exit 1). --json and --plot write the table and a bar chart
+of the per-query ratios."""
+
+import argparse
+import collections
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from bench import ask, process_cpu_s  # noqa: E402  (the worker protocol, JVM CPU)
+JAR = HERE / "target" / "sluice-spark.jar"
+MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
+BASELINE = "sluice-base"
+TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
+# Final-plan node names counted by the path report, and their letters.
+PATHS = (
+    ("SluiceAggregate", "A"),
+    ("SluiceSortExchange", "S"),
+    ("BroadcastExchange", "B"),
+    ("Exchange hashpartitioning", "X"),
+    ("Exchange rangepartitioning", "X"),
+    ("Exchange SinglePartition", "X"),
+    ("Exchange RoundRobinPartitioning", "X"),
+    ("AQEShuffleRead coalesced", "c"),
+)
+# Queries of the benchmark's own beside TPC-H's: `groupby` is the small
+# aggregate whose cost should not grow with the shuffle partition count
+# (run it with --queries groupby --partitions 16,200,2000,10000).
+EXTRA = {"groupby": "SELECT id % 97 AS g, count(*) AS n FROM range(0, 50000, 1, 2) GROUP BY id % 97"}
+
+
+def tpch_extension(con):
+    """Loads DuckDB's TPC-H extension from the duckdb-ext-tpch wheel (no
+    download: the extension file ships in the package)."""
+    import duckdb_ext
+
+    root = pathlib.Path(list(duckdb_ext.__path__)[0]) / "extensions"
+    found = sorted(root.glob("*/*/tpch.duckdb_extension"))
+    if not found:
+        sys.exit(f"no tpch.duckdb_extension under {root}: pip install -r spark/requirements.txt")
+    con.execute(f"LOAD '{found[-1]}'")
+
+
+def queries():
+    """The 22 query texts of DuckDB's TPC-H extension, keyed by number."""
+    import duckdb
+
+    con = duckdb.connect()
+    tpch_extension(con)
+    texts = {n: q.strip().rstrip(";") for n, q in con.execute(
+        "SELECT query_nr, query FROM tpch_queries() ORDER BY query_nr").fetchall()}
+    return {**texts, **EXTRA}
+
+
+def label(q):
+    return f"q{q:02d}" if isinstance(q, int) else q
+
+
+def generate(sf, root):
+    """The eight tables at scale factor sf as Parquet under root (once)."""
+    done = root / "_SUCCESS"
+    if done.exists():
+        return root
+    import duckdb
+
+    root.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    con = duckdb.connect()
+    tpch_extension(con)
+    con.execute(f"CALL dbgen(sf={sf})")
+    for table in TABLES:
+        con.execute(f"COPY {table} TO '{root / table}.parquet' (FORMAT parquet)")
+    done.write_text("")
+    print(f"generated TPC-H sf {sf} in {time.perf_counter() - t:.1f} s: {root}", file=sys.stderr)
+    return root
+
+
+def session(manager, a, jar):
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder
+    if manager != "sort":
+        for kv in a.sluice_conf + (a.baseline_conf if manager == BASELINE else []):
+            key, _, value = kv.partition("=")
+            b = b.config(key, value)
+    s = (
+        b.master(f"local[{a.cores}]")
+        .appName(f"sluice-tpch-{manager}")
+        .config("spark.jars", str(jar))
+        .config("spark.shuffle.manager", MANAGERS.get(manager, MANAGERS["sluice"]))
+        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
+        .config("spark.driver.memory", a.driver_memory)
+        .config("spark.local.dir", str(a.tmp / manager))
+        .config("spark.ui.enabled", "true")
+        .config("spark.ui.port", "0")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+def rest(spark, what):
+    sc = spark.sparkContext
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/{what}"
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.load(r)
+
+
+def job_stats(spark, group):
+    """Task CPU, shuffle bytes and the time covered by the jobs of one job
+    group, from Spark's REST API (the listener bus is asynchronous: polled
+    until every job of the group has ended and two reads agree)."""
+    last = None
+    for _ in range(40):
+        jobs = [j for j in rest(spark, "jobs") if j.get("jobGroup") == group]
+        key = sorted((j["jobId"], j["status"], j.get("completionTime")) for j in jobs)
+        if key == last and all(j["status"] != "RUNNING" for j in jobs):
+            break
+        last = key
+        time.sleep(0.25)
+    stage_ids = {s for j in jobs for s in j["stageIds"]}
+    stages = [s for s in rest(spark, "stages?status=complete") if s["stageId"] in stage_ids]
+
+    def ms(t):
+        return time.mktime(time.strptime(t[:19], "%Y-%m-%dT%H:%M:%S")) * 1e3 + int(t[20:23])
+
+    spans = sorted((ms(j["submissionTime"]), ms(j["completionTime"]))
+                   for j in jobs if j.get("completionTime"))
+    covered, end = 0.0, None
+    for s, e in spans:
+        if end is None or s > end:
+            covered += e - s
+            end = e
+        elif e > end:
+            covered += e - end
+            end = e
+    return {
+        "jobs": len(jobs),
+        "tasks": sum(s.get("numCompleteTasks", 0) for s in stages),
+        "task_cpu_s": sum(s.get("executorCpuTime", 0) for s in stages) / 1e9,
+        "shuffle_bytes": sum(s.get("shuffleWriteBytes", 0) for s in stages),
+        "job_s": covered / 1e3,
+    }
+
+
+def paths(plan):
+    """The path report of a final adaptive plan (its initial plan, printed
+    after it, left out)."""
+    plan = plan.split("== Initial Plan ==")[0]
+    counts = collections.Counter()
+    for name, letter in PATHS:
+        counts[letter] += plan.count(name)
+    return "".join(f"{counts[c]}{c}" for c in "XASBc" if counts[c])
+
+
+def canonical(rows):
+    """A query's answer as a sorted list of row strings (ORDER BY ties may
+    come in any order; the multiset of rows may not differ)."""
+    return sorted(repr(tuple(r)) for r in rows)
+
+
+class Worker:
+    """One manager's session serving the parent's commands (one JSON line
+    each on stdin, one back)."""
+
+    def __init__(self, a, manager):
+        self.a = a
+        jar = a.baseline_jar if manager == BASELINE and a.baseline_jar else JAR
+        self.spark = session(manager, a, jar)
+        for table in TABLES:
+            self.spark.read.parquet(str(a.data / f"{table}.parquet")).createOrReplaceTempView(table)
+        self.texts = queries()
+        self.runs = 0
+
+    def run(self, query, partitions):
+        spark = self.spark
+        spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+        self.runs += 1
+        group = f"{label(query)}-{self.runs}"
+        spark.sparkContext.setJobGroup(group, group)
+        cpu0 = process_cpu_s(spark)
+        t = time.perf_counter()
+        df = spark.sql(self.texts[query])
+        rows = df.collect()
+        wall = time.perf_counter() - t
+        cpu = process_cpu_s(spark) - cpu0
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        stats = job_stats(spark, group)
+        spark.sparkContext._jvm.java.lang.System.gc()
+        return {"seconds": wall, "process_cpu_s": cpu, "driver_s": max(0.0, wall - stats["job_s"]),
+                "paths": paths(plan), "answer": canonical(rows), **stats}
+
+    def serve(self, out):
+        try:
+            for line in sys.stdin:
+                cmd = json.loads(line)
+                if cmd.get("op") == "stop":
+                    break
+                print(json.dumps(self.run(cmd["query"], cmd["partitions"])), file=out, flush=True)
+        finally:
+            self.spark.stop()
+
+
+def start_worker(a, manager):
+    args = [sys.executable, __file__, "--manager", manager, "--sf", str(a.sf),
+            "--cores", str(a.cores), "--tmp", str(a.tmp), "--driver-memory", a.driver_memory]
+    for kv in a.sluice_conf:
+        args += ["--sluice-conf", kv]
+    for kv in a.baseline_conf:
+        args += ["--baseline-conf", kv]
+    if a.baseline_jar:
+        args += ["--baseline-jar", str(a.baseline_jar)]
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def run_interleaved(a):
+    workers = {m: start_worker(a, m) for m in a.managers}
+    runs = {}
+    wrong = []
+    try:
+        # Untimed: every query once per manager, so that the timed runs
+        # compare JIT-compiled code on both sides (the first pass over
+        # the queries runs up to 2x slower than later ones).
+        for _ in range(a.warmup):
+            for q in a.queries:
+                for m in a.managers:
+                    ask(workers[m], query=q, partitions=a.partitions[0])
+        for partitions in a.partitions:
+            order = list(a.managers)
+            for q in a.queries:
+                for rep in range(a.reps):
+                    for m in order:
+                        r = ask(workers[m], query=q, partitions=partitions)
+                        print(f"  {m:11} p={partitions:<5} {label(q):7} run {rep + 1}: "
+                              f"{r['seconds']:7.2f} s, task CPU {r['task_cpu_s']:6.2f} s, "
+                              f"driver {r['driver_s']:5.2f} s, {r['jobs']} jobs, "
+                              f"{r['tasks']} tasks, {r['paths']}", flush=True)
+                        answer = r.pop("answer")
+                        ref = runs.get((partitions, q), {}).get("answer")
+                        if ref is None:
+                            runs.setdefault((partitions, q), {})["answer"] = answer
+                        elif answer != ref:
+                            wrong.append((partitions, q, m))
+                            print(f"  WRONG ANSWER: {label(q)} p={partitions} under {m} differs from "
+                                  f"{a.managers[0]}'s ({len(answer)} rows against {len(ref)})",
+                                  flush=True)
+                        runs[(partitions, q)].setdefault(m, []).append(r)
+                    order.reverse()
+    finally:
+        for w in workers.values():
+            if w.poll() is None:
+                w.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                w.stdin.close()
+                w.wait()
+    return runs, wrong
+
+
+def report(a, runs):
+    """Per partition count, one row per query: best times, the ratio of the
+    first manager to each other, CPU, shuffle bytes, driver time, paths."""
+    first, rows = a.managers[0], []
+    for partitions in a.partitions:
+        print(f"\nshuffle partitions {partitions}, scale factor {a.sf}, best of {a.reps}")
+        head = "".join(f" {m + ' s':>10} {'ratio':>6} {'tCPU':>6} {'drv':>5} {'MB':>7} "
+                       f"{'paths':>10}" for m in a.managers)
+        print(f"{'query':7}{head}")
+        totals = collections.defaultdict(float)
+        for q in a.queries:
+            r = runs[(partitions, q)]
+            best = {m: min(r[m], key=lambda x: x["seconds"]) for m in a.managers}
+            line = f"{label(q):7}"
+            row = {"partitions": partitions, "query": q}
+            for m in a.managers:
+                b = best[m]
+                ratio = best[first]["seconds"] / b["seconds"]
+                totals[m] += b["seconds"]
+                totals[m + " cpu"] += b["task_cpu_s"]
+                totals[m + " jvm"] += b["process_cpu_s"]
+                line += (f" {b['seconds']:10.2f} {ratio:6.2f} {b['task_cpu_s']:6.2f} "
+                         f"{b['driver_s']:5.2f} {b['shuffle_bytes'] / 1e6:7.1f} {b['paths']:>10}")
+                row[m] = {**b, "ratio": ratio,
+                          "median_s": statistics.median(x["seconds"] for x in r[m])}
+            rows.append(row)
+            print(line)
+        line = "total  "
+        for m in a.managers:
+            line += (f" {totals[m]:10.2f} {totals[first] / totals[m]:6.2f} "
+                     f"{totals[m + ' cpu']:6.2f} {'':5} {'':7} {'':>10}")
+        print(line)
+        print("JVM CPU (all threads): " + ", ".join(
+            f"{m} {totals[m + ' jvm']:.1f} s" for m in a.managers))
+        worst = min(rows[-len(a.queries):], key=lambda r: r[a.managers[-1]]["ratio"])
+        print(f"slowest ratio: {label(worst['query'])} {worst[a.managers[-1]]['ratio']:.2f}x")
+    return rows
+
+
+def plot(a, rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(a.partitions), 1, figsize=(11, 3.2 * len(a.partitions)),
+                             squeeze=False)
+    for ax, partitions in zip(axes[:, 0], a.partitions):
+        mine = [r for r in rows if r["partitions"] == partitions]
+        for i, m in enumerate(a.managers[1:]):
+            xs = [j + 0.3 * i for j in range(len(mine))]
+            ax.bar(xs, [r[m]["ratio"] for r in mine], width=0.3, label=f"{a.managers[0]} / {m}")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.axhline(0.95, color="red", linewidth=0.6, linestyle="--")
+        ax.set_xticks(range(len(mine)), [label(r["query"]) for r in mine], fontsize=7)
+        ax.set_ylabel("speed-up (x)")
+        ax.set_title(f"TPC-H sf {a.sf}, {partitions} shuffle partitions, local[{a.cores}]")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"plot: {path}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor")
+    ap.add_argument("--partitions", default="16,200",
+                    help="comma-separated spark.sql.shuffle.partitions to run at")
+    ap.add_argument("--queries", default="", help="comma-separated query numbers (all 22)")
+    ap.add_argument("--reps", type=int, default=2, help="runs of each query; the fastest is kept")
+    ap.add_argument("--warmup", type=int, default=1,
+                    help="untimed passes over the queries before the timed ones")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--driver-memory", default="8g")
+    ap.add_argument("--quick", action="store_true", help="sf 0.1, 16 partitions, one rep")
+    ap.add_argument("--tmp", type=pathlib.Path, default=pathlib.Path("/tmp/sluice-tpch"))
+    ap.add_argument("--json", type=pathlib.Path)
+    ap.add_argument("--plot", type=pathlib.Path, help="a PNG of the per-query speed-ups")
+    ap.add_argument("--sluice-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the Sluice runs only (repeatable)")
+    ap.add_argument("--baseline-jar", type=pathlib.Path,
+                    help=f"another Sluice build's jar, run as '{BASELINE}' (with --managers)")
+    ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help=f"a Spark setting for the '{BASELINE}' runs only (repeatable); without "
+                         "--baseline-jar it runs this build's jar with those settings")
+    ap.add_argument("--managers", default="sort,sluice",
+                    help=f"two or more of sort, sluice, {BASELINE}; answers are checked "
+                         "against the first")
+    ap.add_argument("--manager", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.quick:
+        a.sf, a.partitions, a.reps, a.warmup = 0.1, "16", 1, 0
+    a.partitions = [int(p) for p in a.partitions.split(",") if p]
+    a.queries = [int(q) if q.isdigit() else q for q in a.queries.split(",") if q] or list(
+        range(1, 23))
+    unknown = [q for q in a.queries if not isinstance(q, int) and q not in EXTRA]
+    if unknown or any(isinstance(q, int) and not 1 <= q <= 22 for q in a.queries):
+        ap.error(f"--queries takes 1-22 and {', '.join(EXTRA)}, got {a.queries}")
+    a.managers = [m for m in a.managers.split(",") if m]
+    a.data = a.tmp / f"sf{a.sf:g}"
+    if a.manager:
+        out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+        Worker(a, a.manager).serve(out)
+        return
+    if len(a.managers) < 2 or any(m not in (*MANAGERS, BASELINE) for m in a.managers):
+        ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}")
+    if (BASELINE in a.managers) != (a.baseline_jar is not None or bool(a.baseline_conf)):
+        ap.error(f"--baseline-jar or --baseline-conf and the '{BASELINE}' manager go together")
+    if not JAR.exists():
+        sys.exit(f"{JAR} is missing: run spark/build.sh")
+    generate(a.sf, a.data)
+    t = time.perf_counter()
+    runs, wrong = run_interleaved(a)
+    rows = report(a, runs)
+    print(f"\n{len(a.queries) * len(a.partitions)} query settings, {len(wrong)} wrong answers, "
+          f"{time.perf_counter() - t:.0f} s")
+    if a.json:
+        a.json.write_text(json.dumps({"sf": a.sf, "cores": a.cores, "rows": rows}, indent=2))
+    if a.plot:
+        plot(a, rows, a.plot)
+    if wrong:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
