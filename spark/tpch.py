@@ -108,6 +108,9 @@ def session(manager, a, jar):
     from pyspark.sql import SparkSession
 
     b = SparkSession.builder
+    for kv in a.conf:
+        key, _, value = kv.partition("=")
+        b = b.config(key, value)
     if manager != "sort":
         for kv in a.sluice_conf + (a.baseline_conf if manager == BASELINE else []):
             key, _, value = kv.partition("=")
@@ -234,6 +237,8 @@ class Worker:
 def start_worker(a, manager):
     args = [sys.executable, __file__, "--manager", manager, "--sf", str(a.sf),
             "--cores", str(a.cores), "--tmp", str(a.tmp), "--driver-memory", a.driver_memory]
+    for kv in a.conf:
+        args += ["--conf", kv]
     for kv in a.sluice_conf:
         args += ["--sluice-conf", kv]
     for kv in a.baseline_conf:
@@ -363,6 +368,8 @@ def main():
     ap.add_argument("--tmp", type=pathlib.Path, default=pathlib.Path("/tmp/sluice-tpch"))
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--plot", type=pathlib.Path, help="a PNG of the per-query speed-ups")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for every manager's session (JVM options, say)")
     ap.add_argument("--sluice-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the Sluice runs only (repeatable)")
     ap.add_argument("--baseline-jar", type=pathlib.Path,

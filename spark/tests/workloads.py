@@ -167,9 +167,12 @@ def sql_order_by(spark, scale=1):
     TeraSort-like binary key; an int descending (nulls last) then a string;
     doubles with NaN, -0.0, 0.0 and nulls; a long descending with nulls
     first then a date; boolean, byte (descending), short, float with NaN
-    (descending), timestamp; and an empty input. Returns each order's sort keys in output order (ties
-    are equal keys, so the order among them does not show) and its rows as
-    a multiset."""
+    (descending), timestamp; several strings, ascending and descending, with
+    prefixes of each other and NUL characters, ahead of other columns;
+    decimals of 12 digits and of 30 (unscaled values from one to thirteen
+    bytes, negative, null), either way; and an empty input. Returns each
+    order's sort keys in output order (ties are equal keys, so the order
+    among them does not show) and its rows as a multiset."""
     from pyspark.sql import functions as F
 
     n = 30000 * scale
@@ -187,6 +190,15 @@ def sql_order_by(spark, scale=1):
         "cast(pmod(xxhash64(id, 5), 60000) - 30000 as smallint) as h",
         "if(id % 7 = 0, float('NaN'), cast((pmod(xxhash64(id, 6), 999) - 499) / 3.0 as float)) as f",
         "timestamp_seconds(pmod(xxhash64(id, 7), 100000000) - 50000000) as ts",
+        # '', 'a', 'ab', 'ab<NUL>', 'ab<NUL>c', 'ab<NUL>c' + one of a/b/c, null.
+        "if(id % 23 = 0, null, substr(concat('ab', chr(0), 'c', chr(cast(pmod(id, 3) as int) + 97)),"
+        " 1, cast(pmod(xxhash64(id, 8), 6) as int))) as s2",
+        "concat('k', cast(pmod(xxhash64(id, 9), 7) as string)) as s3",
+        "if(id % 29 = 0, null, cast((pmod(xxhash64(id, 10), 20001) - 10000) / 100 as decimal(12, 2))) as dc",
+        "case when id % 31 = 0 then null when id % 5 = 0 then"
+        " cast(pmod(xxhash64(id, 11), 2001) - 1000 as decimal(30, 4)) else"
+        " cast(concat(cast(pmod(xxhash64(id, 11), 2000001) - 1000000 as string), '1234567890123456789.0123')"
+        " as decimal(30, 4)) end as dw",
     )
     orders = [
         (["b"], [F.col("b")]),
@@ -195,6 +207,10 @@ def sql_order_by(spark, scale=1):
         (["l", "dt"], [F.col("l").desc_nulls_first(), F.col("dt").asc_nulls_last()]),
         (["z", "y", "h", "f", "ts"],
          [F.col("z"), F.col("y").desc(), F.col("h"), F.col("f").desc(), F.col("ts"), F.col("id")]),
+        (["s3", "s2", "i"], [F.col("s3"), F.col("s2").desc_nulls_first(), F.col("i")]),
+        (["s2", "dc", "s"], [F.col("s2").asc_nulls_last(), F.col("dc").desc(), F.col("s").desc()]),
+        (["dw", "id"], [F.col("dw").desc_nulls_last(), F.col("id")]),
+        (["dc", "dw"], [F.col("dc"), F.col("dw").asc_nulls_first()]),
     ]
     out = []
     empty = df.filter("id < 0")

@@ -22,10 +22,19 @@ import org.apache.spark.unsafe.Platform;
  *       flipped for negative ones, after making {@code -0.0} equal to {@code 0.0} and every NaN
  *       the same NaN, larger than any number (Spark SQL's {@code compareDoubles});
  *   <li>boolean: one byte, false first;
- *   <li>string (UTF-8 binary collation) and binary: the bytes themselves, which is {@code
- *       UTF8String}'s and Spark's binary order; only as the last column, because their length
- *       is not fixed;
- *   <li>descending: the value's bytes complemented (fixed-width columns only).
+ *   <li>decimal: one of at most 18 digits is a long inside the row and encodes as one; a wider
+ *       one (Spark keeps its unscaled value as big-endian two's complement bytes, at most 16)
+ *       is sign-extended to 16 bytes with the sign bit flipped. A column has one scale, so the
+ *       unscaled values order as the decimals do;
+ *   <li>string (UTF-8 binary collation) and binary, as the last column and ascending: the bytes
+ *       themselves, which is {@code UTF8String}'s and Spark's binary order;
+ *   <li>string and binary anywhere else: the bytes with every 0x00 written as 0x00 0xFF, then
+ *       the terminator 0x00 0x00. No encoded value is a prefix of another, and a shorter value
+ *       that is a prefix of a longer one ends in 0x00 0x00 where the longer one continues with a
+ *       byte above 0x00 or with 0x00 0xFF, so it sorts first, and the next columns compare only
+ *       between equal values;
+ *   <li>descending: the value's encoded bytes complemented (the prefix-free encoding above makes
+ *       that exact for strings too).
  * </ul>
  *
  * <p>Which orders qualify is decided on the driver ({@code dev.sluice.spark.sql.NativeSortRule});
@@ -41,8 +50,14 @@ public final class RowSortKey implements Serializable {
   public static final int LONG = 4;
   public static final int FLOAT = 5;
   public static final int DOUBLE = 6;
-  /** UTF-8 bytes or binary: variable width, last column only. */
+  /** UTF-8 bytes or binary: variable width. */
   public static final int BYTES = 7;
+  /** A decimal of more than 18 digits (16 bytes encoded). */
+  public static final int DECIMAL = 8;
+  /** Bytes of an encoded wide decimal: 38 digits fit 16 bytes of two's complement. */
+  static final int DECIMAL_BYTES = 16;
+  /** Bytes of the terminator of an escaped variable-width value. */
+  private static final int TERMINATOR_BYTES = 2;
 
   private final int[] ordinals;
   private final int[] kinds;
@@ -51,10 +66,7 @@ public final class RowSortKey implements Serializable {
   /** Bytes of every column's fixed part (flag and fixed-width value), non-null. */
   private final int fixedBytes;
 
-  /**
-   * A sort key over the row's columns {@code ordinals}, each of kind {@code kinds[i]}; only the
-   * last may be {@link #BYTES}, and it may not be descending.
-   */
+  /** A sort key over the row's columns {@code ordinals}, each of kind {@code kinds[i]}. */
   public RowSortKey(int[] ordinals, int[] kinds, boolean[] descending, boolean[] nullsFirst) {
     int n = ordinals.length;
     if (n == 0 || kinds.length != n || descending.length != n || nullsFirst.length != n) {
@@ -62,9 +74,8 @@ public final class RowSortKey implements Serializable {
     }
     int fixed = 0;
     for (int i = 0; i < n; i++) {
-      if (kinds[i] == BYTES && (i != n - 1 || descending[i])) {
-        throw new IllegalArgumentException(
-            "a variable-width sort column must be the last one and ascending");
+      if (kinds[i] < BOOLEAN || kinds[i] > DECIMAL) {
+        throw new IllegalArgumentException("no sort key kind " + kinds[i]);
       }
       fixed += 1 + width(kinds[i]);
     }
@@ -76,8 +87,13 @@ public final class RowSortKey implements Serializable {
   }
 
   private static final String[] KIND_NAMES = {
-    "boolean", "byte", "short", "int", "long", "float", "double", "bytes"
+    "boolean", "byte", "short", "int", "long", "float", "double", "bytes", "decimal"
   };
+
+  /** Whether column {@code i} is a variable-width one written escaped (not last, or descending). */
+  private boolean escaped(int i) {
+    return kinds[i] == BYTES && (i != kinds.length - 1 || descending[i]);
+  }
 
   /** The columns as plan output shows them: {@code [#2 bytes asc nulls first]}. */
   @Override
@@ -105,6 +121,8 @@ public final class RowSortKey implements Serializable {
       case LONG:
       case DOUBLE:
         return 8;
+      case DECIMAL:
+        return DECIMAL_BYTES;
       default:
         return 0;
     }
@@ -113,13 +131,13 @@ public final class RowSortKey implements Serializable {
   /** Bytes of {@code row}'s encoded key. */
   int bytes(UnsafeRow row) {
     int n = fixedBytes;
-    int last = ordinals.length - 1;
-    if (kinds[last] == BYTES && !row.isNullAt(ordinals[last])) {
-      n += (int) row.getLong(ordinals[last]);
-    }
-    for (int i = 0; i < last; i++) {
-      if (row.isNullAt(ordinals[i])) {
+    for (int i = 0; i < ordinals.length; i++) {
+      int o = ordinals[i];
+      if (row.isNullAt(o)) {
         n -= width(kinds[i]);
+      } else if (kinds[i] == BYTES) {
+        int size = (int) row.getLong(o);
+        n += escaped(i) ? size + zeros(row, o) + TERMINATOR_BYTES : size;
       }
     }
     return n;
@@ -164,10 +182,73 @@ public final class RowSortKey implements Serializable {
         case DOUBLE:
           b.putLong(Long.reverseBytes(doubleBits(row.getDouble(o)) ^ flip));
           break;
+        case DECIMAL:
+          putDecimal(b, row, o, (byte) flip);
+          break;
         default:
-          putBytes(b, row, o);
+          if (escaped(i)) {
+            putEscaped(b, row, o, (byte) flip);
+          } else {
+            putBytes(b, row, o);
+          }
       }
     }
+  }
+
+  /**
+   * A wide decimal's unscaled value (big-endian two's complement, at most 16 bytes, in the row's
+   * variable-length region) sign-extended to 16 bytes, sign bit flipped, then XOR {@code flip}.
+   */
+  private static void putDecimal(ByteBuffer b, UnsafeRow row, int ordinal, byte flip) {
+    long offsetAndSize = row.getLong(ordinal);
+    long at = row.getBaseOffset() + (offsetAndSize >>> 32);
+    int size = (int) offsetAndSize;
+    if (size < 1 || size > DECIMAL_BYTES) {
+      throw new IllegalStateException(
+          "a decimal of " + size + " bytes in column " + ordinal + " (1 to 16 expected)");
+    }
+    Object base = row.getBaseObject();
+    byte sign = Platform.getByte(base, at) < 0 ? (byte) -1 : 0;
+    for (int j = 0; j < DECIMAL_BYTES; j++) {
+      int from = j - (DECIMAL_BYTES - size);
+      byte v = from < 0 ? sign : Platform.getByte(base, at + from);
+      if (j == 0) {
+        v ^= Byte.MIN_VALUE;
+      }
+      b.put((byte) (v ^ flip));
+    }
+  }
+
+  /** Zero bytes in a variable-width column (each is written as two when escaped). */
+  private static int zeros(UnsafeRow row, int ordinal) {
+    long offsetAndSize = row.getLong(ordinal);
+    long at = row.getBaseOffset() + (offsetAndSize >>> 32);
+    int size = (int) offsetAndSize;
+    Object base = row.getBaseObject();
+    int n = 0;
+    for (int j = 0; j < size; j++) {
+      if (Platform.getByte(base, at + j) == 0) {
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** A variable-width column escaped and terminated (see the class comment), XOR {@code flip}. */
+  private static void putEscaped(ByteBuffer b, UnsafeRow row, int ordinal, byte flip) {
+    long offsetAndSize = row.getLong(ordinal);
+    long at = row.getBaseOffset() + (offsetAndSize >>> 32);
+    int size = (int) offsetAndSize;
+    Object base = row.getBaseObject();
+    for (int j = 0; j < size; j++) {
+      byte v = Platform.getByte(base, at + j);
+      b.put((byte) (v ^ flip));
+      if (v == 0) {
+        b.put((byte) (0xFF ^ flip));
+      }
+    }
+    b.put(flip);
+    b.put(flip);
   }
 
   /** A float's order-preserving bits (see the class comment). */

@@ -17,6 +17,8 @@ import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DateType;
+import org.apache.spark.sql.types.Decimal;
+import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.DoubleType;
 import org.apache.spark.sql.types.FloatType;
 import org.apache.spark.sql.types.IntegerType;
@@ -41,8 +43,8 @@ import scala.collection.immutable.Seq;
  * runs natively and reads the rows in order. The plan changes only when the shuffle manager is
  * Sluice and Sluice would run the shuffle (no I/O encryption, no push-based shuffle), and only for
  * sort orders whose byte encoding is exactly Spark's order: plain columns of boolean, integral,
- * date, timestamp, float, double, string (UTF-8 binary collation) or binary type, the
- * variable-width ones last and ascending. {@code spark.sluice.sqlSort=false} turns it off.
+ * date, timestamp, float, double, decimal, string (UTF-8 binary collation) or binary type, in any
+ * number, position and direction. {@code spark.sluice.sqlSort=false} turns it off.
  *
  * <p>It runs among the physical preparation rules (as a columnar rule before the columnar
  * transitions, after Spark has placed the exchanges) and, with adaptive execution, as a query
@@ -104,8 +106,7 @@ public final class NativeSortRule extends SluiceRule {
       kinds[i] = kindOf(a.dataType());
       descending[i] = o.direction() != Ascending$.MODULE$;
       nullsFirst[i] = o.nullOrdering() == NullsFirst$.MODULE$;
-      boolean variable = kinds[i] == RowSortKey.BYTES;
-      if (ordinals[i] < 0 || kinds[i] < 0 || (variable && (i != n - 1 || descending[i]))) {
+      if (ordinals[i] < 0 || kinds[i] < 0) {
         return null;
       }
     }
@@ -143,6 +144,9 @@ public final class NativeSortRule extends SluiceRule {
     }
     if (t instanceof DoubleType) {
       return RowSortKey.DOUBLE;
+    }
+    if (t instanceof DecimalType d) {
+      return d.precision() <= Decimal.MAX_LONG_DIGITS() ? RowSortKey.LONG : RowSortKey.DECIMAL;
     }
     if (t instanceof BinaryType) {
       return RowSortKey.BYTES;
