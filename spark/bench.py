@@ -50,29 +50,31 @@ BASELINE = "sluice-base"
 DATA = pathlib.Path("/tmp/sluice-bench-spark")
 
 
-def session(manager, cores, tmp, sluice_conf=(), jar=JAR):
+def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", settings=None):
+    """A local Spark session for `manager` (its own JVM: one per process).
+    `settings` override the benchmark's defaults for every manager;
+    `sluice_conf` (KEY=VALUE) applies to Sluice's managers only."""
     from pyspark.sql import SparkSession
 
-    b = SparkSession.builder
-    if manager in ("sluice", BASELINE):
-        for kv in sluice_conf:
-            key, _, value = kv.partition("=")
-            b = b.config(key, value)
-    s = (
-        b.master(f"local[{cores}]")
-        .appName(f"sluice-bench-{manager}")
-        .config("spark.jars", str(jar))
-        .config("spark.shuffle.manager", MANAGERS.get(manager, MANAGERS["sluice"]))
-        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
-        .config("spark.driver.memory", "10g")
-        .config("spark.local.dir", str(tmp))
-        .config("spark.sql.shuffle.partitions", "16")
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.ui.enabled", "true")
-        .config("spark.ui.port", "0")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
+    conf = {
+        "spark.jars": str(jar),
+        "spark.shuffle.manager": MANAGERS.get(manager, MANAGERS["sluice"]),
+        "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+        "spark.driver.memory": "10g",
+        "spark.local.dir": str(tmp),
+        "spark.sql.shuffle.partitions": "16",
+        "spark.sql.adaptive.enabled": "false",
+        "spark.ui.enabled": "true",
+        "spark.ui.port": "0",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    conf.update(settings or {})
+    if manager != "sort":
+        conf.update(kv.partition("=")[::2] for kv in sluice_conf)
+    b = SparkSession.builder.master(f"local[{cores}]").appName(f"{app}-{manager}")
+    for key, value in conf.items():
+        b = b.config(key, value)
+    s = b.getOrCreate()
     s.sparkContext.setLogLevel("ERROR")
     return s
 

@@ -36,7 +36,8 @@ import urllib.request
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench import ask, process_cpu_s  # noqa: E402  (the worker protocol, JVM CPU)
+import bench  # noqa: E402  (sessions, the worker protocol, JVM CPU)
+from bench import ask, process_cpu_s  # noqa: E402
 JAR = HERE / "target" / "sluice-spark.jar"
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 BASELINE = "sluice-base"
@@ -105,31 +106,14 @@ def generate(sf, root):
 
 
 def session(manager, a, jar):
-    from pyspark.sql import SparkSession
-
-    b = SparkSession.builder
-    for kv in a.conf:
-        key, _, value = kv.partition("=")
-        b = b.config(key, value)
-    if manager != "sort":
-        for kv in a.sluice_conf + (a.baseline_conf if manager == BASELINE else []):
-            key, _, value = kv.partition("=")
-            b = b.config(key, value)
-    s = (
-        b.master(f"local[{a.cores}]")
-        .appName(f"sluice-tpch-{manager}")
-        .config("spark.jars", str(jar))
-        .config("spark.shuffle.manager", MANAGERS.get(manager, MANAGERS["sluice"]))
-        .config("spark.serializer", "org.apache.spark.serializer.KryoSerializer")
-        .config("spark.driver.memory", a.driver_memory)
-        .config("spark.local.dir", str(a.tmp / manager))
-        .config("spark.ui.enabled", "true")
-        .config("spark.ui.port", "0")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    s.sparkContext.setLogLevel("ERROR")
-    return s
+    settings = {
+        "spark.driver.memory": a.driver_memory,
+        "spark.sql.adaptive.enabled": "true",  # Spark's default, which the suite measures
+    }
+    settings.update(kv.partition("=")[::2] for kv in a.conf)
+    extra = a.baseline_conf if manager == BASELINE else []
+    return bench.session(manager, a.cores, a.tmp / manager, a.sluice_conf + extra, jar,
+                         app="sluice-tpch", settings=settings)
 
 
 def rest(spark, what):

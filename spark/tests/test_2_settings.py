@@ -73,6 +73,11 @@ def test_sql_order_by_is_sorted_by_the_engine_unless_turned_off(tmp_path, refere
             plan = plan_of(s.range(10).selectExpr("cast(id as decimal(30, 2)) as x", "string(id) as y")
                            .orderBy("y", "x"))
             assert ("SluiceSortExchange" in plan) == (native == "true"), plan
+            # Expressions are computed into columns below the node, dropped after the read.
+            from pyspark.sql.functions import expr
+            df = s.range(10).selectExpr("id", "string(id) as t")
+            plan = plan_of(df.orderBy(expr("pmod(id, 3)").desc(), expr("upper(t)")))
+            assert ("SluiceSortExchange" in plan) == (native == "true"), plan
             plan = plan_of(s.range(10).selectExpr("array(id) as x").orderBy("x"))
             assert "SluiceSortExchange" not in plan, "arrays are not encoded: " + plan
         finally:

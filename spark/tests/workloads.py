@@ -170,7 +170,8 @@ def sql_order_by(spark, scale=1):
     (descending), timestamp; several strings, ascending and descending, with
     prefixes of each other and NUL characters, ahead of other columns;
     decimals of 12 digits and of 30 (unscaled values from one to thirteen
-    bytes, negative, null), either way; and an empty input. Returns each
+    bytes, negative, null), either way; expressions of columns; and an
+    empty input. Returns each
     order's sort keys in output order (ties are equal keys, so the order
     among them does not show) and its rows as a multiset."""
     from pyspark.sql import functions as F
@@ -211,13 +212,18 @@ def sql_order_by(spark, scale=1):
         (["s2", "dc", "s"], [F.col("s2").asc_nulls_last(), F.col("dc").desc(), F.col("s").desc()]),
         (["dw", "id"], [F.col("dw").desc_nulls_last(), F.col("id")]),
         (["dc", "dw"], [F.col("dc"), F.col("dw").asc_nulls_first()]),
+        # Expressions, computed into key columns the read drops again.
+        ([lambda r: None if r["l"] is None else r["l"] % 7, "i",
+          lambda r: None if r["s"] is None else r["s"][1:]],
+         [F.expr("pmod(l, 7)").desc_nulls_last(), F.col("i").asc_nulls_first(),
+          F.expr("substr(s, 2)").desc()]),
     ]
     out = []
     empty = df.filter("id < 0")
     out.append(empty.orderBy("b").collect())  # no rows: one empty range
     for cols, order in orders:
         rows = df.orderBy(*order).collect()
-        keys = [tuple(_plain(r[c]) for c in cols) for r in rows]
+        keys = [tuple(_plain(c(r) if callable(c) else r[c]) for c in cols) for r in rows]
         out.append((keys, sorted(repr(tuple(_plain(v) for v in r)) for r in rows)))
     return out
 

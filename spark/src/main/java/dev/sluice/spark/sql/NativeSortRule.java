@@ -3,12 +3,20 @@ package dev.sluice.spark.sql;
 import dev.sluice.spark.RowSortKey;
 import dev.sluice.spark.SluiceShuffleManager;
 import org.apache.spark.SparkConf;
+import java.util.ArrayList;
+import java.util.List;
+import org.apache.spark.sql.catalyst.expressions.Alias;
+import org.apache.spark.sql.catalyst.expressions.Alias$;
 import org.apache.spark.sql.catalyst.expressions.Ascending$;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
 import org.apache.spark.sql.catalyst.expressions.NullsFirst$;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
 import org.apache.spark.sql.catalyst.plans.physical.RangePartitioning;
+import org.apache.spark.sql.execution.ProjectExec;
 import org.apache.spark.sql.execution.SortExec;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec;
@@ -42,9 +50,11 @@ import scala.collection.immutable.Seq;
  * engine's offload threads sort each partition's rows into runs, and each reduce task merges the
  * runs natively and reads the rows in order. The plan changes only when the shuffle manager is
  * Sluice and Sluice would run the shuffle (no I/O encryption, no push-based shuffle), and only for
- * sort orders whose byte encoding is exactly Spark's order: plain columns of boolean, integral,
- * date, timestamp, float, double, decimal, string (UTF-8 binary collation) or binary type, in any
- * number, position and direction. {@code spark.sluice.sqlSort=false} turns it off.
+ * sort orders whose byte encoding is exactly Spark's order: columns or deterministic expressions
+ * of boolean, integral, date, timestamp, float, double, decimal, string (UTF-8 binary collation)
+ * or binary type, in any number, position and direction (an expression is computed into a
+ * column by a {@code ProjectExec} below the node, which drops it after the read). {@code
+ * spark.sluice.sqlSort=false} turns it off.
  *
  * <p>It runs among the physical preparation rules (as a columnar rule before the columnar
  * transitions, after Spark has placed the exchanges) and, with adaptive execution, as a query
@@ -81,17 +91,42 @@ public final class NativeSortRule extends SluiceRule {
         || range.numPartitions() > SluiceShuffleManager.PARTITIONS_MAX) {
       return sort;
     }
-    RowSortKey key = keyOf(sort.sortOrder(), exchange.child().output());
+    SparkPlan input = exchange.child();
+    Seq<Attribute> output = input.output();
+    List<Expression> computed = new ArrayList<>();
+    RowSortKey key = keyOf(sort.sortOrder(), output, computed);
     if (key == null) {
       LOG.debug("Sluice: sort by {} stays in Spark SQL (not a byte-ordered key)", sort.sortOrder());
       return sort;
     }
+    if (!computed.isEmpty()) {
+      // Expressions are computed into columns after the input's, as the exchange would evaluate
+      // them per row (their errors included); the node drops them after the read.
+      List<NamedExpression> columns = new ArrayList<>();
+      output.foreach(a -> columns.add(a));
+      for (Expression e : computed) {
+        String name = "sluice_sort_key";
+        columns.add(
+            new Alias(
+                e,
+                name,
+                NamedExpression$.MODULE$.newExprId(),
+                Alias$.MODULE$.apply$default$4(e, name),
+                Alias$.MODULE$.apply$default$5(e, name),
+                Alias$.MODULE$.apply$default$6(e, name)));
+      }
+      input = new ProjectExec(toSeq(columns), input);
+    }
     return new SluiceSortExchangeExec(
-        sort.sortOrder(), range.numPartitions(), exchange.child(), key, !pinned);
+        sort.sortOrder(), range.numPartitions(), input, key, !pinned, output.size());
   }
 
-  /** The byte encoding of {@code order} over rows of {@code output}, or null if it has none. */
-  static RowSortKey keyOf(Seq<SortOrder> order, Seq<Attribute> output) {
+  /**
+   * The byte encoding of {@code order} over rows of {@code output}, or null if it has none. A sort
+   * expression that is not a column (deterministic, of an encodable type, over {@code output}) is
+   * added to {@code computed} and keyed as column {@code output.size()} + its index there.
+   */
+  static RowSortKey keyOf(Seq<SortOrder> order, Seq<Attribute> output, List<Expression> computed) {
     int n = order.size();
     int[] ordinals = new int[n];
     int[] kinds = new int[n];
@@ -99,11 +134,17 @@ public final class NativeSortRule extends SluiceRule {
     boolean[] nullsFirst = new boolean[n];
     for (int i = 0; i < n; i++) {
       SortOrder o = order.apply(i);
-      if (!(o.child() instanceof AttributeReference a)) {
+      Expression e = o.child();
+      if (e instanceof AttributeReference a) {
+        ordinals[i] = ordinal(a, output);
+      } else if (e.deterministic()
+          && e.references().forall(a -> ordinal(a, output) >= 0)) {
+        ordinals[i] = output.size() + computed.size();
+        computed.add(e);
+      } else {
         return null;
       }
-      ordinals[i] = ordinal(a, output);
-      kinds[i] = kindOf(a.dataType());
+      kinds[i] = kindOf(e.dataType());
       descending[i] = o.direction() != Ascending$.MODULE$;
       nullsFirst[i] = o.nullOrdering() == NullsFirst$.MODULE$;
       if (ordinals[i] < 0 || kinds[i] < 0) {
@@ -113,7 +154,7 @@ public final class NativeSortRule extends SluiceRule {
     return new RowSortKey(ordinals, kinds, descending, nullsFirst);
   }
 
-  private static int ordinal(AttributeReference a, Seq<Attribute> output) {
+  private static int ordinal(Attribute a, Seq<Attribute> output) {
     for (int i = 0; i < output.size(); i++) {
       if (output.apply(i).exprId().equals(a.exprId())) {
         return i;

@@ -8,8 +8,14 @@ import org.apache.spark.RangePartitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection$;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.catalyst.plans.physical.RangePartitioning;
@@ -27,6 +33,7 @@ import scala.Option;
 import scala.Tuple2;
 import scala.collection.immutable.Seq;
 import scala.reflect.ClassTag$;
+import static scala.jdk.javaapi.CollectionConverters.asJava;
 
 /**
  * A global sort whose exchange is sorted by the Sluice engine: it stands for Spark SQL's {@code
@@ -35,7 +42,8 @@ import scala.reflect.ClassTag$;
  * sampled the same way, but over the rows' encoded sort keys; rows in the row serializer's
  * format); its serializer carries the {@link RowSortKey}, so that the map tasks sort runs of rows
  * natively and each reduce task merges them. Its output is range-partitioned and sorted, with no
- * sort in the reduce tasks.
+ * sort in the reduce tasks. A sort by expressions reads them from columns its child appends after
+ * the {@code width} columns of its output ({@link NativeSortRule}); the read drops them.
  */
 public final class SluiceSortExchangeExec extends SparkPlan {
   private static final long serialVersionUID = 1L;
@@ -46,6 +54,8 @@ public final class SluiceSortExchangeExec extends SparkPlan {
   private final RowSortKey key;
   /** Whether the reads may be coalesced as adaptive execution coalesces ({@link AdaptiveCoalesce}). */
   private final boolean coalescable;
+  /** Columns of the output: the child's first ones (the rest are computed sort keys). */
+  private final int width;
   private final Map<String, SQLMetric> writeMetrics;
   private final Map<String, SQLMetric> readMetrics;
   private final SQLMetric dataSize;
@@ -57,12 +67,18 @@ public final class SluiceSortExchangeExec extends SparkPlan {
       int numPartitions,
       SparkPlan child,
       RowSortKey key,
-      boolean coalescable) {
+      boolean coalescable,
+      int width) {
+    if (width < 1 || width > child.output().size()) {
+      throw new IllegalArgumentException(
+          "an output of " + width + " of the child's " + child.output().size() + " columns");
+    }
     this.sortOrder = sortOrder;
     this.numPartitions = numPartitions;
     this.child = child;
     this.key = key;
     this.coalescable = coalescable;
+    this.width = width;
     this.writeMetrics =
         SQLShuffleWriteMetricsReporter$.MODULE$.createShuffleWriteMetrics(sparkContext());
     this.readMetrics =
@@ -72,7 +88,11 @@ public final class SluiceSortExchangeExec extends SparkPlan {
 
   @Override
   public Seq<Attribute> output() {
-    return child.output();
+    List<Attribute> out = new ArrayList<>(width);
+    for (int i = 0; i < width; i++) {
+      out.add(child.output().apply(i));
+    }
+    return SluiceRule.toSeq(out);
   }
 
   @Override
@@ -144,18 +164,42 @@ public final class SluiceSortExchangeExec extends SparkPlan {
           coalescable
               ? AdaptiveCoalesce.bounds(conf(), dep, numPartitions)
               : new int[] {0, numPartitions};
-      shuffled =
+      RDD<InternalRow> read =
           coalescable && bounds.length - 1 < numPartitions
               ? new ShuffledRowRDD(dep, readMetrics, AdaptiveCoalesce.specs(bounds))
               : new ShuffledRowRDD(dep, readMetrics);
+      shuffled = width < child.output().size() ? dropComputedKeys(read) : read;
     }
     return shuffled;
+  }
+
+  /** The rows without the sort key columns the child computed after the output's. */
+  private RDD<InternalRow> dropComputedKeys(RDD<InternalRow> rows) {
+    Seq<Expression> kept = SluiceRule.toSeq(new ArrayList<Expression>(asJava(output())));
+    Seq<Attribute> all = child.output();
+    return rows.toJavaRDD()
+        .mapPartitions(
+            (Iterator<InternalRow> it) -> {
+              UnsafeProjection project = UnsafeProjection$.MODULE$.create(kept, all);
+              return new Iterator<InternalRow>() {
+                @Override
+                public boolean hasNext() {
+                  return it.hasNext();
+                }
+
+                @Override
+                public InternalRow next() {
+                  return project.apply(it.next());
+                }
+              };
+            })
+        .rdd();
   }
 
   @Override
   public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
     return new SluiceSortExchangeExec(
-        sortOrder, numPartitions, newChildren.apply(0), key, coalescable);
+        sortOrder, numPartitions, newChildren.apply(0), key, coalescable, width);
   }
 
   @Override
@@ -168,7 +212,7 @@ public final class SluiceSortExchangeExec extends SparkPlan {
 
   @Override
   public int productArity() {
-    return 5;
+    return 6;
   }
 
   @Override
@@ -184,6 +228,8 @@ public final class SluiceSortExchangeExec extends SparkPlan {
         return key;
       case 4:
         return coalescable;
+      case 5:
+        return width;
       default:
         throw new IndexOutOfBoundsException(n);
     }
