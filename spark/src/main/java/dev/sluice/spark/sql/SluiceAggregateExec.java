@@ -124,21 +124,14 @@ public final class SluiceAggregateExec extends SparkPlan {
             (Iterator<Tuple2<Object, Object>> it) -> {
               UnsafeProjection project = UnsafeProjection$.MODULE$.create(exprs, inputs);
               GenericInternalRow row = new GenericInternalRow(2);
-              return new Iterator<InternalRow>() {
-                @Override
-                public boolean hasNext() {
-                  return it.hasNext();
-                }
-
-                @Override
-                public InternalRow next() {
-                  Tuple2<Object, Object> t = it.next();
-                  Object k = t._1();
-                  row.update(0, stringKey && k != null ? UTF8String.fromBytes((byte[]) k) : k);
-                  row.update(1, t._2());
-                  return project.apply(row);
-                }
-              };
+              return SluiceRule.mapped(
+                  it,
+                  t -> {
+                    Object k = t._1();
+                    row.update(0, stringKey && k != null ? UTF8String.fromBytes((byte[]) k) : k);
+                    row.update(1, t._2());
+                    return (InternalRow) project.apply(row);
+                  });
             })
         .rdd();
   }

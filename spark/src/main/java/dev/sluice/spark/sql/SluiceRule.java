@@ -77,6 +77,22 @@ abstract class SluiceRule extends Rule<SparkPlan> {
     return !(d instanceof UnspecifiedDistribution$ || d instanceof BroadcastDistribution);
   }
 
+  /** {@code it} with {@code f} applied to each element as it is read. */
+  static <A, B> java.util.Iterator<B> mapped(
+      java.util.Iterator<A> it, java.util.function.Function<A, B> f) {
+    return new java.util.Iterator<B>() {
+      @Override
+      public boolean hasNext() {
+        return it.hasNext();
+      }
+
+      @Override
+      public B next() {
+        return f.apply(it.next());
+      }
+    };
+  }
+
   static <T> Seq<T> toSeq(List<T> list) {
     return scala.collection.immutable.List$.MODULE$.from(
         scala.jdk.javaapi.CollectionConverters.asScala(list));

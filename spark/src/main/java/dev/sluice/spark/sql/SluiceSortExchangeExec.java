@@ -181,17 +181,7 @@ public final class SluiceSortExchangeExec extends SparkPlan {
         .mapPartitions(
             (Iterator<InternalRow> it) -> {
               UnsafeProjection project = UnsafeProjection$.MODULE$.create(kept, all);
-              return new Iterator<InternalRow>() {
-                @Override
-                public boolean hasNext() {
-                  return it.hasNext();
-                }
-
-                @Override
-                public InternalRow next() {
-                  return project.apply(it.next());
-                }
-              };
+              return SluiceRule.mapped(it, r -> (InternalRow) project.apply(r));
             })
         .rdd();
   }
