@@ -106,23 +106,28 @@ def test_sql_aggregate_runs_in_the_engine_unless_turned_off(tmp_path, reference)
                 df.groupBy("ki").agg(F.max("vi")),
                 df.groupBy(F.col("k").cast("string")).agg(F.sum("v")),
                 df.groupBy("k").agg(F.max(F.col("v") + 1)),
+                # Several functions, several keys, a decimal key: lanes.
+                df.groupBy("k").agg(F.sum("v"), F.count("*")),
+                df.groupBy("k", "j").count(),
+                df.groupBy(F.col("k").cast("decimal(10,2)")).count(),
+                df.groupBy("k", "j").agg(F.avg(F.col("v").cast("decimal(12,2)")), F.min("vi")),
             ]:
                 plan = plan_of(q)
                 assert ("SluiceAggregate" in plan) == (native == "true"), plan
             assert workloads.sql_aggregate(s) == reference["sql_aggregate"]
+            assert workloads.sql_aggregate_lanes(s) == reference["sql_aggregate_lanes"]
             # What the engine does not compute as Spark does stays Spark's:
-            # two aggregates, a double sum, try_sum, a distinct count, two
-            # grouping columns, a decimal key, a double expression.
-            # (Grouping expressions and long or int expressions are computed
-            # into columns below the node, and covered.)
+            # a double sum or average, try_sum, a distinct count, a double
+            # key, a double expression, collect_list.
             for q in [
-                df.groupBy("k").agg(F.sum("v"), F.count("*")),
                 df.groupBy("k").agg(F.sum("d")),
+                df.groupBy("k", "j").agg(F.sum("d"), F.count("*")),
+                df.groupBy("k", "j").agg(F.avg("d")),
                 df.groupBy("k").agg(F.expr("try_sum(v)")),
                 df.groupBy("k").agg(F.countDistinct("v")),
-                df.groupBy("k", "j").count(),
-                df.groupBy(F.col("k").cast("decimal(10,2)")).count(),
+                df.groupBy("d", "k").count(),
                 df.groupBy("k").agg(F.max(F.col("d") * 2)),
+                df.groupBy("k", "j").agg(F.collect_list("v")),
             ]:
                 assert "SluiceAggregate" not in plan_of(q), plan_of(q)
             # An ANSI sum (Spark 4's default) that overflows fails, as Spark's
@@ -141,6 +146,18 @@ def test_sql_aggregate_runs_in_the_engine_unless_turned_off(tmp_path, reference)
                 late.groupBy("k").sum("v").collect()
             if native == "true":
                 assert "the engine's exact sum" in str(error.value), str(error.value)
+            # The same by two keys (lanes): a long sum flags its overflow in
+            # the engine, a decimal sum beyond 38 digits fails as Spark's.
+            late2 = late.selectExpr("k", "k % 2 as j", "v")
+            with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW") as error:
+                late2.groupBy("k", "j").sum("v").collect()
+            if native == "true":
+                assert "the engine's sum of a group" in str(error.value), str(error.value)
+            wide = late.selectExpr(
+                "k", "k % 2 as j",
+                "cast(99999999999999999999999999999999999999 as decimal(38,0)) as w")
+            with pytest.raises(Exception, match="ARITHMETIC_OVERFLOW"):
+                wide.groupBy("k", "j").agg(F.sum("w"), F.count("*")).collect()
         finally:
             s.stop()
 

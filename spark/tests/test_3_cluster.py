@@ -18,7 +18,8 @@ def cluster(tmp_path_factory):
 
 @pytest.mark.parametrize(
     "name",
-    ["terasort", "wordcount", "reduce_by_key", "join", "sql_join", "sql_order_by", "sql_aggregate"],
+    ["terasort", "wordcount", "reduce_by_key", "join", "sql_join", "sql_order_by", "sql_aggregate",
+     "sql_aggregate_lanes"],
 )
 def test_local_cluster_matches_sort_shuffle(cluster, reference, name):
     assert workloads.ALL[name](cluster) == reference[name]

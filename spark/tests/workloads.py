@@ -149,6 +149,74 @@ def sql_aggregate(spark, scale=1):
     return out
 
 
+def sql_aggregate_lanes(spark, scale=1):
+    """Spark SQL aggregates by several columns and with several functions,
+    which Sluice runs in the engine as lanes: keys of strings, ints, dates,
+    decimals and booleans with nulls; sums of nullable longs, ints and
+    decimals (12 and 32 digits), decimal averages, counts of columns and
+    rows, min and max of ints, dates and decimals; groups whose values are
+    all null; keys in runs (the task thread's table folds them) and keys
+    that are all different (it switches itself off); an empty input; TPC-H
+    Q1's and Q3's shapes; and the legacy (non-ANSI) mode, where a long sum
+    wraps and a decimal sum beyond its precision is null. Returns each
+    query's rows as a multiset."""
+    from pyspark.sql import functions as F
+
+    n = 30000 * scale
+    df = spark.range(0, n, numPartitions=4).selectExpr(
+        "id",
+        "case when id % 23 = 0 then null else concat('g', cast(id % 5 as string)) end as s",
+        "cast(id % 3 as int) as i",
+        "if(id % 41 = 0, null, date_add(date'1995-01-01', cast(id % 4 as int))) as dt",
+        "cast(id % 7 as decimal(12,2)) / 4 as dk",
+        "id % 2 = 0 as b",
+        "if(id % 13 = 0, null, pmod(xxhash64(id), 100000) - 50000) as l",
+        "if(id % 17 = 0, null, cast(pmod(xxhash64(id, 1), 1000) as int)) as v",
+        "if(id % 19 = 0, null, cast((pmod(xxhash64(id, 2), 2000000) - 1000000) / 100"
+        " as decimal(12,2))) as p",
+        "cast(pmod(xxhash64(id, 3), 11) as decimal(12,2)) / 100 as disc",
+        "if(id % 11 = 3, null, cast(id as int)) as allnull_in_some",
+    )
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    queries = [
+        df.groupBy("s", "i").agg(F.sum("l"), F.count("*"), F.count("v")),
+        df.groupBy("dt", "b").agg(F.sum("p"), F.avg("p"), F.min("p"), F.max("dt")),
+        df.groupBy("dk").agg(F.sum("v"), F.min("v"), F.max("l"), F.avg("p")),
+        df.groupBy("s", "dt", "i").agg(
+            F.sum(F.col("p") * (1 - F.col("disc"))),
+            F.sum(F.col("p") * (1 - F.col("disc")) * (1 + F.col("disc"))),
+            F.avg("disc"),
+            F.count("*"),
+        ),
+        # Keys that are all different: each map task's table switches off.
+        df.groupBy("l", "s").agg(F.sum("p"), F.max("v")),
+        # Keys in runs of 4 (TPC-H's lineitem by its order key).
+        df.groupBy((F.col("id") / 4).cast("long").alias("o")).agg(F.sum("p")),
+        # A group whose values are all null: sum and avg null, count 0.
+        df.groupBy("i").agg(
+            F.sum(F.when(F.col("i") == 1, None).otherwise(F.col("p"))),
+            F.avg(F.when(F.col("i") == 1, None).otherwise(F.col("p"))),
+            F.count(F.when(F.col("i") == 1, None).otherwise(F.col("v"))),
+            F.min("allnull_in_some"),
+        ),
+        df.filter("id < 0").groupBy("s", "i").agg(F.sum("p"), F.count("*")),
+    ]
+    out = [sorted(repr(tuple(r)) for r in q.collect()) for q in queries]
+    ansi = spark.conf.get("spark.sql.ansi.enabled")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        near = spark.range(0, 8, numPartitions=2).selectExpr(
+            "id % 2 as k", "id % 3 as j", "id + 9223372036854775800 as v",
+            "cast(99999999999999999999999999999999999999 as decimal(38,0)) as w")
+        out.append(sorted(repr(tuple(r)) for r in
+                          near.groupBy("k", "j").agg(F.sum("v"), F.sum("w"), F.avg("w")).collect()))
+        out.append(sorted(repr(tuple(r)) for r in
+                          near.groupBy("k").agg(F.sum("v"), F.sum("w")).collect()))
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", ansi)
+    return out
+
+
 def sql_join(spark, scale=1):
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")  # a shuffle join
     a = spark.range(0, 30000 * scale, numPartitions=3).selectExpr("id % 997 as k", "id as v")
@@ -241,5 +309,6 @@ ALL = {
     "sql_group_by": sql_group_by,
     "sql_join": sql_join,
     "sql_aggregate": sql_aggregate,
+    "sql_aggregate_lanes": sql_aggregate_lanes,
     "sql_order_by": sql_order_by,
 }

@@ -128,6 +128,8 @@ fn reference(records: &[(u64, i32)], spec: AggSpec, shape: Shape) -> BTreeMap<Ve
                     vals.sort();
                     vals.concat()
                 }
+                // Lanes have a test of their own (aggregate_lanes.rs).
+                (AggFn::Lanes(_), _) => unreachable!("not among FUNCS"),
             };
             (key_of(k, shape), out)
         })

@@ -32,7 +32,9 @@ use std::collections::VecDeque;
 
 use sluice_core::format::{BatchView, Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
-use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, SpillStrategy, ValueType};
+use sluice_core::reorg::aggregate::{
+    AggFn, AggSpec, FinalAggregate, Lanes, SpillStrategy, ValueType,
+};
 use sluice_core::reorg::pipeline::StageSpec;
 use sluice_core::reorg::sort::MergeStream;
 use sluice_core::reorg::{Emitter, SpillConfig, EMIT_BATCH_BYTES};
@@ -50,8 +52,15 @@ pub const REDUCE_STATE_FLOOR_BYTES: usize = 1 << 20;
 
 /// The aggregation a JVM names by two small codes: `func` 0 sum, 1 count,
 /// 2 min, 3 max, 4 exact sum (Spark SQL's ANSI `sum`: its result carries an
-/// overflow flag); `value` 0 i64, 1 i32, 2 f64.
+/// overflow flag), with `value` 0 i64, 1 i32, 2 f64; or [`FUNC_LANES`], a
+/// Spark SQL aggregate of several functions, with `value` the lanes' code
+/// ([`Lanes::from_code`]).
 pub fn agg_spec(func: i32, value: i32) -> BridgeResult<AggSpec> {
+    if func == FUNC_LANES {
+        let lanes = Lanes::from_code(value as u32)
+            .ok_or_else(|| BridgeError::Argument(format!("unknown aggregate lanes {value:#x}")))?;
+        return Ok(AggSpec::new(AggFn::Lanes(lanes), ValueType::I64));
+    }
     let f = match func {
         0 => AggFn::Sum,
         1 => AggFn::Count,
@@ -68,6 +77,9 @@ pub fn agg_spec(func: i32, value: i32) -> BridgeResult<AggSpec> {
     };
     Ok(AggSpec::new(f, v))
 }
+
+/// Function code of several aggregates over one record's values.
+pub const FUNC_LANES: i32 = 5;
 
 /// Operator code of a sorting shuffle (`sortByKey` with a natural key
 /// order); codes 0 and up are aggregations ([`agg_spec`]), -1 is none.

@@ -10,6 +10,7 @@
 //! | min, max | i64 or f64 | i64 or f64, 8 bytes |
 //! | avg | sum (i64 or f64) + count u64, 16 bytes | f64, 8 bytes |
 //! | collect | (in memory: head and tail of a value chain) | `[len:u32le value]*` |
+//! | lanes | several functions' states back to back ([`super::lanes`]) | the same words |
 //!
 //! i32 and f32 inputs widen to i64 and f64 (Spark's `sum` of ints is a
 //! long as well). States merge associatively, so partial results from any
@@ -19,6 +20,11 @@
 //! than wrap) also wraps, but sets its flag word when any addition on any
 //! path overflowed, and hands the flag on with the result: the host turns a
 //! set flag into its overflow error.
+
+use super::lanes::{Lanes, STATE_WORDS_MAX};
+
+/// Most bytes of one group's state.
+pub(crate) const STATE_BYTES_MAX: usize = STATE_WORDS_MAX * 8;
 
 /// Type of an aggregated value (the whole record value, little-endian).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -96,6 +102,9 @@ pub enum AggFn {
     SumExact,
     /// Every value of the key (groupByKey).
     Collect,
+    /// Several functions over one record's several values (a Spark SQL
+    /// aggregate; see [`super::lanes`]).
+    Lanes(Lanes),
 }
 
 /// A function applied to values of a type.
@@ -113,21 +122,38 @@ impl AggSpec {
         AggSpec { func, value }
     }
 
-    /// Words of state per group.
+    /// Words of state per group (at most [`STATE_WORDS_MAX`]).
     pub(crate) fn state_words(self) -> usize {
         match self.func {
             AggFn::Avg | AggFn::Collect | AggFn::SumExact => 2,
+            AggFn::Lanes(l) => l.state_words(),
             _ => 1,
         }
     }
 
-    /// Bytes of a final value (numeric functions): 8, or 16 for the exact
-    /// sum (the sum, then the overflow flag).
+    /// Bytes of a final value (numeric functions): 8, 16 for the exact
+    /// sum (the sum, then the overflow flag), the state for lanes.
     pub fn result_bytes(self) -> usize {
         match self.func {
             AggFn::SumExact => 16,
+            AggFn::Lanes(l) => l.state_words() * 8,
             _ => 8,
         }
+    }
+
+    /// Bytes of one raw value (`None`: any, for count and collect).
+    pub(crate) fn value_bytes(self) -> Option<usize> {
+        match self.func {
+            AggFn::Count | AggFn::Collect => None,
+            AggFn::Lanes(l) => Some(l.input_bytes()),
+            _ => Some(self.value.width()),
+        }
+    }
+
+    /// Whether the inline tables (8-byte keys, one or two state words
+    /// beside the key) take this function.
+    pub(crate) fn inline_ok(self) -> bool {
+        !matches!(self.func, AggFn::Collect | AggFn::Lanes(_))
     }
 
     /// Bytes of a partial state record's value (numeric functions).
@@ -138,6 +164,9 @@ impl AggSpec {
     /// Folds one raw value into a fresh (`first`) or existing state.
     #[inline(always)]
     pub(crate) fn update(self, st: &mut [u64], v: &[u8], first: bool) {
+        if let AggFn::Lanes(l) = self.func {
+            return l.update(st, v, first);
+        }
         let x = self.value.widen(v);
         let float = self.value.is_float();
         match self.func {
@@ -162,14 +191,14 @@ impl AggSpec {
                     add_exact(st, x, 0, float);
                 }
             }
-            AggFn::Collect => {}
+            AggFn::Collect | AggFn::Lanes(_) => {}
         }
     }
 
     /// The partial-state bytes of a group holding only `value` (numeric
     /// functions): what a record passed through unaggregated is emitted as.
-    pub(crate) fn single_partial(self, value: &[u8], out: &mut [u8; 16]) -> usize {
-        let mut st = [0u64; 2];
+    pub(crate) fn single_partial(self, value: &[u8], out: &mut [u8]) -> usize {
+        let mut st = [0u64; STATE_WORDS_MAX];
         let w = self.state_words();
         self.update(&mut st[..w], value, true);
         write_state(&st[..w], out)
@@ -189,6 +218,7 @@ impl AggSpec {
                 st[1] = st[1].wrapping_add(other[1]);
             }
             AggFn::SumExact => add_exact(st, other[0], other[1], float),
+            AggFn::Lanes(l) => l.merge(st, other),
             AggFn::Collect => {}
         }
     }
@@ -196,6 +226,12 @@ impl AggSpec {
     /// Appends the final value of a numeric state ([`result_bytes`](Self::result_bytes)
     /// bytes) to `out`.
     pub(crate) fn finalize_into(self, st: &[u64], out: &mut Vec<u8>) {
+        if let AggFn::Lanes(_) = self.func {
+            for w in st {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+            return;
+        }
         out.extend_from_slice(&self.finalize(st));
         if self.func == AggFn::SumExact {
             out.extend_from_slice(&st[1].to_le_bytes());
@@ -259,7 +295,7 @@ pub(crate) fn read_state(bytes: &[u8], out: &mut [u64]) {
 }
 
 /// Writes state words as a partial record value.
-pub(crate) fn write_state(st: &[u64], out: &mut [u8; 16]) -> usize {
+pub(crate) fn write_state(st: &[u64], out: &mut [u8]) -> usize {
     for (c, w) in out.chunks_exact_mut(8).zip(st) {
         c.copy_from_slice(&w.to_le_bytes());
     }

@@ -10,7 +10,8 @@
 //! the operator's limit (`threshold`, SmartShuffle's spilling threshold) and
 //! reserved from the memory pool; a `false` from `admit` means "spill first".
 
-use super::func::{read_state, write_state, AggFn, AggSpec};
+use super::func::{read_state, write_state, AggFn, AggSpec, STATE_BYTES_MAX};
+use super::lanes::STATE_WORDS_MAX;
 use crate::format::Layout;
 use crate::memory::{MemoryError, MemoryPool, Reservation};
 use crate::reorg::emit::Emitter;
@@ -137,9 +138,11 @@ impl Groups {
     pub(crate) fn upsert(&mut self, key: &[u8], hash: u64) -> (usize, bool) {
         let (e, new) = self.table.find_or_insert(key, hash);
         if new {
-            let init =
-                if self.spec.func == AggFn::Collect { [NIL as u64, NIL as u64] } else { [0, 0] };
-            self.states.extend_from_slice(&init[..self.words]);
+            if self.spec.func == AggFn::Collect {
+                self.states.extend_from_slice(&[NIL as u64, NIL as u64]);
+            } else {
+                self.states.resize(self.states.len() + self.words, 0);
+            }
         }
         (e, new)
     }
@@ -170,7 +173,7 @@ impl Groups {
             return Ok(());
         }
         let w = self.words;
-        let mut other = [0u64; 2];
+        let mut other = [0u64; STATE_WORDS_MAX];
         read_state(state, &mut other[..w]);
         let st = &mut self.states[e * w..e * w + w];
         if first {
@@ -202,7 +205,7 @@ impl Groups {
             self.encode_list(e);
         } else {
             let w = self.words;
-            let mut buf = [0u8; 16];
+            let mut buf = [0u8; STATE_BYTES_MAX];
             let n = write_state(&self.states[e * w..e * w + w], &mut buf);
             self.scratch.extend_from_slice(&buf[..n]);
         }
@@ -306,7 +309,7 @@ impl Groups {
             out.extend_from_slice(state);
         } else {
             let w = self.words;
-            let mut st = [0u64; 2];
+            let mut st = [0u64; STATE_WORDS_MAX];
             read_state(state, &mut st[..w]);
             self.spec.finalize_into(&st[..w], out);
         }
@@ -319,11 +322,11 @@ impl Groups {
             return;
         }
         let w = self.words;
-        let (mut a, mut b) = ([0u64; 2], [0u64; 2]);
+        let (mut a, mut b) = ([0u64; STATE_WORDS_MAX], [0u64; STATE_WORDS_MAX]);
         read_state(acc, &mut a[..w]);
         read_state(other, &mut b[..w]);
         self.spec.merge(&mut a[..w], &b[..w]);
-        let mut buf = [0u8; 16];
+        let mut buf = [0u8; STATE_BYTES_MAX];
         let n = write_state(&a[..w], &mut buf);
         acc.clear();
         acc.extend_from_slice(&buf[..n]);

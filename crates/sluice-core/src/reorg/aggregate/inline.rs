@@ -167,8 +167,8 @@ macro_rules! with_update {
             (AggFn::SumExact, ValueType::I64) => arm!(SumExact, I64),
             (AggFn::SumExact, ValueType::F32) => arm!(SumExact, F32),
             (AggFn::SumExact, ValueType::F64) => arm!(SumExact, F64),
-            // Not taken: collect never uses this path.
-            (AggFn::Collect, _) => {
+            // Not taken: collect and lanes never use this path.
+            (AggFn::Collect | AggFn::Lanes(_), _) => {
                 let spec = $spec;
                 let $u = move |st: &mut [u64], v: &[u8], first: bool| spec.update(st, v, first);
                 $body

@@ -1,6 +1,7 @@
 //! Aggregation: group by key bytes, fold values (sum, count, min, max, avg
-//! over i32/i64/f32/f64, or collect every value), partially on the map side
-//! and exactly on the reduce side.
+//! over i32/i64/f32/f64, several of them over nullable integers and
+//! decimals at once ([`lanes`]), or collect every value), partially on the
+//! map side and exactly on the reduce side.
 //!
 //! ```text
 //!  map side:    records ──► PartialAggregate (threshold, spill state | input | evict) ──► partials
@@ -22,12 +23,14 @@ mod final_agg;
 pub mod func;
 mod groups;
 mod inline;
+pub mod lanes;
 mod lines;
 mod partial;
 mod probe_loop;
 
 pub use final_agg::FinalAggregate;
 pub use func::{AggFn, AggSpec, ValueType};
+pub use lanes::{LaneKind, Lanes};
 pub use partial::PartialAggregate;
 
 use crate::format::Layout;
@@ -119,13 +122,10 @@ pub fn final_layout(spec: AggSpec, layout: Layout) -> Layout {
 /// Checks a raw value's width against the spec.
 #[inline]
 pub(crate) fn check_value(spec: AggSpec, value: &[u8], record: usize) -> Result<(), ReorgError> {
-    if matches!(spec.func, AggFn::Count | AggFn::Collect) || value.len() == spec.value.width() {
+    let Some(want) = spec.value_bytes() else { return Ok(()) };
+    if value.len() == want {
         return Ok(());
     }
-    Err(ReorgError::ValueWidth {
-        record,
-        value_type: spec.value.name(),
-        want: spec.value.width(),
-        got: value.len(),
-    })
+    let value_type = if let AggFn::Lanes(_) = spec.func { "lanes" } else { spec.value.name() };
+    Err(ReorgError::ValueWidth { record, value_type, want, got: value.len() })
 }

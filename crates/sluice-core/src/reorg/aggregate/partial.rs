@@ -37,7 +37,7 @@
 //! records (key, state) that the final aggregate merges exactly, whatever
 //! was spilled on the way.
 
-use super::func::{AggFn, AggSpec};
+use super::func::{AggFn, AggSpec, STATE_BYTES_MAX};
 use super::groups::Groups;
 use super::inline::{InlinePartial, Strided, INLINE_KEY_BYTES, PREFIX_BYTES_MAX};
 use super::{check_value, partial_layout, AggregateStats, SpillStrategy};
@@ -91,9 +91,9 @@ impl PartialAggregate {
             Layout::Fixed { key_width, .. } => Some(usize::from(key_width)),
             Layout::Variable => None,
         };
-        let inline = (key_width == Some(INLINE_KEY_BYTES) && spec.func != AggFn::Collect)
+        let inline = (key_width == Some(INLINE_KEY_BYTES) && spec.inline_ok())
             .then(|| InlinePartial::new(spec, threshold, strategy, pool));
-        let prefixed = (layout == Layout::Variable && spec.func != AggFn::Collect)
+        let prefixed = (layout == Layout::Variable && spec.inline_ok())
             .then(|| InlinePartial::new(spec, threshold, strategy, pool));
         PartialAggregate {
             inline,
@@ -321,7 +321,7 @@ impl PartialAggregate {
             list.extend_from_slice(value);
             out.emit(key, &list)?;
         } else {
-            let mut buf = [0u8; 16];
+            let mut buf = [0u8; STATE_BYTES_MAX];
             let n = spec.single_partial(value, &mut buf);
             out.emit(key, &buf[..n])?;
         }

@@ -39,6 +39,12 @@ final class OpSpec implements Serializable {
   /** The native code of the exact sum (see the class comment). */
   static final int CODE_SUM_EXACT = 4;
 
+  /**
+   * The native code of several aggregates per group ({@link Lane}); the value type code is then
+   * the lanes' code.
+   */
+  static final int CODE_LANES = 5;
+
   final Agg agg;
   final int valueType;
   /** A sum that must fail on overflow rather than wrap. */
@@ -52,6 +58,13 @@ final class OpSpec implements Serializable {
    */
   final boolean firstLevel;
 
+  /**
+   * The lanes of a Spark SQL aggregate by several columns or with several functions, or null: keys
+   * are then {@link GroupKey}s (their own partition), values {@code byte[]} lane inputs, results
+   * {@code byte[]} lane states.
+   */
+  final Lane[] lanes;
+
   /** An operator of {@link Sluice}'s API. */
   OpSpec(Agg agg, int valueType) {
     this(agg, valueType, false, false, valueType != VALUE_DOUBLE);
@@ -60,6 +73,17 @@ final class OpSpec implements Serializable {
   /** An operator for Spark SQL's aggregates (no first level here). */
   OpSpec(Agg agg, int valueType, boolean exact, boolean rawKeys) {
     this(agg, valueType, exact, rawKeys, false);
+  }
+
+  /** Several aggregates per group of a Spark SQL aggregate ({@link #lanes}). */
+  OpSpec(Lane[] lanes) {
+    this.agg = Agg.SUM;
+    this.valueType = VALUE_LONG;
+    this.exact = false;
+    this.rawKeys = true;
+    this.firstLevel = false;
+    this.lanes = lanes.clone();
+    Lane.code(lanes);
   }
 
   private OpSpec(Agg agg, int valueType, boolean exact, boolean rawKeys, boolean firstLevel) {
@@ -71,6 +95,7 @@ final class OpSpec implements Serializable {
     this.exact = exact;
     this.rawKeys = rawKeys;
     this.firstLevel = firstLevel;
+    this.lanes = null;
   }
 
   /**
@@ -78,6 +103,9 @@ final class OpSpec implements Serializable {
    * first level's partial its count), so partial counts and single records merge alike.
    */
   int code() {
+    if (lanes != null) {
+      return CODE_LANES;
+    }
     if (exact) {
       return CODE_SUM_EXACT;
     }
@@ -89,6 +117,9 @@ final class OpSpec implements Serializable {
    * sum of ints leaves the int range); otherwise the declared one.
    */
   int engineValueType() {
+    if (lanes != null) {
+      return Lane.code(lanes);
+    }
     return agg == Agg.COUNT || (agg == Agg.SUM && valueType == VALUE_INT) ? VALUE_LONG : valueType;
   }
 
@@ -108,6 +139,9 @@ final class OpSpec implements Serializable {
 
   /** Bytes of one value in an engine record. */
   int valueBytes() {
+    if (lanes != null) {
+      return Lane.inputBytes(lanes);
+    }
     return engineValueType() == VALUE_INT ? 4 : 8;
   }
 
@@ -125,11 +159,11 @@ final class OpSpec implements Serializable {
     if (key instanceof Integer) {
       return 5;
     }
-    if (key instanceof String || key instanceof byte[]) {
+    if (key instanceof String || key instanceof byte[] || key instanceof GroupKey) {
       return 1 + utf8.length;
     }
     throw new IllegalArgumentException(
-        "Sluice's offloaded operators take Long, Integer or String keys, not "
+        "Sluice's offloaded operators take Long, Integer, String or GroupKey keys, not "
             + (key == null ? "null" : key.getClass().getName()));
   }
 
@@ -206,10 +240,20 @@ final class OpSpec implements Serializable {
   }
 
   /**
-   * The result object of an 8-byte little-endian result (16 for an exact sum) at the buffer's
-   * position.
+   * The result object of a {@code len}-byte little-endian result at the buffer's position: 8 bytes
+   * (16 for an exact sum), or a lanes state as a {@code byte[]}.
    */
-  Object getResult(ByteBuffer b) {
+  Object getResult(ByteBuffer b, int len) {
+    int want = lanes != null ? 8 * Lane.words(lanes) : exact ? 16 : 8;
+    if (len != want) {
+      throw new IllegalStateException(
+          "a Sluice result of " + len + " bytes where the operator gives " + want);
+    }
+    if (lanes != null) {
+      byte[] state = new byte[len];
+      b.get(state);
+      return state;
+    }
     long bits = b.getLong();
     if (exact && b.getLong() != 0) {
       throw SqlAggregates.overflow("the engine's exact sum");

@@ -200,10 +200,10 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       }
       ByteBuffer buf = in.buf;
       int klen = buf.getInt();
-      buf.getInt(); // the value's length: 8
+      int vlen = buf.getInt();
       buf.getInt(); // the partition id
       Object key = op.getKey(buf, klen - 4);
-      Object value = op.getResult(buf);
+      Object value = op.getResult(buf, vlen);
       left--;
       return new Tuple2<>(key, value);
     }

@@ -35,6 +35,10 @@ final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
     OpSpec op = handle.op();
     NativeMapOutput output = openOutput(true);
+    if (op.lanes != null) {
+      writeLanes(records, output, op.valueBytes());
+      return;
+    }
     OpPreAggregator first = op.firstLevel ? new OpPreAggregator(op) : null;
     while (records.hasNext()) {
       Product2<K, V> r = records.next();
@@ -46,6 +50,30 @@ final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
     }
     if (first != null) {
       first.drain((k, state) -> put(output, op, k, state));
+    }
+    status = output.commit();
+  }
+
+  /**
+   * Writes the records of a lanes aggregate: {@link GroupKey} keys carry their partition, values
+   * are the lanes' inputs.
+   */
+  private void writeLanes(
+      scala.collection.Iterator<Product2<K, V>> records, NativeMapOutput output, int valueBytes)
+      throws IOException {
+    while (records.hasNext()) {
+      Product2<K, V> r = records.next();
+      GroupKey key = (GroupKey) r._1();
+      byte[] value = (byte[]) r._2();
+      if (value.length != valueBytes) {
+        throw new IllegalArgumentException(
+            "a lanes value of " + value.length + " bytes, the operator takes " + valueBytes);
+      }
+      int keyBytes = 4 + 1 + key.bytes().length;
+      ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);
+      b.putInt(keyBytes).putInt(valueBytes).putInt(key.partition());
+      b.put(OpSpec.KEY_STRING).put(key.bytes()).put(value);
+      output.added();
     }
     status = output.commit();
   }

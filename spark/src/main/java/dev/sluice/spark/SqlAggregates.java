@@ -65,6 +65,51 @@ public final class SqlAggregates {
   }
 
   /**
+   * The lanes {@code lanes} of each {@link GroupKey} of {@code pairs} (values: the lanes' inputs),
+   * into {@code partitions} partitions placed as the keys say; results come back as (the key's
+   * bytes, the lanes' state) pairs.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public static RDD<Tuple2<Object, Object>> aggregateLanes(
+      RDD<Tuple2<Object, Object>> pairs, int partitions, Lane[] lanes) {
+    ClassTag<Object> any = ClassTag$.MODULE$.Any();
+    ShuffledRDD shuffled =
+        new ShuffledRDD(pairs, new GroupKeyPartitioner(partitions), any, any, any);
+    shuffled.setSerializer(new SluiceOpSerializer(new OpSpec(lanes)));
+    return (RDD<Tuple2<Object, Object>>) (RDD) shuffled;
+  }
+
+  /** The partition a {@link GroupKey} carries (Spark SQL's, computed from the row). */
+  static final class GroupKeyPartitioner extends Partitioner {
+    private static final long serialVersionUID = 1L;
+    private final int partitions;
+
+    GroupKeyPartitioner(int partitions) {
+      this.partitions = partitions;
+    }
+
+    @Override
+    public int numPartitions() {
+      return partitions;
+    }
+
+    @Override
+    public int getPartition(Object key) {
+      return ((GroupKey) key).partition();
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof GroupKeyPartitioner other && other.partitions == partitions;
+    }
+
+    @Override
+    public int hashCode() {
+      return partitions;
+    }
+  }
+
+  /**
    * Spark SQL's {@code HashPartitioning} of one key column: {@code pmod(murmur3(key, 42), n)},
    * with Spark's Murmur3 of a long, an int, or a UTF-8-binary string's bytes.
    */

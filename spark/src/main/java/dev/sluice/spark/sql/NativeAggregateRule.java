@@ -38,7 +38,7 @@ import org.slf4j.LoggerFactory;
 import scala.collection.immutable.Seq;
 
 /**
- * Gives a Spark SQL aggregate by one column to the Sluice engine, whole.
+ * Gives a Spark SQL aggregate to the Sluice engine, whole.
  *
  * <p>Spark plans {@code groupBy(k).agg(f(v))} as a partial {@code HashAggregateExec} in each map
  * task (Spark's hash map of the task's groups, in Java), a {@code ShuffleExchangeExec}
@@ -62,7 +62,15 @@ import scala.collection.immutable.Seq;
  *       overflow, as Spark's does; {@code try_sum} stays Spark's.
  * </ul>
  *
- * <p>Anything else keeps Spark's plan; a debug-level log line says why. Like {@link
+ * <p>Any other aggregate by one or more columns of integer, date, timestamp, decimal, boolean or
+ * string type with counts, sums and averages of integers and decimals, and min and max of
+ * integers, dates, timestamps and decimals of up to 18 digits (nullable values, expressions,
+ * ANSI or legacy mode) takes the lanes form ({@link LaneAggregate}): the grouping columns'
+ * {@code UnsafeRow} is the engine's key and each function one or two lanes of one state.
+ *
+ * <p>Anything else keeps Spark's plan (double sums and averages, whose result depends on the order
+ * of additions; distinct aggregates; collations; collect_list and other imperative aggregates); a
+ * debug-level log line says why. Like {@link
  * NativeSortRule} it runs among the physical preparation rules and, with adaptive execution, as a
  * query stage preparation rule (the exchange is then not an adaptive query stage).
  */
@@ -93,8 +101,66 @@ public final class NativeAggregateRule extends SluiceRule {
         || exchange.shuffleOrigin() != ENSURE_REQUIREMENTS$.MODULE$
         || !(exchange.outputPartitioning() instanceof HashPartitioning hash)
         || hash.numPartitions() > SluiceShuffleManager.PARTITIONS_MAX
-        || !(exchange.child() instanceof HashAggregateExec partial)
-        || fin.groupingExpressions().size() != 1
+        || !(exchange.child() instanceof HashAggregateExec partial)) {
+      return fin;
+    }
+    SparkPlan one = replaceOne(fin, partial, hash, pinned);
+    return one != fin ? one : lanes(fin, partial, hash, pinned);
+  }
+
+  /**
+   * The lanes form of a final aggregate over its exchange and partial aggregate ({@link
+   * LaneAggregate}), or it as is.
+   */
+  private static SparkPlan lanes(
+      HashAggregateExec fin, HashAggregateExec partial, HashPartitioning hash, boolean pinned) {
+    int n = fin.aggregateExpressions().size();
+    if (n == 0
+        || partial.aggregateExpressions().size() != n
+        || fin.groupingExpressions().isEmpty()
+        || partial.groupingExpressions().size() != fin.groupingExpressions().size()) {
+      return fin;
+    }
+    for (int i = 0; i < n; i++) {
+      AggregateExpression fae = fin.aggregateExpressions().apply(i);
+      AggregateExpression pae = partial.aggregateExpressions().apply(i);
+      if (fae.mode() != Final$.MODULE$
+          || pae.mode() != Partial$.MODULE$
+          || pae.isDistinct()
+          || pae.filter().isDefined()
+          || !fae.aggregateFunction().equals(pae.aggregateFunction())) {
+        return fin;
+      }
+    }
+    String[] why = new String[1];
+    LaneAggregate lanes =
+        LaneAggregate.of(
+            partial.groupingExpressions(),
+            fin.groupingExpressions(),
+            partial.aggregateExpressions(),
+            fin.aggregateAttributes(),
+            fin.resultExpressions(),
+            partial.child().output(),
+            hash,
+            why);
+    if (lanes == null) {
+      LOG.debug("Sluice: aggregate stays in Spark SQL ({})", why[0]);
+      return fin;
+    }
+    return new SluiceAggregateExec(
+        SluiceRule.toSeq(List.<Attribute>of()),
+        fin.resultExpressions(),
+        hash.numPartitions(),
+        fin.outputPartitioning(),
+        partial.child(),
+        lanes,
+        !pinned);
+  }
+
+  /** The one-key, one-function form (see the class comment), or {@code fin} as it is. */
+  private static SparkPlan replaceOne(
+      HashAggregateExec fin, HashAggregateExec partial, HashPartitioning hash, boolean pinned) {
+    if (fin.groupingExpressions().size() != 1
         || fin.aggregateExpressions().size() != 1
         || partial.groupingExpressions().size() != 1
         || partial.aggregateExpressions().size() != 1) {

@@ -41,18 +41,20 @@ public final class SluiceAggregateExec extends SparkPlan {
       int keyOrdinal, int keyKind, int valueOrdinal, int valueType, Agg agg, boolean exact)
       implements Serializable {}
 
-  private final Attribute group;
-  private final Attribute result;
+  /** The one-key form's (group, result) attributes its output is computed from; empty for lanes. */
+  private final Seq<Attribute> inputs;
   private final Seq<NamedExpression> resultExpressions;
   private final int numPartitions;
   private final Partitioning partitioning;
   private final SparkPlan child;
-  private final Spec spec;
-  /** Whether the reads may be coalesced as adaptive execution coalesces ({@link AdaptiveCoalesce}). */
+  /** What the engine computes: a {@link Spec} (one key, one function), a {@link LaneAggregate}. */
+  private final Serializable form;
+  /** Whether the reads may be coalesced as adaptive execution does ({@link AdaptiveCoalesce}). */
   private final boolean coalescable;
-  /** The aggregated rows, made once (the driver side of the plan; later actions reuse the shuffle). */
+  /** The aggregated rows, made once (on the driver; later actions reuse the shuffle). */
   private transient RDD<InternalRow> aggregated;
 
+  /** The one-key, one-function form, its output computed from {@code group} and {@code result}. */
   public SluiceAggregateExec(
       Attribute group,
       Attribute result,
@@ -62,13 +64,38 @@ public final class SluiceAggregateExec extends SparkPlan {
       SparkPlan child,
       Spec spec,
       boolean coalescable) {
-    this.group = group;
-    this.result = result;
+    this(
+        SluiceRule.toSeq(List.of(group, result)),
+        resultExpressions,
+        numPartitions,
+        partitioning,
+        child,
+        spec,
+        coalescable);
+  }
+
+  /**
+   * The node as its product elements give it (Spark's tree operations copy it through this one):
+   * {@code form} is a {@link Spec} with {@code inputs} its (group, result), or a {@link
+   * LaneAggregate} with no inputs.
+   */
+  public SluiceAggregateExec(
+      Seq<Attribute> inputs,
+      Seq<NamedExpression> resultExpressions,
+      int numPartitions,
+      Partitioning partitioning,
+      SparkPlan child,
+      Serializable form,
+      boolean coalescable) {
+    if (!(form instanceof Spec || form instanceof LaneAggregate)) {
+      throw new IllegalArgumentException("not an aggregate Sluice computes: " + form);
+    }
+    this.inputs = inputs;
     this.resultExpressions = resultExpressions;
     this.numPartitions = numPartitions;
     this.partitioning = partitioning;
     this.child = child;
-    this.spec = spec;
+    this.form = form;
     this.coalescable = coalescable;
   }
 
@@ -96,7 +123,10 @@ public final class SluiceAggregateExec extends SparkPlan {
   }
 
   private RDD<InternalRow> aggregate() {
-    Spec s = spec;
+    if (form instanceof LaneAggregate lanes) {
+      return aggregateLanes(lanes);
+    }
+    Spec s = (Spec) form;
     RDD<Tuple2<Object, Object>> pairs =
         child
             .execute()
@@ -116,7 +146,6 @@ public final class SluiceAggregateExec extends SparkPlan {
       results = coalesced(results);
     }
     Seq<Expression> exprs = resultExpressions.map(e -> (Expression) e).toSeq();
-    Seq<Attribute> inputs = SluiceRule.toSeq(List.of(group, result));
     boolean stringKey = s.keyKind() == SqlAggregates.KEY_STRING;
     return results
         .toJavaRDD()
@@ -136,6 +165,24 @@ public final class SluiceAggregateExec extends SparkPlan {
         .rdd();
   }
 
+  private RDD<InternalRow> aggregateLanes(LaneAggregate l) {
+    RDD<Tuple2<Object, Object>> pairs =
+        child
+            .execute()
+            .toJavaRDD()
+            .mapPartitions((Iterator<InternalRow> rows) -> l.map(rows))
+            .rdd();
+    RDD<Tuple2<Object, Object>> results =
+        SqlAggregates.aggregateLanes(pairs, numPartitions, l.lanes());
+    if (coalescable) {
+      results = coalesced(results);
+    }
+    return results
+        .toJavaRDD()
+        .mapPartitions((Iterator<Tuple2<Object, Object>> it) -> l.reduce(it))
+        .rdd();
+  }
+
   /** The aggregated shuffle read in coalesced ranges where its partitions are small. */
   @SuppressWarnings({"unchecked", "rawtypes"})
   private RDD<Tuple2<Object, Object>> coalesced(RDD<Tuple2<Object, Object>> shuffled) {
@@ -151,13 +198,12 @@ public final class SluiceAggregateExec extends SparkPlan {
   @Override
   public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
     return new SluiceAggregateExec(
-        group,
-        result,
+        inputs,
         resultExpressions,
         numPartitions,
         partitioning,
         newChildren.apply(0),
-        spec,
+        form,
         coalescable);
   }
 
@@ -168,12 +214,15 @@ public final class SluiceAggregateExec extends SparkPlan {
 
   @Override
   public String simpleString(int maxFields) {
+    if (!(form instanceof Spec spec)) {
+      return nodeName() + " " + form + ", output " + output().mkString("[", ", ", "]");
+    }
     return nodeName()
         + " "
         + spec.agg()
         + (spec.exact() ? " (exact)" : "")
         + " by "
-        + group
+        + inputs.head()
         + ", output "
         + output().mkString("[", ", ", "]");
   }
@@ -183,31 +232,21 @@ public final class SluiceAggregateExec extends SparkPlan {
 
   @Override
   public int productArity() {
-    return 8;
+    return 7;
   }
 
   @Override
   public Object productElement(int n) {
-    switch (n) {
-      case 0:
-        return group;
-      case 1:
-        return result;
-      case 2:
-        return resultExpressions;
-      case 3:
-        return numPartitions;
-      case 4:
-        return partitioning;
-      case 5:
-        return child;
-      case 6:
-        return spec;
-      case 7:
-        return coalescable;
-      default:
-        throw new IndexOutOfBoundsException(n);
-    }
+    return switch (n) {
+      case 0 -> inputs;
+      case 1 -> resultExpressions;
+      case 2 -> numPartitions;
+      case 3 -> partitioning;
+      case 4 -> child;
+      case 5 -> form;
+      case 6 -> coalescable;
+      default -> throw new IndexOutOfBoundsException(n);
+    };
   }
 
   @Override
