@@ -79,12 +79,12 @@ public final class SqlAggregates {
     return (RDD<Tuple2<Object, Object>>) (RDD) shuffled;
   }
 
-  /** The partition a {@link GroupKey} carries (Spark SQL's, computed from the row). */
-  static final class GroupKeyPartitioner extends Partitioner {
+  /** A partitioner into a number of partitions, equal to another of its class and count. */
+  abstract static class CountedPartitioner extends Partitioner {
     private static final long serialVersionUID = 1L;
-    private final int partitions;
+    final int partitions;
 
-    GroupKeyPartitioner(int partitions) {
+    CountedPartitioner(int partitions) {
       this.partitions = partitions;
     }
 
@@ -94,13 +94,10 @@ public final class SqlAggregates {
     }
 
     @Override
-    public int getPartition(Object key) {
-      return ((GroupKey) key).partition();
-    }
-
-    @Override
     public boolean equals(Object o) {
-      return o instanceof GroupKeyPartitioner other && other.partitions == partitions;
+      return o != null
+          && o.getClass() == getClass()
+          && ((CountedPartitioner) o).partitions == partitions;
     }
 
     @Override
@@ -109,24 +106,31 @@ public final class SqlAggregates {
     }
   }
 
+  /** The partition a {@link GroupKey} carries (Spark SQL's, computed from the row). */
+  static final class GroupKeyPartitioner extends CountedPartitioner {
+    private static final long serialVersionUID = 1L;
+
+    GroupKeyPartitioner(int partitions) {
+      super(partitions);
+    }
+
+    @Override
+    public int getPartition(Object key) {
+      return ((GroupKey) key).partition();
+    }
+  }
+
   /**
    * Spark SQL's {@code HashPartitioning} of one key column: {@code pmod(murmur3(key, 42), n)},
    * with Spark's Murmur3 of a long, an int, or a UTF-8-binary string's bytes.
    */
-  static final class SqlHashPartitioner extends Partitioner {
+  static final class SqlHashPartitioner extends CountedPartitioner {
     private static final long serialVersionUID = 1L;
     /** Spark SQL's hash seed ({@code Murmur3Hash}). */
     static final int SEED = 42;
 
-    private final int partitions;
-
     SqlHashPartitioner(int partitions) {
-      this.partitions = partitions;
-    }
-
-    @Override
-    public int numPartitions() {
-      return partitions;
+      super(partitions);
     }
 
     @Override
@@ -148,16 +152,6 @@ public final class SqlAggregates {
       }
       int p = h % partitions;
       return p < 0 ? p + partitions : p;
-    }
-
-    @Override
-    public boolean equals(Object o) {
-      return o instanceof SqlHashPartitioner other && other.partitions == partitions;
-    }
-
-    @Override
-    public int hashCode() {
-      return partitions;
     }
   }
 }
