@@ -159,11 +159,11 @@ final class OpSpec implements Serializable {
     if (key instanceof Integer) {
       return 5;
     }
-    if (key instanceof String || key instanceof byte[] || key instanceof GroupKey) {
+    if (key instanceof String || key instanceof byte[]) {
       return 1 + utf8.length;
     }
     throw new IllegalArgumentException(
-        "Sluice's offloaded operators take Long, Integer, String or GroupKey keys, not "
+        "Sluice's offloaded operators take Long, Integer or String keys, not "
             + (key == null ? "null" : key.getClass().getName()));
   }
 
