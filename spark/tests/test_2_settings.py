@@ -3,6 +3,7 @@ shuffle, Spark's codec, and a corrupt block that becomes a fetch failure."""
 
 import contextlib
 import pathlib
+import time
 
 import pytest
 import workloads
@@ -380,8 +381,8 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
     # adaptive execution reads the sort shuffle's partitions in one task;
     # Sluice's native aggregate and sort run their shuffles inside a stage,
     # so they take the same statistics and cut their reads the same way.
-    # Below a sort-merge join the aggregate keeps its 200 partitions (the
-    # join zips them with its other side's).
+    # Below a sort-merge join the aggregate and the join's other side are
+    # read in the same coalesced ranges (the join zips their partitions).
     extra = {"spark.sql.shuffle.partitions": "200", "spark.sql.autoBroadcastJoinThreshold": "-1"}
     s = session("local[2]", SLUICE, tmp_path, extra=extra)
     try:
@@ -406,6 +407,43 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
         sc.setJobGroup("join", "join")
         rows = {r["k"]: (r["count"], r["w"]) for r in joined.collect()}
         assert rows == {k: (counts[k], 2 * k) for k in range(97)}
-        assert 200 in stage_tasks(s, "join"), stage_tasks(s, "join")
+        assert max(stage_tasks(s, "join")) <= 4, stage_tasks(s, "join")
+        # With coalescing off the join reads all 200 partitions.
+        s.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+        sc.setJobGroup("join-200", "join-200")
+        again = grouped.join(other, "k")
+        assert {r["k"]: (r["count"], r["w"]) for r in again.collect()} == rows
+        assert 200 in stage_tasks(s, "join-200"), stage_tasks(s, "join-200")
+        s.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "true")
+
+        # The same aggregate twice in one query (TPC-H Q18's shape; a
+        # self-join gives the copies new expression ids): one map stage,
+        # read by both, as Spark's ReusedExchange; the query's shuffles are
+        # let go when it ends.
+        twice = grouped.join(grouped.withColumnRenamed("count", "again"), "k")
+        assert plan_of(twice).count("SluiceAggregate") == 2, plan_of(twice)
+        sc.setJobGroup("twice", "twice")
+        rows = {r["k"]: (r["count"], r["again"]) for r in twice.collect()}
+        assert rows == {k: (counts[k], counts[k]) for k in range(97)}
+        assert map_stages_run(s, "twice") == 1, stage_infos(s, "twice")
+        assert max(stage_tasks(s, "twice")) <= 4, stage_tasks(s, "twice")
+        reuse = sc._jvm.dev.sluice.spark.sql.ShuffleReuse
+        deadline = time.monotonic() + 30
+        while reuse.executionsHeld() > 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert reuse.executionsHeld() == 0
     finally:
         s.stop()
+
+
+def stage_infos(s, group):
+    """(tasks, completed tasks) of the stages the jobs of a job group ran."""
+    t = s.sparkContext.statusTracker()
+    stages = {st for j in t.getJobIdsForGroup(group) for st in t.getJobInfo(j).stageIds}
+    infos = [t.getStageInfo(st) for st in sorted(stages)]
+    return [(i.numTasks, i.numCompletedTasks) for i in infos if i is not None]
+
+
+def map_stages_run(s, group):
+    """Stages of a job group that ran the range's two map tasks."""
+    return sum(1 for tasks, done in stage_infos(s, group) if done == 2 and tasks == 2)

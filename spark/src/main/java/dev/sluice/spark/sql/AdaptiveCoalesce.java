@@ -1,8 +1,12 @@
 package dev.sluice.spark.sql;
 
+import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.MapOutputStatistics;
+import org.apache.spark.MapOutputTrackerMaster;
 import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.execution.CoalescedPartitionSpec;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
 import org.apache.spark.sql.execution.adaptive.ShufflePartitionsUtil$;
@@ -33,42 +37,45 @@ final class AdaptiveCoalesce {
   private AdaptiveCoalesce() {}
 
   /**
-   * The bounds of the reads of {@code dependency}'s {@code partitions} partitions: {@code [0, ...,
-   * partitions]}, task {@code i} reading {@code [b[i], b[i + 1])}. Runs the map stage (so it
-   * blocks until the map output is written) when coalescing is on; otherwise one partition each.
+   * The bounds of the reads of a shuffle of {@code partitions} partitions whose map stage gave
+   * {@code stats}: {@code [0, ..., partitions]}, task {@code i} reading {@code [b[i], b[i + 1])};
+   * one partition each when coalescing is off.
    */
-  static int[] bounds(SQLConf conf, ShuffleDependency<?, ?, ?> dependency, int partitions) {
-    if (!conf.coalesceShufflePartitionsEnabled()
-        || partitions <= 1
-        || dependency.rdd().partitions().length == 0) {
+  static int[] bounds(SQLConf conf, SparkContext sc, MapOutputStatistics stats, int partitions) {
+    if (!conf.coalesceShufflePartitionsEnabled() || partitions <= 1) {
       return identity(partitions);
     }
-    MapOutputStatistics stats = mapStage(dependency);
+    Seq<Seq<ShufflePartitionSpec>> specs = coalesce(conf, sc, List.of(Option.apply(stats)));
+    return specs.isEmpty() ? identity(partitions) : bounds(specs.head());
+  }
+
+  /**
+   * Spark's coalescing of shuffles read together (one list of specs per shuffle, all alike), by
+   * their map statistics ({@code None} for a shuffle of no map tasks) and the session's settings;
+   * empty when Spark's algorithm declines.
+   */
+  static Seq<Seq<ShufflePartitionSpec>> coalesce(
+      SQLConf conf, SparkContext sc, List<Option<MapOutputStatistics>> stats) {
     Option<Object> minNumber = conf.getConf(SQLConf.COALESCE_PARTITIONS_MIN_PARTITION_NUM());
     boolean parallelismFirst =
         (Boolean) conf.getConf(SQLConf.COALESCE_PARTITIONS_PARALLELISM_FIRST());
     int minPartitions =
         parallelismFirst
-            ? minNumber.isDefined()
-                ? (Integer) minNumber.get()
-                : dependency.rdd().context().defaultParallelism()
+            ? minNumber.isDefined() ? (Integer) minNumber.get() : sc.defaultParallelism()
             : 1;
     long minSize =
         minNumber.isDefined()
             ? 0L
             : (Long) conf.getConf(SQLConf.COALESCE_PARTITIONS_MIN_PARTITION_SIZE());
     long advisory = (Long) conf.getConf(SQLConf.ADVISORY_PARTITION_SIZE_IN_BYTES());
-    Seq<Seq<ShufflePartitionSpec>> specs =
-        ShufflePartitionsUtil$.MODULE$.coalescePartitions(
-            SluiceRule.toSeq(List.of(Option.apply(stats))),
-            SluiceRule.toSeq(List.of(Option.<Seq<ShufflePartitionSpec>>empty())),
-            advisory,
-            minPartitions,
-            minSize);
-    if (specs.isEmpty()) {
-      return identity(partitions);
-    }
-    Seq<ShufflePartitionSpec> cut = specs.head();
+    List<Option<Seq<ShufflePartitionSpec>>> none = new ArrayList<>();
+    stats.forEach(x -> none.add(Option.empty()));
+    return ShufflePartitionsUtil$.MODULE$.coalescePartitions(
+        SluiceRule.toSeq(stats), SluiceRule.toSeq(none), advisory, minPartitions, minSize);
+  }
+
+  /** The read bounds of coalesced specs ({@code [0, ..., partitions]}). */
+  static int[] bounds(Seq<ShufflePartitionSpec> cut) {
     int[] bounds = new int[cut.size() + 1];
     for (int i = 0; i < cut.size(); i++) {
       CoalescedPartitionSpec s = (CoalescedPartitionSpec) cut.apply(i);
@@ -95,8 +102,17 @@ final class AdaptiveCoalesce {
     return bounds;
   }
 
-  /** Runs the map stage of {@code dependency} and waits for its statistics. */
-  private static MapOutputStatistics mapStage(ShuffleDependency<?, ?, ?> dependency) {
+  /**
+   * Runs the map stage of {@code dependency} and waits for its statistics; a shuffle whose map
+   * outputs are all there already (one that {@link ShuffleReuse} shares) is not submitted again.
+   */
+  static MapOutputStatistics mapStage(ShuffleDependency<?, ?, ?> dependency) {
+    if (SparkEnv.get().mapOutputTracker() instanceof MapOutputTrackerMaster tracker
+        && tracker.containsShuffle(dependency.shuffleId())
+        && tracker.getNumAvailableOutputs(dependency.shuffleId())
+            == dependency.rdd().partitions().length) {
+      return tracker.getStatistics(dependency);
+    }
     try {
       return dependency.rdd().context().submitMapStage(dependency).get();
     } catch (Exception e) {

@@ -7,6 +7,7 @@ import java.math.BigInteger;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -374,6 +375,18 @@ final class LaneAggregate implements Serializable {
       scales.add(scale);
       return lanes.size() - 1;
     }
+  }
+
+  /**
+   * What the map side computes, free of expression ids ({@link ShuffleReuse}): the lanes, the key
+   * and value expressions over the child's columns by position, the partition of a key row.
+   */
+  Object mapSide() {
+    return List.of(
+        Arrays.asList(values.lanes()),
+        ShuffleReuse.positional(keyExprs, input),
+        ShuffleReuse.positional(valueExprs, input),
+        ShuffleReuse.positional(partitionId, keyAttrs));
   }
 
   /** The map side: each row's group key and lane inputs (see {@link LaneRows}). */

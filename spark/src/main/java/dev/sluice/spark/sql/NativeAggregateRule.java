@@ -154,7 +154,8 @@ public final class NativeAggregateRule extends SluiceRule {
         fin.outputPartitioning(),
         partial.child(),
         lanes,
-        !pinned);
+        !pinned,
+        SluiceAggregateExec.Cut.NONE);
   }
 
   /** The one-key, one-function form (see the class comment), or {@code fin} as it is. */

@@ -4,9 +4,13 @@ import dev.sluice.spark.Agg;
 import dev.sluice.spark.RangeShuffledRDD;
 import dev.sluice.spark.SqlAggregates;
 import java.io.Serializable;
+import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Objects;
+import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.ShuffleDependency;
+import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
@@ -15,9 +19,13 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection$;
+import org.apache.spark.sql.catalyst.plans.physical.CoalescedBoundary;
+import org.apache.spark.sql.catalyst.plans.physical.CoalescedHashPartitioning;
+import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.unsafe.types.UTF8String;
+import scala.Option;
 import scala.Tuple2;
 import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
@@ -51,6 +59,44 @@ public final class SluiceAggregateExec extends SparkPlan {
   private final Serializable form;
   /** Whether the reads may be coalesced as adaptive execution does ({@link AdaptiveCoalesce}). */
   private final boolean coalescable;
+  /** The reads a join's coalescing chose ({@link JoinCoalesce}), or {@link Cut#NONE}. */
+  private final Cut cut;
+
+  /**
+   * Reads chosen for the node by a join's coalescing: the bounds of its ranges ({@code [0, ...,
+   * numPartitions]}) and the {@link ShuffleReuse} key of the shuffle whose statistics chose them,
+   * which the node then reads (its map stage ran on a copy of the child prepared for execution,
+   * which the node's own child, prepared later by adaptive execution, need not equal exactly).
+   */
+  static final class Cut implements Serializable {
+    private static final long serialVersionUID = 1L;
+    static final Cut NONE = new Cut(List.of(), null);
+
+    final List<Integer> bounds;
+    /** On the driver only (a plan: not sent with tasks). */
+    final transient Object key;
+
+    Cut(List<Integer> bounds, Object key) {
+      this.bounds = bounds;
+      this.key = key;
+    }
+
+    @Override
+    public boolean equals(Object o) {
+      return o instanceof Cut c && c.bounds.equals(bounds) && Objects.equals(c.key, key);
+    }
+
+    @Override
+    public int hashCode() {
+      return bounds.hashCode();
+    }
+
+    @Override
+    public String toString() {
+      return bounds.isEmpty() ? "" : (bounds.size() - 1) + " ranges";
+    }
+  }
+
   /** The aggregated rows, made once (on the driver; later actions reuse the shuffle). */
   private transient RDD<InternalRow> aggregated;
 
@@ -71,7 +117,8 @@ public final class SluiceAggregateExec extends SparkPlan {
         partitioning,
         child,
         spec,
-        coalescable);
+        coalescable,
+        Cut.NONE);
   }
 
   /**
@@ -86,7 +133,8 @@ public final class SluiceAggregateExec extends SparkPlan {
       Partitioning partitioning,
       SparkPlan child,
       Serializable form,
-      boolean coalescable) {
+      boolean coalescable,
+      Cut cut) {
     if (!(form instanceof Spec || form instanceof LaneAggregate)) {
       throw new IllegalArgumentException("not an aggregate Sluice computes: " + form);
     }
@@ -97,6 +145,7 @@ public final class SluiceAggregateExec extends SparkPlan {
     this.child = child;
     this.form = form;
     this.coalescable = coalescable;
+    this.cut = cut;
   }
 
   @Override
@@ -111,7 +160,16 @@ public final class SluiceAggregateExec extends SparkPlan {
 
   @Override
   public Partitioning outputPartitioning() {
-    return partitioning;
+    List<Integer> bounds = cut.bounds;
+    if (bounds.isEmpty() || !(partitioning instanceof HashPartitioning h)) {
+      return partitioning;
+    }
+    // As Spark's coalesced shuffle read reports it: the same placement, fewer partitions.
+    List<CoalescedBoundary> ranges = new ArrayList<>();
+    for (int i = 0; i + 1 < bounds.size(); i++) {
+      ranges.add(new CoalescedBoundary(bounds.get(i), bounds.get(i + 1)));
+    }
+    return new CoalescedHashPartitioning(h, SluiceRule.toSeq(ranges));
   }
 
   @Override
@@ -123,30 +181,15 @@ public final class SluiceAggregateExec extends SparkPlan {
   }
 
   private RDD<InternalRow> aggregate() {
-    if (form instanceof LaneAggregate lanes) {
-      return aggregateLanes(lanes);
-    }
-    Spec s = (Spec) form;
-    RDD<Tuple2<Object, Object>> pairs =
-        child
-            .execute()
-            .toJavaRDD()
-            .mapPartitions(
-                (Iterator<InternalRow> rows) ->
-                    (Iterator<Tuple2<Object, Object>>) new PreAggregator(rows, s))
-            .rdd();
-    RDD<Tuple2<Object, Object>> results =
-        SqlAggregates.aggregate(
-            pairs,
-            numPartitions,
-            PreAggregator.engineAgg(s),
-            PreAggregator.engineValueType(s),
-            s.exact());
-    if (coalescable) {
-      results = coalesced(results);
+    RDD<Tuple2<Object, Object>> results = read(shuffled());
+    if (form instanceof LaneAggregate l) {
+      return results
+          .toJavaRDD()
+          .mapPartitions((Iterator<Tuple2<Object, Object>> it) -> l.reduce(it))
+          .rdd();
     }
     Seq<Expression> exprs = resultExpressions.map(e -> (Expression) e).toSeq();
-    boolean stringKey = s.keyKind() == SqlAggregates.KEY_STRING;
+    boolean stringKey = ((Spec) form).keyKind() == SqlAggregates.KEY_STRING;
     return results
         .toJavaRDD()
         .mapPartitions(
@@ -165,34 +208,102 @@ public final class SluiceAggregateExec extends SparkPlan {
         .rdd();
   }
 
-  private RDD<InternalRow> aggregateLanes(LaneAggregate l) {
-    RDD<Tuple2<Object, Object>> pairs =
-        child
-            .execute()
-            .toJavaRDD()
-            .mapPartitions((Iterator<InternalRow> rows) -> l.map(rows))
-            .rdd();
-    RDD<Tuple2<Object, Object>> results =
-        SqlAggregates.aggregateLanes(pairs, numPartitions, l.lanes());
-    if (coalescable) {
-      results = coalesced(results);
-    }
-    return results
-        .toJavaRDD()
-        .mapPartitions((Iterator<Tuple2<Object, Object>> it) -> l.reduce(it))
-        .rdd();
+  /**
+   * The engine's shuffle of this node (its map side over the child's rows), shared with an equal
+   * node of the same query ({@link ShuffleReuse}).
+   */
+  private ShuffleReuse.Shuffle shuffled() {
+    return ShuffleReuse.shared(
+        sparkContext(),
+        shuffleKey(),
+        () -> {
+          if (form instanceof LaneAggregate l) {
+            return SqlAggregates.aggregateLanes(pairs(l::map), numPartitions, l.lanes());
+          }
+          Spec s = (Spec) form;
+          return SqlAggregates.aggregate(
+              pairs(rows -> (Iterator<Tuple2<Object, Object>>) new PreAggregator(rows, s)),
+              numPartitions,
+              PreAggregator.engineAgg(s),
+              PreAggregator.engineValueType(s),
+              s.exact());
+        });
   }
 
-  /** The aggregated shuffle read in coalesced ranges where its partitions are small. */
+  /** The child's rows as the engine's (key, value) pairs, each partition through {@code map}. */
+  private RDD<Tuple2<Object, Object>> pairs(
+      FlatMapFunction<Iterator<InternalRow>, Tuple2<Object, Object>> map) {
+    return child.execute().toJavaRDD().mapPartitions(map).rdd();
+  }
+
+  /**
+   * The reads of the aggregated shuffle, after its map stage ran ({@link
+   * ShuffleReuse.Shuffle#materialize}): in the ranges a join's coalescing chose ({@link
+   * JoinCoalesce}), in ranges cut by its own statistics where nothing relies on its partition
+   * count ({@link AdaptiveCoalesce}), or one task per partition.
+   */
   @SuppressWarnings({"unchecked", "rawtypes"})
-  private RDD<Tuple2<Object, Object>> coalesced(RDD<Tuple2<Object, Object>> shuffled) {
-    ShuffleDependency<Object, Object, Object> dep =
-        (ShuffleDependency<Object, Object, Object>) shuffled.dependencies().head();
-    int[] bounds = AdaptiveCoalesce.bounds(conf(), dep, numPartitions);
-    if (bounds.length - 1 == numPartitions) {
-      return shuffled;
+  private RDD<Tuple2<Object, Object>> read(ShuffleReuse.Shuffle shuffle) {
+    Option<MapOutputStatistics> stats = shuffle.materialize();
+    List<Integer> bounds = cut.bounds;
+    int[] b;
+    if (!bounds.isEmpty()) {
+      b = bounds.stream().mapToInt(x -> x).toArray();
+    } else if (coalescable && stats.isDefined()) {
+      b = AdaptiveCoalesce.bounds(conf(), sparkContext(), stats.get(), numPartitions);
+    } else {
+      return shuffle.rdd;
     }
-    return (RDD) new RangeShuffledRDD<>(dep, bounds);
+    if (b.length - 1 == numPartitions) {
+      return shuffle.rdd;
+    }
+    return (RDD) new RangeShuffledRDD<>((ShuffleDependency) shuffle.dependency(), b);
+  }
+
+  /**
+   * Runs the map stage (once per query, {@link ShuffleReuse}) and returns its statistics, or none
+   * when the child has no partitions: what a join's coalescing needs of this node.
+   */
+  Option<MapOutputStatistics> mapStatistics() {
+    return shuffled().materialize();
+  }
+
+  /** Whether a join's coalescing may choose this node's reads. */
+  boolean pinned() {
+    return !coalescable && cut.bounds.isEmpty();
+  }
+
+  /**
+   * What the node's shuffle computes ({@link ShuffleReuse}): its child's canonical plan, the
+   * partition count and the map side's work, or the key a join's coalescing gave it.
+   */
+  Object shuffleKey() {
+    if (!cut.bounds.isEmpty()) {
+      return cut.key;
+    }
+    Object mapSide = form instanceof LaneAggregate l ? l.mapSide() : form;
+    return List.of(child.canonicalized(), numPartitions, mapSide);
+  }
+
+  int numPartitions() {
+    return numPartitions;
+  }
+
+  /** This node reading the shuffle of {@code key} in the ranges {@code b}. */
+  SluiceAggregateExec withCut(int[] b, Object key) {
+    List<Integer> list = new ArrayList<>();
+    for (int x : b) {
+      list.add(x);
+    }
+    return new SluiceAggregateExec(
+        inputs,
+        resultExpressions,
+        numPartitions,
+        partitioning,
+        child,
+        form,
+        coalescable,
+        new Cut(List.copyOf(list), key));
   }
 
   @Override
@@ -204,7 +315,8 @@ public final class SluiceAggregateExec extends SparkPlan {
         partitioning,
         newChildren.apply(0),
         form,
-        coalescable);
+        coalescable,
+        cut);
   }
 
   @Override
@@ -232,7 +344,7 @@ public final class SluiceAggregateExec extends SparkPlan {
 
   @Override
   public int productArity() {
-    return 7;
+    return 8;
   }
 
   @Override
@@ -245,6 +357,7 @@ public final class SluiceAggregateExec extends SparkPlan {
       case 4 -> child;
       case 5 -> form;
       case 6 -> coalescable;
+      case 7 -> cut;
       default -> throw new IndexOutOfBoundsException(n);
     };
   }

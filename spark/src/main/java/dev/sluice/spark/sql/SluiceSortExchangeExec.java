@@ -162,7 +162,11 @@ public final class SluiceSortExchangeExec extends SparkPlan {
               ClassTag$.MODULE$.apply(InternalRow.class));
       int[] bounds =
           coalescable
-              ? AdaptiveCoalesce.bounds(conf(), dep, numPartitions)
+                  && conf().coalesceShufflePartitionsEnabled()
+                  && numPartitions > 1
+                  && rows.partitions().length > 0
+              ? AdaptiveCoalesce.bounds(
+                  conf(), sparkContext(), AdaptiveCoalesce.mapStage(dep), numPartitions)
               : new int[] {0, numPartitions};
       RDD<InternalRow> read =
           coalescable && bounds.length - 1 < numPartitions

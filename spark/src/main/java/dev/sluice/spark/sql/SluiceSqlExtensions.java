@@ -13,7 +13,8 @@ import scala.runtime.BoxedUnit;
  * META-INF/services/org.apache.spark.sql.SparkSessionExtensionsProvider} in the jar: a session
  * built with the jar on its class path installs them without a setting. They change a plan only
  * when the shuffle manager is Sluice: {@link NativeSortRule} (ORDER BY) and {@link
- * NativeAggregateRule} (an aggregate by one column).
+ * NativeAggregateRule} (aggregates), and adaptive execution's coalescing of joins over a native
+ * aggregate ({@link JoinCoalesce}).
  */
 public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider {
   @Override
@@ -22,6 +23,7 @@ public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider
       extensions.injectColumnar(session -> new Columnar(rule));
       extensions.injectQueryStagePrepRule(session -> rule);
     }
+    extensions.injectQueryStageOptimizerRule(session -> new JoinCoalesce(session));
     return BoxedUnit.UNIT;
   }
 

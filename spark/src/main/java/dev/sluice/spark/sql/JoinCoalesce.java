@@ -1,0 +1,191 @@
+package dev.sluice.spark.sql;
+
+import java.util.ArrayList;
+import java.util.IdentityHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.spark.MapOutputStatistics;
+import org.apache.spark.sql.catalyst.plans.physical.SinglePartition$;
+import org.apache.spark.sql.catalyst.rules.Rule;
+
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.ApplyColumnarRulesAndInsertTransitions;
+import org.apache.spark.sql.execution.CollapseCodegenStages;
+import org.apache.spark.sql.execution.ShufflePartitionSpec;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.UnionExec;
+import org.apache.spark.sql.execution.adaptive.AQEShuffleReadExec;
+import org.apache.spark.sql.execution.adaptive.AQEShuffleReadExec$;
+import org.apache.spark.sql.execution.adaptive.QueryStageExec;
+import org.apache.spark.sql.execution.adaptive.ShuffleQueryStageExec;
+import org.apache.spark.sql.execution.exchange.ENSURE_REQUIREMENTS$;
+import org.apache.spark.sql.execution.exchange.REPARTITION_BY_COL$;
+import org.apache.spark.sql.execution.exchange.ShuffleOrigin;
+import org.apache.spark.sql.execution.joins.CartesianProductExec;
+import scala.Option;
+import scala.collection.immutable.Seq;
+
+/**
+ * Adaptive execution's coalescing for joins with a native aggregate on a side.
+ *
+ * <p>Spark's {@code CoalesceShufflePartitions} reads the shuffles below one operator (a sort-merge
+ * join's two sides, and whatever joins are below them up to the exchanges) in the same coalesced
+ * ranges, but only when every leaf of that subtree is a query stage. A {@link SluiceAggregateExec}
+ * runs its shuffle inside the stage, so the scan below it is a leaf too and Spark leaves the whole
+ * join at its declared partition count: at Spark's default of 200, 200 tasks for each join and
+ * each aggregate where the sort shuffle's plan reads a few coalesced ranges (TPC-H Q18 at scale
+ * factor 10: 462 tasks against 63).
+ *
+ * <p>This rule runs after Spark's among the query stage optimizer rules (on each new stage and on
+ * the final one). It collects the same groups as Spark's rule, taking a pinned native aggregate
+ * (one whose partition count a join relies on) as a leaf: where every leaf of a group is a query
+ * stage or such an aggregate and there is at least one aggregate, it runs the aggregates' map
+ * stages (as {@link AdaptiveCoalesce} does for an aggregate nothing relies on; {@link
+ * ShuffleReuse} makes it the one run of the query), takes their map statistics beside the stages'
+ * and cuts the ranges with Spark's own algorithm and settings; each shuffle stage then reads
+ * through Spark's {@code AQEShuffleReadExec} and each aggregate in the same ranges, so the join
+ * still zips partitions that hold the same keys. A group with a shuffle Spark would not coalesce
+ * (a repartition to a given count, a single partition), one already read by an {@code
+ * AQEShuffleReadExec}, or any other leaf (a bucketed scan) is left as it is.
+ */
+final class JoinCoalesce extends Rule<SparkPlan> {
+  private final SparkSession session;
+
+  JoinCoalesce(org.apache.spark.sql.SparkSession session) {
+    this.session = (SparkSession) session;
+  }
+
+  @Override
+  public SparkPlan apply(SparkPlan plan) {
+    if (!conf().coalesceShufflePartitionsEnabled()) {
+      return plan;
+    }
+    Map<SparkPlan, Seq<ShufflePartitionSpec>> cuts = new IdentityHashMap<>();
+    Map<SparkPlan, Object> keys = new IdentityHashMap<>();
+    for (List<SparkPlan> group : groups(plan)) {
+      cut(group, cuts, keys);
+    }
+    return cuts.isEmpty() ? plan : rewrite(plan, cuts, keys);
+  }
+
+  /** The members of each coalescing group of {@code p} (Spark's {@code collectCoalesceGroups}). */
+  private static List<List<SparkPlan>> groups(SparkPlan p) {
+    List<List<SparkPlan>> out = new ArrayList<>();
+    Seq<SparkPlan> children = p.children();
+    if (children.size() == 1) {
+      out.addAll(groups(children.head()));
+    } else if (p instanceof UnionExec || p instanceof CartesianProductExec) {
+      children.foreach(c -> out.addAll(groups(c)));
+    } else if (children.size() > 1) {
+      List<SparkPlan> members = new ArrayList<>();
+      if (leaves(p, members) && members.stream().anyMatch(m -> m instanceof SluiceAggregateExec)) {
+        out.add(members);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Adds the shuffle stages and pinned native aggregates below {@code p} to {@code members};
+   * false when a leaf is neither a query stage nor such an aggregate.
+   */
+  private static boolean leaves(SparkPlan p, List<SparkPlan> members) {
+    if (p instanceof SluiceAggregateExec a) {
+      members.add(a);
+      return a.pinned();
+    }
+    if (p instanceof ShuffleQueryStageExec s) {
+      members.add(s);
+      return true;
+    }
+    if (p instanceof QueryStageExec) {
+      return true; // a broadcast: not read by partition
+    }
+    if (p instanceof AQEShuffleReadExec || p.children().isEmpty()) {
+      return false;
+    }
+    return p.children().forall(c -> leaves(c, members));
+  }
+
+  /** The ranges of one group's members, into {@code cuts}, where Spark's algorithm gives them. */
+  private void cut(
+      List<SparkPlan> group,
+      Map<SparkPlan, Seq<ShufflePartitionSpec>> cuts,
+      Map<SparkPlan, Object> keys) {
+    Set<Integer> counts = new HashSet<>();
+    for (SparkPlan m : group) {
+      if (m instanceof ShuffleQueryStageExec s) {
+        ShuffleOrigin origin = s.shuffle().shuffleOrigin();
+        if (!s.isMaterialized()
+            || !(origin == ENSURE_REQUIREMENTS$.MODULE$ || origin == REPARTITION_BY_COL$.MODULE$)
+            || ((SparkPlan) s.shuffle()).outputPartitioning() == SinglePartition$.MODULE$) {
+          return;
+        }
+        counts.add(s.shuffle().numPartitions());
+      } else {
+        counts.add(((SluiceAggregateExec) m).numPartitions());
+      }
+    }
+    if (counts.size() != 1 || counts.iterator().next() <= 1) {
+      return;
+    }
+    List<Option<MapOutputStatistics>> stats = new ArrayList<>();
+    for (SparkPlan m : group) {
+      if (m instanceof ShuffleQueryStageExec s) {
+        stats.add(s.mapStats());
+      } else {
+        SluiceAggregateExec ready = prepared((SluiceAggregateExec) m);
+        stats.add(ready.mapStatistics());
+        keys.put(m, ready.shuffleKey());
+      }
+    }
+    Seq<Seq<ShufflePartitionSpec>> specs =
+        AdaptiveCoalesce.coalesce(conf(), group.get(0).sparkContext(), stats);
+    if (specs.isEmpty() || specs.head().size() == counts.iterator().next()) {
+      return;
+    }
+    for (int i = 0; i < group.size(); i++) {
+      cuts.put(group.get(i), specs.apply(i));
+    }
+  }
+
+  /**
+   * {@code a} with its child prepared for execution as adaptive execution prepares a stage's plan
+   * after these rules (columnar transitions, whole-stage code generation), so its map stage can
+   * run now.
+   */
+  private SluiceAggregateExec prepared(SluiceAggregateExec a) {
+    SparkPlan child =
+        new ApplyColumnarRulesAndInsertTransitions(session.sessionState().columnarRules(), false)
+            .apply(a.child());
+    child = new CollapseCodegenStages(new AtomicInteger(0)).apply(child);
+    return (SluiceAggregateExec) a.withNewChildren(SluiceRule.toSeq(List.of(child)));
+  }
+
+  /** {@code p} with each member of {@code cuts} reading in its ranges. */
+  private static SparkPlan rewrite(
+      SparkPlan p, Map<SparkPlan, Seq<ShufflePartitionSpec>> cuts, Map<SparkPlan, Object> keys) {
+    Seq<ShufflePartitionSpec> specs = cuts.get(p);
+    if (specs != null) {
+      return p instanceof SluiceAggregateExec a
+          ? a.withCut(AdaptiveCoalesce.bounds(specs), keys.get(p))
+          : AQEShuffleReadExec$.MODULE$.apply(p, specs);
+    }
+    if (p.children().isEmpty()) {
+      return p;
+    }
+    List<SparkPlan> children = new ArrayList<>();
+    boolean changed = false;
+    scala.collection.Iterator<SparkPlan> it = p.children().iterator();
+    while (it.hasNext()) {
+      SparkPlan c = it.next();
+      SparkPlan n = rewrite(c, cuts, keys);
+      changed |= n != c;
+      children.add(n);
+    }
+    return changed ? p.withNewChildren(SluiceRule.toSeq(children)) : p;
+  }
+}

@@ -1,0 +1,162 @@
+package dev.sluice.spark.sql;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
+import org.apache.spark.MapOutputStatistics;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkContext;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerEvent;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.BoundReference;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.execution.SQLExecution$;
+import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
+import scala.Option;
+import scala.Tuple2;
+import scala.collection.immutable.Seq;
+import scala.runtime.AbstractPartialFunction;
+
+/**
+ * One shuffle for equal native nodes of one query, as Spark's {@code ReuseExchangeAndSubquery}
+ * gives its own exchanges one.
+ *
+ * <p>The optimizer copies a subquery's plan wherever the subquery is used: TPC-H Q18 joins twice
+ * with {@code SELECT l_orderkey ... GROUP BY l_orderkey HAVING sum(l_quantity) > 300}. Under the
+ * sort shuffle the second copy's exchange becomes a {@code ReusedExchange} and lineitem is scanned
+ * and aggregated once; a native node is not an exchange, so Spark's rule leaves both copies, and
+ * each would run its own map stage over the whole table. Here a node asks for its shuffle by a key
+ * that says what the shuffle computes (its child's canonical plan and the map side's work with
+ * attributes replaced by their positions); within one SQL execution (Spark's execution id, which
+ * its subqueries share) equal keys get the same shuffled RDD, so its map stage runs once and each
+ * node reads it, and the entries of an execution are dropped when Spark reports its end. The map
+ * stage of a shared shuffle runs on its own, once ({@link Shuffle#materialize}).
+ */
+public final class ShuffleReuse {
+  /** Shuffles by execution id, then by key. */
+  private static final Map<String, Map<Object, Shuffle>> BY_EXECUTION = new ConcurrentHashMap<>();
+
+  /** The context whose listener drops ended executions' entries. */
+  private static SparkContext listening;
+
+  private ShuffleReuse() {}
+
+  /**
+   * A native node's shuffle and its map stage, run once whoever asks first.
+   *
+   * <p>Spark's scheduler must never see a map stage submitted on its own ({@code submitMapStage})
+   * while a job that runs it as a parent stage is active (its {@code handleMapStageSubmitted}
+   * fails on a stage another job created, and stops the context). A shared shuffle could be both:
+   * one copy below a broadcast whose job runs on another thread, another copy taking statistics
+   * for coalescing. So every node runs its shuffle's map stage through {@link #materialize} before
+   * it hands out the reads: the first caller submits it, a concurrent one waits for it, and a job
+   * that reads the shuffle later finds its map outputs written.
+   */
+  static final class Shuffle {
+    final RDD<Tuple2<Object, Object>> rdd;
+    private Option<MapOutputStatistics> stats;
+
+    Shuffle(RDD<Tuple2<Object, Object>> rdd) {
+      this.rdd = rdd;
+    }
+
+    /** The dependency the reads of {@link #rdd} follow. */
+    ShuffleDependency<?, ?, ?> dependency() {
+      return (ShuffleDependency<?, ?, ?>) rdd.dependencies().head();
+    }
+
+    /**
+     * Runs the map stage, once, and returns its statistics; none when the map side has no
+     * partitions.
+     */
+    synchronized Option<MapOutputStatistics> materialize() {
+      if (stats == null) {
+        ShuffleDependency<?, ?, ?> dep = dependency();
+        stats =
+            dep.rdd().partitions().length == 0
+                ? Option.empty()
+                : Option.apply(AdaptiveCoalesce.mapStage(dep));
+      }
+      return stats;
+    }
+  }
+
+  /**
+   * The shuffle of {@code key} in the current SQL execution: one made earlier by an equal key, or
+   * {@code make}'s (made without holding a lock: making it may plan nested native nodes). Outside
+   * an SQL execution each call makes its own.
+   */
+  static Shuffle shared(
+      SparkContext sc, Object key, Supplier<RDD<Tuple2<Object, Object>>> make) {
+    String id = sc.getLocalProperty(SQLExecution$.MODULE$.EXECUTION_ID_KEY());
+    if (id == null) {
+      return new Shuffle(make.get());
+    }
+    listen(sc);
+    Map<Object, Shuffle> shuffles =
+        BY_EXECUTION.computeIfAbsent(id, k -> new ConcurrentHashMap<>());
+    Shuffle known = shuffles.get(key);
+    if (known != null) {
+      return known;
+    }
+    Shuffle made = new Shuffle(make.get());
+    Shuffle first = shuffles.putIfAbsent(key, made);
+    return first != null ? first : made;
+  }
+
+  /** Executions whose shuffles are held (for tests). */
+  public static int executionsHeld() {
+    return BY_EXECUTION.size();
+  }
+
+  private static synchronized void listen(SparkContext sc) {
+    if (listening == sc) {
+      return;
+    }
+    // A new context: the old one's executions will never report their end.
+    BY_EXECUTION.clear();
+    listening = sc;
+    sc.addSparkListener(
+        new SparkListener() {
+          @Override
+          public void onOtherEvent(SparkListenerEvent event) {
+            if (event instanceof SparkListenerSQLExecutionEnd end) {
+              BY_EXECUTION.remove(Long.toString(end.executionId()));
+            }
+          }
+        });
+  }
+
+  /**
+   * {@code exprs} with each attribute of {@code input} replaced by its position, canonicalized:
+   * equal for two copies of a plan whatever their expression ids.
+   */
+  static List<Expression> positional(Seq<? extends Expression> exprs, Seq<Attribute> input) {
+    AbstractPartialFunction<Expression, Expression> bind =
+        new AbstractPartialFunction<>() {
+          @Override
+          public boolean isDefinedAt(Expression e) {
+            return e instanceof AttributeReference;
+          }
+
+          @Override
+          public Expression apply(Expression e) {
+            AttributeReference a = (AttributeReference) e;
+            for (int i = 0; i < input.size(); i++) {
+              if (input.apply(i).exprId().equals(a.exprId())) {
+                return new BoundReference(i, a.dataType(), a.nullable());
+              }
+            }
+            return a;
+          }
+        };
+    List<Expression> out = new ArrayList<>();
+    exprs.foreach(e -> out.add(e.transformUp(bind).canonicalized()));
+    return out;
+  }
+}
