@@ -447,3 +447,38 @@ def stage_infos(s, group):
 def map_stages_run(s, group):
     """Stages of a job group that ran the range's two map tasks."""
     return sum(1 for tasks, done in stage_infos(s, group) if done == 2 and tasks == 2)
+
+
+def test_sql_repartition_skips_spark_s_sort_only_for_a_determinate_input(tmp_path):
+    # df.repartition(n) deals rows round robin. Spark SQL sorts each map
+    # task's rows first so that a retried task deals them the same way; Sluice
+    # leaves the sort out where the input RDD is DETERMINATE (a range, a file,
+    # a cached table) and keeps it after a shuffle read (UNORDERED), with
+    # adaptive execution on and off; the setting turns it off.
+    cases = [("true", "true"), ("true", "false"), ("false", "true")]
+    for native, aqe in cases:
+        extra = {"spark.sluice.sqlRepartitionWithoutSort": native,
+                 "spark.sql.adaptive.enabled": aqe}
+        s = session("local[2]", SLUICE, tmp_path / f"{native}-{aqe}", extra=extra)
+        try:
+            rr = s.sparkContext._jvm.dev.sluice.spark.sql.RoundRobinExchangeExec
+            unsorted, sorted_ = rr.unsortedShuffles(), rr.sortedShuffles()
+            df = s.range(0, 20000, 1, 4).selectExpr("id", "string(id % 7) as s")
+            out = df.repartition(5)
+            plan = plan_of(out)
+            assert ("SluiceRoundRobinExchange" in plan) == (native == "true"), plan
+            assert ("RoundRobinPartitioning(5)" in plan) == (native == "false"), plan
+            parts = out.rdd.glom().collect()
+            # Round robin's own balance: 4 map tasks of 5,000 rows into 5 partitions.
+            assert [len(p) for p in parts] == [4000] * 5, [len(p) for p in parts]
+            assert sorted(r for p in parts for r in p) == sorted(df.collect())
+            # An aggregate's output is read from a shuffle: Spark's sort stays.
+            counts = df.groupBy("s").count().repartition(3)
+            assert sorted(counts.collect()) == sorted(df.groupBy("s").count().collect())
+            if native == "true":
+                assert rr.unsortedShuffles() == unsorted + 1, "the determinate input was sorted"
+                assert rr.sortedShuffles() == sorted_ + 1, "the shuffle read was not sorted"
+            else:
+                assert (rr.unsortedShuffles(), rr.sortedShuffles()) == (unsorted, sorted_)
+        finally:
+            s.stop()

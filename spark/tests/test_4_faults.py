@@ -182,7 +182,8 @@ def nodes_named(plan, name):
 
 def test_sql_exchange_data_size_is_spark_s(tmp_path):
     # Adaptive execution plans joins from the exchange's "data size": Sluice
-    # must report the bytes Spark's own writer reports (the rows' sizes).
+    # must report the bytes Spark's own writer reports (the rows' sizes), in
+    # its own exchange nodes too.
     sizes = {}
     for manager in ("sort", SLUICE):
         s = session("local[2]", manager, tmp_path / manager.rsplit(".", 1)[-1],
@@ -190,7 +191,9 @@ def test_sql_exchange_data_size_is_spark_s(tmp_path):
         try:
             df = s.range(0, 8, 1, 4).selectExpr("id", "id * 2 as v").repartition(3)
             assert sorted(r.id for r in df.collect()) == list(range(8))
-            exchanges = nodes_named(df._jdf.queryExecution().executedPlan(), "Exchange")
+            # Under Sluice a repartition of a range is its round-robin node.
+            name = "Exchange" if manager == "sort" else "SluiceRoundRobinExchange"
+            exchanges = nodes_named(df._jdf.queryExecution().executedPlan(), name)
             assert len(exchanges) == 1, exchanges
             sizes[manager] = exchanges[0].metrics().apply("dataSize").value()
         finally:
@@ -340,3 +343,30 @@ def test_speculative_map_attempts_give_each_record_once(tmp_path, reference):
             assert got == reference["reduce_by_key"]
         finally:
             s.stop()
+
+
+def test_sql_repartition_without_sort_deals_a_rerun_map_task_alike(tmp_path):
+    # Sluice's repartition of a determinate input leaves out Spark's sort
+    # before the round robin (RoundRobinExchangeExec). A map task rerun after
+    # its output is lost must deal its rows to the same partitions as the
+    # first attempt, since the other tasks' outputs are read as they were:
+    # the second read equals the first, partition by partition.
+    s = session("local[2]", SLUICE, tmp_path)
+    try:
+        rr = s.sparkContext._jvm.dev.sluice.spark.sql.RoundRobinExchangeExec
+        before = rr.unsortedShuffles()
+        df = s.range(0, 40000, 1, 4).selectExpr("id", "repeat(string(id), 3) as v")
+        rows = df.repartition(6).rdd.map(tuple)
+        first = [sorted(p) for p in rows.glom().collect()]  # map stage done, outputs on disk
+        assert rr.unsortedShuffles() == before + 1, "Spark's sort was not left out"
+        data = sorted(pathlib.Path(tmp_path).rglob("shuffle_*.data"))
+        assert len(data) == 4, data
+        b = data[0].read_bytes()
+        data[0].write_bytes(b[:[at for at, trailer, _ in frames(b) if trailer][-1]])
+        outputs = sluice_metrics(s)["map_outputs"]
+        second = [sorted(p) for p in rows.glom().collect()]
+        assert sluice_metrics(s)["map_outputs"] >= outputs + 1, "no map task was rerun"
+        assert [len(p) for p in second] == [len(p) for p in first]
+        assert second == first
+    finally:
+        s.stop()

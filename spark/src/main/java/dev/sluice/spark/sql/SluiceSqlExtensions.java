@@ -12,14 +12,17 @@ import scala.runtime.BoxedUnit;
  * Sluice's Spark SQL rules, found by Spark through {@code
  * META-INF/services/org.apache.spark.sql.SparkSessionExtensionsProvider} in the jar: a session
  * built with the jar on its class path installs them without a setting. They change a plan only
- * when the shuffle manager is Sluice: {@link NativeSortRule} (ORDER BY) and {@link
- * NativeAggregateRule} (aggregates), and adaptive execution's coalescing of joins over a native
- * aggregate ({@link JoinCoalesce}).
+ * when the shuffle manager is Sluice: {@link NativeSortRule} (ORDER BY), {@link
+ * NativeAggregateRule} (aggregates), {@link RoundRobinRule} (round-robin repartitions without
+ * Spark's defensive sort where their input is determinate), and adaptive execution's coalescing
+ * of joins over a native aggregate ({@link JoinCoalesce}).
  */
 public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider {
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
-    for (Rule<SparkPlan> rule : List.of(new NativeSortRule(), new NativeAggregateRule())) {
+    List<Rule<SparkPlan>> rules =
+        List.of(new NativeSortRule(), new NativeAggregateRule(), new RoundRobinRule());
+    for (Rule<SparkPlan> rule : rules) {
       extensions.injectColumnar(session -> new Columnar(rule));
       extensions.injectQueryStagePrepRule(session -> rule);
     }

@@ -1,0 +1,172 @@
+package dev.sluice.spark.sql;
+
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.rdd.DeterministicLevel;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.catalyst.plans.physical.RoundRobinPartitioning;
+import org.apache.spark.sql.execution.ShuffledRowRDD;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.UnsafeRowSerializer;
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.execution.metric.SQLMetrics$;
+import org.apache.spark.sql.execution.metric.SQLShuffleReadMetricsReporter$;
+import org.apache.spark.sql.execution.metric.SQLShuffleWriteMetricsReporter$;
+import org.apache.spark.sql.internal.SQLConf;
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Map;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Spark SQL's {@code repartition(n)} (a round-robin exchange) without Spark's local sort where the
+ * sort cannot change the result ({@link RoundRobinRule}).
+ *
+ * <p>Round robin deals a map task's rows to the partitions in the order the task reads them. If a
+ * retried task read its rows in another order, rows would land in other partitions than in the
+ * first attempt, and reduce tasks that had read the first attempt's output would lose or repeat
+ * rows; Spark SQL therefore sorts every map task's rows (by hash, then bytes) before dealing them
+ * ({@code spark.sql.execution.sortBeforeRepartition}, on by default), whatever the input. That
+ * sort is most of a repartition's map-side work, and it buys nothing when every attempt reads its
+ * rows in the same order. Spark records exactly that as the input RDD's {@code
+ * outputDeterministicLevel}: {@code DETERMINATE} for file scans, cached tables, ranges and the
+ * narrow operators over them, {@code UNORDERED} once a shuffle is read (its blocks arrive in any
+ * order). This node builds Spark's own shuffle dependency ({@code
+ * ShuffleExchangeExec.prepareShuffleDependency}: partitioner, serializer, write metrics), with the
+ * sort off when the input is {@code DETERMINATE}; Spark then builds the dealing as an
+ * order-sensitive map whose output stays {@code DETERMINATE}, so the scheduler retries it as any
+ * determinate stage. Any other input keeps Spark's sort. The node is not an adaptive query stage
+ * (as the other native nodes): its map stage runs as a parent stage of the job that reads it,
+ * which is how a user-set partition count ({@code REPARTITION_BY_NUM}, the only origin the rule
+ * takes) is read under adaptive execution anyway.
+ */
+public final class RoundRobinExchangeExec extends SparkPlan {
+  private static final long serialVersionUID = 1L;
+  private static final AtomicLong UNSORTED = new AtomicLong();
+  private static final AtomicLong SORTED = new AtomicLong();
+
+  private final int numPartitions;
+  private final SparkPlan child;
+  private final Map<String, SQLMetric> writeMetrics;
+  private final Map<String, SQLMetric> readMetrics;
+  private final SQLMetric dataSize;
+  /** The shuffled rows, made once (the driver side of the plan). */
+  private transient RDD<InternalRow> shuffled;
+
+  public RoundRobinExchangeExec(int numPartitions, SparkPlan child) {
+    this.numPartitions = numPartitions;
+    this.child = child;
+    this.writeMetrics =
+        SQLShuffleWriteMetricsReporter$.MODULE$.createShuffleWriteMetrics(sparkContext());
+    this.readMetrics =
+        SQLShuffleReadMetricsReporter$.MODULE$.createShuffleReadMetrics(sparkContext());
+    this.dataSize = SQLMetrics$.MODULE$.createSizeMetric(sparkContext(), "data size", -1L);
+  }
+
+  /** Round-robin shuffles this JVM prepared without Spark's sort (input determinate). */
+  public static long unsortedShuffles() {
+    return UNSORTED.get();
+  }
+
+  /** Round-robin shuffles this node prepared with Spark's sort (input not determinate). */
+  public static long sortedShuffles() {
+    return SORTED.get();
+  }
+
+  @Override
+  public Seq<Attribute> output() {
+    return child.output();
+  }
+
+  @Override
+  public Seq<SparkPlan> children() {
+    return SluiceRule.toSeq(List.of(child));
+  }
+
+  @Override
+  public Partitioning outputPartitioning() {
+    return new RoundRobinPartitioning(numPartitions);
+  }
+
+  @Override
+  public Map<String, SQLMetric> metrics() {
+    java.util.Map<String, SQLMetric> all = new LinkedHashMap<>();
+    all.putAll(CollectionConverters.asJava(writeMetrics));
+    all.putAll(CollectionConverters.asJava(readMetrics));
+    all.put("dataSize", dataSize);
+    return scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(all));
+  }
+
+  @Override
+  public synchronized RDD<InternalRow> doExecute() {
+    if (shuffled == null) {
+      RDD<InternalRow> input = child.execute();
+      boolean determinate =
+          input.outputDeterministicLevel() == DeterministicLevel.DETERMINATE();
+      // Spark reads the setting while it builds the dependency, on this thread: the session's
+      // settings with the sort off, for this one call.
+      SQLConf settings = SQLConf.get().clone();
+      if (determinate) {
+        settings.setConfString(SQLConf.SORT_BEFORE_REPARTITION().key(), "false");
+      }
+      ShuffleDependency<Object, InternalRow, InternalRow> dep =
+          SQLConf.withExistingConf(
+              settings,
+              () ->
+                  ShuffleExchangeExec$.MODULE$.prepareShuffleDependency(
+                      input,
+                      child.output(),
+                      outputPartitioning(),
+                      new UnsafeRowSerializer(child.output().size(), dataSize),
+                      writeMetrics));
+      (determinate ? UNSORTED : SORTED).incrementAndGet();
+      shuffled = new ShuffledRowRDD(dep, readMetrics);
+    }
+    return shuffled;
+  }
+
+  @Override
+  public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
+    return new RoundRobinExchangeExec(numPartitions, newChildren.apply(0));
+  }
+
+  @Override
+  public String nodeName() {
+    return "SluiceRoundRobinExchange";
+  }
+
+  // The plan node as a product (constructor arguments), which Spark's tree operations use to
+  // copy and print it.
+
+  @Override
+  public int productArity() {
+    return 2;
+  }
+
+  @Override
+  public Object productElement(int n) {
+    switch (n) {
+      case 0:
+        return numPartitions;
+      case 1:
+        return child;
+      default:
+        throw new IndexOutOfBoundsException(n);
+    }
+  }
+
+  @Override
+  public boolean canEqual(Object that) {
+    return that instanceof RoundRobinExchangeExec;
+  }
+
+  public SparkPlan child() {
+    return child;
+  }
+}
