@@ -85,13 +85,14 @@ fn non_negative(v: i64, what: &str) -> BridgeResult<u64> {
     u64::try_from(v).map_err(|_| BridgeError::Argument(format!("{what} is negative ({v})")))
 }
 
+/// The codec a host names by the block format's codec id (`Codec::ID_*`).
 fn codec_from(id: jint, level: jint) -> BridgeResult<Codec> {
-    match id {
-        0 => Ok(Codec::None),
-        1 => Ok(Codec::Lz4),
-        2 => Codec::zstd(level)
+    match u8::try_from(id) {
+        Ok(Codec::ID_NONE) => Ok(Codec::None),
+        Ok(Codec::ID_LZ4) => Ok(Codec::Lz4),
+        Ok(Codec::ID_ZSTD) => Codec::zstd(level)
             .map_err(|e| BridgeError::Argument(format!("zstd level {level}: {e}"))),
-        other => Err(BridgeError::Argument(format!("unknown codec id {other}"))),
+        _ => Err(BridgeError::Argument(format!("unknown codec id {id}"))),
     }
 }
 

@@ -72,3 +72,140 @@ fn the_record_limit_agrees_with_java() {
     let bytes = n.trim().parse::<usize>().expect("N") << shift.trim().parse::<u32>().expect("S");
     assert_eq!(bytes, sluice_core::format::limits::RECORD_BYTES_MAX);
 }
+
+/// The `NAME(a, b, c)` entries of a Java enum whose constructor takes ints.
+fn enum_rows(source: &str) -> Vec<(String, Vec<i64>)> {
+    source
+        .lines()
+        .map(str::trim)
+        .filter_map(|line| {
+            let (name, rest) = line.split_once('(')?;
+            let args = rest.strip_suffix("),").or_else(|| rest.strip_suffix(");"))?;
+            let name_ok = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            let values: Option<Vec<i64>> = args.split(',').map(|a| a.trim().parse().ok()).collect();
+            Some((name.to_owned(), values?)).filter(|_| name_ok)
+        })
+        .collect()
+}
+
+/// The value of `static final <type> NAME = <integer>;` in a Java source.
+fn java_int(source: &str, name: &str) -> i64 {
+    let decl = format!(" {name} = ");
+    let line = source
+        .lines()
+        .find(|l| l.contains("static final") && l.contains(&decl))
+        .unwrap_or_else(|| panic!("{name} declared"));
+    let value = line.split(&decl).nth(1).expect("= value").trim().trim_end_matches(';');
+    value.parse().unwrap_or_else(|e| panic!("{name} = {value}: {e}"))
+}
+
+#[test]
+fn lane_codes_widths_and_flags_agree_with_java() {
+    use sluice_core::reorg::aggregate::lanes::{
+        LaneKind, Lanes, LANES_MAX, LANE_CODE_BITS, OVERFLOW, SEEN,
+    };
+    let source = java_source("Lane");
+    let java = enum_rows(&source);
+    let rust = [
+        ("COUNT", LaneKind::Count),
+        ("SUM64", LaneKind::Sum64),
+        ("SUM128", LaneKind::Sum128),
+        ("MIN64", LaneKind::Min64),
+        ("MAX64", LaneKind::Max64),
+    ];
+    let want: Vec<(String, Vec<i64>)> = rust
+        .iter()
+        .map(|(name, k)| {
+            let row = vec![i64::from(k.code()), k.input_bytes() as i64, k.words() as i64];
+            ((*name).to_owned(), row)
+        })
+        .collect();
+    assert_eq!(java, want, "Lane.java's (code, input bytes, state words) against LaneKind");
+    // No lane code the engine takes that Java lacks, and none beyond it.
+    for code in 1..(1u32 << LANE_CODE_BITS) {
+        let engine = Lanes::from_code(code).is_some();
+        let in_java = java.iter().any(|(_, row)| row[0] == i64::from(code));
+        assert_eq!(engine, in_java, "lane code {code}: engine {engine}, Java {in_java}");
+    }
+    assert_eq!(java_int(&source, "CODE_BITS"), i64::from(LANE_CODE_BITS));
+    assert_eq!(java_int(&source, "LANES_MAX"), LANES_MAX as i64);
+    assert_eq!(java_int(&source, "SEEN"), SEEN as i64);
+    assert_eq!(java_int(&source, "OVERFLOW"), OVERFLOW as i64);
+}
+
+#[test]
+fn aggregate_function_and_value_codes_agree_with_java() {
+    use sluice_core::reorg::aggregate::{AggFn, ValueType};
+    use sluice_jni::ops::{agg_spec, FUNC_LANES};
+    let agg = enum_codes(&java_source("Agg"));
+    let names: Vec<&str> = agg.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["SUM", "COUNT", "MIN", "MAX"], "Agg.java's functions");
+    for (name, code) in &agg {
+        let want = match name.as_str() {
+            "SUM" => AggFn::Sum,
+            "COUNT" => AggFn::Count,
+            "MIN" => AggFn::Min,
+            _ => AggFn::Max,
+        };
+        assert_eq!(agg_spec(*code, 0).expect("known code").func, want, "Agg.{name}({code})");
+    }
+    let op = java_source("OpSpec");
+    let exact = i32::try_from(java_int(&op, "CODE_SUM_EXACT")).expect("an int");
+    assert_eq!(agg_spec(exact, 0).expect("known code").func, AggFn::SumExact);
+    assert_eq!(java_int(&op, "CODE_LANES"), i64::from(FUNC_LANES));
+    for (name, want) in [
+        ("VALUE_LONG", ValueType::I64),
+        ("VALUE_INT", ValueType::I32),
+        ("VALUE_DOUBLE", ValueType::F64),
+    ] {
+        let code = i32::try_from(java_int(&op, name)).expect("an int");
+        assert_eq!(agg_spec(0, code).expect("known code").value, want, "OpSpec.{name}");
+    }
+}
+
+#[test]
+fn spill_strategy_codes_agree_with_java() {
+    use sluice_core::reorg::aggregate::SpillStrategy;
+    use sluice_jni::ops::spill_strategy;
+    let java = enum_codes(&java_source("SpillStrategy"));
+    let want = [
+        ("STATE", SpillStrategy::State),
+        ("INPUT", SpillStrategy::Input),
+        ("EVICT", SpillStrategy::Evict),
+    ];
+    assert_eq!(java.len(), want.len(), "SpillStrategy.java: {java:?}");
+    for ((name, code), (want_name, want)) in java.iter().zip(want) {
+        assert_eq!(name, want_name);
+        assert_eq!(spill_strategy(*code).expect("known code"), want, "{name}({code})");
+    }
+    assert!(spill_strategy(want.len() as i32).is_err(), "a code beyond Java's is refused");
+}
+
+#[test]
+fn operator_and_codec_codes_agree_with_java() {
+    use sluice_core::format::Codec;
+    use sluice_jni::ops::{OP_NONE, OP_SORT};
+    let handle = java_source("SluiceShuffleHandle");
+    assert_eq!(java_int(&handle, "OP_NONE"), i64::from(OP_NONE));
+    assert_eq!(java_int(&handle, "OP_SORT"), i64::from(OP_SORT));
+    let conf = java_source("SluiceConf");
+    assert_eq!(java_int(&conf, "CODEC_NONE"), i64::from(Codec::ID_NONE));
+    assert_eq!(java_int(&conf, "CODEC_LZ4"), i64::from(Codec::ID_LZ4));
+    assert_eq!(java_int(&conf, "CODEC_ZSTD"), i64::from(Codec::ID_ZSTD));
+}
+
+#[test]
+fn the_partition_limit_agrees_with_java() {
+    let source = java_source("Coverage");
+    let line = source
+        .lines()
+        .find(|l| l.contains("static final int PARTITIONS_MAX"))
+        .expect("PARTITIONS_MAX declared");
+    let shift: u32 = line
+        .split("1 <<")
+        .nth(1)
+        .and_then(|r| r.trim().trim_end_matches(';').parse().ok())
+        .expect("1 << N");
+    assert_eq!(1u32 << shift, sluice_core::partition::function::PARTITIONS_MAX);
+}

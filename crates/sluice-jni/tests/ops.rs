@@ -224,6 +224,46 @@ fn a_value_of_the_wrong_width_is_a_typed_error() {
     assert!(err.to_string().contains("i32"), "{err}");
 }
 
+/// A host that grants each block's shortfall before feeding it, as Spark's
+/// reduce task does (`ReduceMemory`), never sends the table down the spill
+/// path, even when every record opens a group and the first block comes
+/// before any grant. (The shortfall once asked for the block's bytes only:
+/// a block of new keys outgrew the 1 MiB floor, the task spilled its first
+/// run and ended with a sort and a merge of every group.)
+#[test]
+fn a_reduce_aggregate_granted_each_shortfall_does_not_spill() {
+    open_engine(&settings()).expect("engine");
+    let dir = tempfile::tempdir().expect("tmp");
+    let spec = agg_spec(0, 0).expect("sum of i64");
+    let shuffle =
+        register_shuffle(1, 1, StageSpec::Aggregate(spec, SpillStrategy::State)).expect("register");
+    let keys = 300_000u64;
+    let records: Vec<(Vec<u8>, i64)> =
+        (0..keys).map(|k| (k.to_le_bytes().to_vec(), k as i64)).collect();
+    let (data, _) = map_output(dir.path(), shuffle, 0, 1, &records);
+    let mut agg = ReduceAggregate::open(spec, 0..1, dir.path()).expect("open");
+    let (mut blocks, mut granted) = (0, 0usize);
+    walk_segment(&data, (3, 0, 0, 1), |frame, name| {
+        let info = sluice_jni::read::frame_info(frame, name)?;
+        let short = agg.shortfall(info.uncompressed_len);
+        agg.grant(short);
+        granted += short;
+        blocks += 1;
+        agg.feed(frame, name)
+    })
+    .expect("feed");
+    assert!(blocks > 2, "{blocks} blocks: the test needs several");
+    assert!(agg.state_bytes() > sluice_jni::ops::REDUCE_STATE_FLOOR_BYTES);
+    assert!(granted > 0);
+    let results = drain(&mut agg);
+    assert_eq!(agg.spilled_runs(), 0, "granted {granted} bytes over {blocks} blocks");
+    assert_eq!(results.len() as u64, keys);
+    for (k, v) in results {
+        let k = u64::from_le_bytes(k.try_into().expect("8-byte key"));
+        assert_eq!(i64::from_le_bytes(v), k as i64, "key {k}");
+    }
+}
+
 /// A reduce aggregate's state lives in memory of its own task: what the
 /// host grants it (Spark's execution memory) holds the whole table, while
 /// a task granted nothing beyond its floor spills sorted runs, and both

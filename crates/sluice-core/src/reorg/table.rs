@@ -103,6 +103,33 @@ impl KeyTable {
         self.slots.capacity() * 8 + self.keys.capacity() + self.ends.capacity() * 4
     }
 
+    /// Most bytes the table allocates while `more` new keys of
+    /// `more_key_bytes` bytes in all are inserted: its arrays grown as
+    /// inserts grow them, and the old slot array of the last grow still
+    /// held while the slots move.
+    pub fn peak_bytes_with(&self, more: usize, more_key_bytes: usize) -> usize {
+        let len = self.len.saturating_add(more);
+        let (mut cap, mut moving) = (self.cap, 0);
+        while len.saturating_mul(2) > cap {
+            moving = cap * self.stride * 8;
+            cap = (cap * 2).max(SLOTS_MIN);
+        }
+        let slots = (cap * self.stride * 8).max(self.slots.capacity() * 8);
+        let grown_to = |capacity: usize, need: usize| {
+            if need > capacity {
+                grown(capacity, need)
+            } else {
+                capacity
+            }
+        };
+        let keys = grown_to(self.keys.capacity(), self.keys.len().saturating_add(more_key_bytes));
+        let ends = match self.fixed {
+            Some(_) => self.ends.capacity(),
+            None => grown_to(self.ends.capacity(), self.ends.len().saturating_add(more)),
+        };
+        slots + moving + keys + ends * 4
+    }
+
     /// Key of entry `i`.
     #[inline]
     pub fn key(&self, i: usize) -> &[u8] {

@@ -11,6 +11,7 @@
 
 use super::groups::Groups;
 use super::{final_layout, partial_layout, AggregateStats};
+use crate::format::limits::VARIABLE_RECORD_PREFIX_BYTES;
 use crate::format::{BatchView, Layout};
 use crate::memory::MemoryPool;
 use crate::reorg::emit::Emitter;
@@ -79,6 +80,22 @@ impl FinalAggregate {
             merge_passes: self.runs.passes(),
             ..self.stats
         }
+    }
+
+    /// Most bytes the state allocates while it merges a batch of `bytes`
+    /// bytes of partial records, each taken as a new group: what a host
+    /// granting memory ahead of each batch covers, so that a table that
+    /// fits in the memory it could have does not spill. A record is at
+    /// least its lengths (or its fixed key) and a state (any value,
+    /// collecting).
+    pub fn peak_bytes_with(&self, bytes: usize) -> usize {
+        let spec = self.groups.spec;
+        let state = if spec.func == AggFn::Collect { 0 } else { spec.partial_bytes() };
+        let framing = match self.layout {
+            Layout::Fixed { key_width, .. } => usize::from(key_width),
+            Layout::Variable => VARIABLE_RECORD_PREFIX_BYTES,
+        };
+        self.groups.peak_bytes_with(bytes / (framing + state).max(1), bytes, bytes)
     }
 
     /// Merges one batch of partial records.

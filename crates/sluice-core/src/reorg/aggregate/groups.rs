@@ -68,6 +68,39 @@ impl Groups {
             + self.vals.capacity()
     }
 
+    /// Most bytes the state allocates while `more` new groups are added,
+    /// with `more_key_bytes` of keys and, collecting, `more_value_bytes` of
+    /// values: each array grown as an insert grows it ([`Groups::admit`]).
+    pub(crate) fn peak_bytes_with(
+        &self,
+        more: usize,
+        more_key_bytes: usize,
+        more_value_bytes: usize,
+    ) -> usize {
+        // `reserve_exact(capacity.max(64))`: doubling, from 64.
+        let doubled = |capacity: usize, need: usize| {
+            let mut c = capacity;
+            while need > c {
+                c += c.max(64);
+            }
+            c
+        };
+        let states = doubled(self.states.capacity(), self.states.len() + more * self.words) * 8;
+        let (links, vals) = if self.spec.func == AggFn::Collect {
+            let links = doubled(self.links.capacity(), self.links.len() + more) * LINK_BYTES;
+            let need = self.vals.len() + more_value_bytes;
+            let vals = if need > self.vals.capacity() {
+                need.max(self.vals.capacity() * 2)
+            } else {
+                self.vals.capacity()
+            };
+            (links, vals)
+        } else {
+            (self.links.capacity() * LINK_BYTES, self.vals.capacity())
+        };
+        self.table.peak_bytes_with(more, more_key_bytes) + states + links + vals
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.table.len()
     }

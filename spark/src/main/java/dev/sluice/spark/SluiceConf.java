@@ -45,26 +45,25 @@ final class SluiceConf {
    */
   static final String INLINE_WHEN_BUSY = "spark.sluice.inlineWhenBusy";
 
-  /** The native side's codes of {@link #OPERATOR_SPILL}'s values, in order. */
-  private static final String[] SPILL_STRATEGIES = {"state", "input", "evict"};
-
   /**
-   * The native code of {@link #OPERATOR_SPILL} in {@code conf}.
+   * The native code of {@link #OPERATOR_SPILL} in {@code conf} ({@link SpillStrategy}).
    *
    * @throws IllegalArgumentException for a value that is not a strategy
    */
   static int spillStrategy(SparkConf conf) {
-    String v = conf.get(OPERATOR_SPILL, "evict").trim().toLowerCase(Locale.ROOT);
-    for (int i = 0; i < SPILL_STRATEGIES.length; i++) {
-      if (SPILL_STRATEGIES[i].equals(v)) {
-        return i;
-      }
+    String v = conf.get(OPERATOR_SPILL, "evict");
+    SpillStrategy s = SpillStrategy.named(v);
+    if (s == null) {
+      throw new IllegalArgumentException(
+          OPERATOR_SPILL + " is '" + v.trim() + "'; one of state, input, evict expected");
     }
-    throw new IllegalArgumentException(
-        OPERATOR_SPILL + " is '" + v + "'; one of state, input, evict expected");
+    return s.code;
   }
 
-  /** Codec ids as the native side reads them. */
+  /**
+   * Codec ids as the native side reads them: the block format's codec ids ({@code
+   * sluice_core::format::Codec::ID_*}; {@code contract.rs} checks both sides).
+   */
   static final int CODEC_NONE = 0;
 
   static final int CODEC_LZ4 = 1;

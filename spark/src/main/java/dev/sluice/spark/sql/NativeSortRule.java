@@ -2,7 +2,6 @@ package dev.sluice.spark.sql;
 
 import dev.sluice.spark.RowSortKey;
 import dev.sluice.spark.SluiceShuffleManager;
-import org.apache.spark.SparkConf;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.catalyst.expressions.Alias;
@@ -70,11 +69,6 @@ public final class NativeSortRule extends SluiceRule {
   @Override
   String setting() {
     return ENABLED;
-  }
-
-  @Override
-  String fallbackReason(SparkConf conf) {
-    return SluiceShuffleManager.fallbackReason(conf);
   }
 
   @Override

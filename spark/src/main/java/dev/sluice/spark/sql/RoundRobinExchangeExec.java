@@ -1,6 +1,5 @@
 package dev.sluice.spark.sql;
 
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.ShuffleDependency;
@@ -15,14 +14,10 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnsafeRowSerializer;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
-import org.apache.spark.sql.execution.metric.SQLMetrics$;
-import org.apache.spark.sql.execution.metric.SQLShuffleReadMetricsReporter$;
-import org.apache.spark.sql.execution.metric.SQLShuffleWriteMetricsReporter$;
 import org.apache.spark.sql.internal.SQLConf;
 import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Map;
 import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Spark SQL's {@code repartition(n)} (a round-robin exchange) without Spark's local sort where the
@@ -53,20 +48,14 @@ public final class RoundRobinExchangeExec extends SparkPlan {
 
   private final int numPartitions;
   private final SparkPlan child;
-  private final Map<String, SQLMetric> writeMetrics;
-  private final Map<String, SQLMetric> readMetrics;
-  private final SQLMetric dataSize;
+  private final ExchangeMetrics metrics;
   /** The shuffled rows, made once (the driver side of the plan). */
   private transient RDD<InternalRow> shuffled;
 
   public RoundRobinExchangeExec(int numPartitions, SparkPlan child) {
     this.numPartitions = numPartitions;
     this.child = child;
-    this.writeMetrics =
-        SQLShuffleWriteMetricsReporter$.MODULE$.createShuffleWriteMetrics(sparkContext());
-    this.readMetrics =
-        SQLShuffleReadMetricsReporter$.MODULE$.createShuffleReadMetrics(sparkContext());
-    this.dataSize = SQLMetrics$.MODULE$.createSizeMetric(sparkContext(), "data size", -1L);
+    this.metrics = new ExchangeMetrics(sparkContext());
   }
 
   /** Round-robin shuffles this JVM prepared without Spark's sort (input determinate). */
@@ -96,11 +85,7 @@ public final class RoundRobinExchangeExec extends SparkPlan {
 
   @Override
   public Map<String, SQLMetric> metrics() {
-    java.util.Map<String, SQLMetric> all = new LinkedHashMap<>();
-    all.putAll(CollectionConverters.asJava(writeMetrics));
-    all.putAll(CollectionConverters.asJava(readMetrics));
-    all.put("dataSize", dataSize);
-    return scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(all));
+    return metrics.all();
   }
 
   @Override
@@ -123,10 +108,10 @@ public final class RoundRobinExchangeExec extends SparkPlan {
                       input,
                       child.output(),
                       outputPartitioning(),
-                      new UnsafeRowSerializer(child.output().size(), dataSize),
-                      writeMetrics));
+                      new UnsafeRowSerializer(child.output().size(), metrics.dataSize),
+                      metrics.write));
       (determinate ? UNSORTED : SORTED).incrementAndGet();
-      shuffled = new ShuffledRowRDD(dep, readMetrics);
+      shuffled = new ShuffledRowRDD(dep, metrics.read);
     }
     return shuffled;
   }

@@ -1,7 +1,6 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.SluiceShuffleManager;
-import org.apache.spark.SparkConf;
 import org.apache.spark.sql.catalyst.plans.physical.RoundRobinPartitioning;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.exchange.REPARTITION_BY_NUM$;
@@ -22,11 +21,6 @@ public final class RoundRobinRule extends SluiceRule {
   @Override
   String setting() {
     return ENABLED;
-  }
-
-  @Override
-  String fallbackReason(SparkConf conf) {
-    return SluiceShuffleManager.fallbackReason(conf);
   }
 
   @Override

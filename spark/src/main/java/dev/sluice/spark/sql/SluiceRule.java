@@ -23,8 +23,13 @@ abstract class SluiceRule extends Rule<SparkPlan> {
   /** The setting that turns the rule off. */
   abstract String setting();
 
-  /** Why the engine cannot run the rule's nodes under {@code conf}, or null if it can. */
-  abstract String fallbackReason(SparkConf conf);
+  /**
+   * Why the engine cannot run the rule's nodes under {@code conf}, or null if it can: by default,
+   * why Sluice would not run a shuffle (the nodes' shuffles are plain row shuffles).
+   */
+  String fallbackReason(SparkConf conf) {
+    return SluiceShuffleManager.fallbackReason(conf);
+  }
 
   /**
    * The node's native form, or the node itself; a {@code pinned} node must keep its declared

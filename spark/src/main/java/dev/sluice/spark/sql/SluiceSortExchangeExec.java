@@ -24,9 +24,6 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnsafeRowSerializer;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
-import org.apache.spark.sql.execution.metric.SQLMetrics$;
-import org.apache.spark.sql.execution.metric.SQLShuffleReadMetricsReporter$;
-import org.apache.spark.sql.execution.metric.SQLShuffleWriteMetricsReporter$;
 import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Map;
 import scala.Option;
@@ -56,9 +53,7 @@ public final class SluiceSortExchangeExec extends SparkPlan {
   private final boolean coalescable;
   /** Columns of the output: the child's first ones (the rest are computed sort keys). */
   private final int width;
-  private final Map<String, SQLMetric> writeMetrics;
-  private final Map<String, SQLMetric> readMetrics;
-  private final SQLMetric dataSize;
+  private final ExchangeMetrics metrics;
   /** The shuffled rows, made once (the driver side of the plan). */
   private transient RDD<InternalRow> shuffled;
 
@@ -79,11 +74,7 @@ public final class SluiceSortExchangeExec extends SparkPlan {
     this.key = key;
     this.coalescable = coalescable;
     this.width = width;
-    this.writeMetrics =
-        SQLShuffleWriteMetricsReporter$.MODULE$.createShuffleWriteMetrics(sparkContext());
-    this.readMetrics =
-        SQLShuffleReadMetricsReporter$.MODULE$.createShuffleReadMetrics(sparkContext());
-    this.dataSize = SQLMetrics$.MODULE$.createSizeMetric(sparkContext(), "data size", -1L);
+    this.metrics = new ExchangeMetrics(sparkContext());
   }
 
   @Override
@@ -113,12 +104,7 @@ public final class SluiceSortExchangeExec extends SparkPlan {
 
   @Override
   public Map<String, SQLMetric> metrics() {
-    java.util.Map<String, SQLMetric> all = new java.util.LinkedHashMap<>();
-    all.putAll(scala.jdk.javaapi.CollectionConverters.asJava(writeMetrics));
-    all.putAll(scala.jdk.javaapi.CollectionConverters.asJava(readMetrics));
-    all.put("dataSize", dataSize);
-    return scala.collection.immutable.Map$.MODULE$.from(
-        scala.jdk.javaapi.CollectionConverters.asScala(all));
+    return metrics.all();
   }
 
   /**
@@ -145,7 +131,7 @@ public final class SluiceSortExchangeExec extends SparkPlan {
           input.toJavaRDD().map(r -> new Tuple2<Object, InternalRow>(null, r)).rdd();
       SortedRowSerializer serializer =
           new SortedRowSerializer(
-              new UnsafeRowSerializer(child.output().size(), dataSize),
+              new UnsafeRowSerializer(child.output().size(), metrics.dataSize),
               child.output().size(),
               key);
       ShuffleDependency<Object, InternalRow, InternalRow> dep =
@@ -156,7 +142,7 @@ public final class SluiceSortExchangeExec extends SparkPlan {
               Option.empty(),
               Option.empty(),
               false,
-              ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(writeMetrics),
+              ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(metrics.write),
               ClassTag$.MODULE$.Any(),
               ClassTag$.MODULE$.apply(InternalRow.class),
               ClassTag$.MODULE$.apply(InternalRow.class));
@@ -170,8 +156,8 @@ public final class SluiceSortExchangeExec extends SparkPlan {
               : new int[] {0, numPartitions};
       RDD<InternalRow> read =
           coalescable && bounds.length - 1 < numPartitions
-              ? new ShuffledRowRDD(dep, readMetrics, AdaptiveCoalesce.specs(bounds))
-              : new ShuffledRowRDD(dep, readMetrics);
+              ? new ShuffledRowRDD(dep, metrics.read, AdaptiveCoalesce.specs(bounds))
+              : new ShuffledRowRDD(dep, metrics.read);
       shuffled = width < child.output().size() ? dropComputedKeys(read) : read;
     }
     return shuffled;

@@ -1,0 +1,39 @@
+package dev.sluice.spark.sql;
+
+import java.io.Serializable;
+import java.util.LinkedHashMap;
+import org.apache.spark.SparkContext;
+import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.execution.metric.SQLMetrics$;
+import org.apache.spark.sql.execution.metric.SQLShuffleReadMetricsReporter$;
+import org.apache.spark.sql.execution.metric.SQLShuffleWriteMetricsReporter$;
+import scala.collection.immutable.Map;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * The SQL metrics of a native node that owns a shuffle, as Spark's exchange reports them: the
+ * shuffle's write and read metrics and the rows' "data size" (the row serializer's count, which
+ * adaptive execution plans joins from).
+ */
+final class ExchangeMetrics implements Serializable {
+  private static final long serialVersionUID = 1L;
+
+  final Map<String, SQLMetric> write;
+  final Map<String, SQLMetric> read;
+  final SQLMetric dataSize;
+
+  ExchangeMetrics(SparkContext sc) {
+    write = SQLShuffleWriteMetricsReporter$.MODULE$.createShuffleWriteMetrics(sc);
+    read = SQLShuffleReadMetricsReporter$.MODULE$.createShuffleReadMetrics(sc);
+    dataSize = SQLMetrics$.MODULE$.createSizeMetric(sc, "data size", -1L);
+  }
+
+  /** Every metric by name, for the node's {@code metrics()}. */
+  Map<String, SQLMetric> all() {
+    java.util.Map<String, SQLMetric> all = new LinkedHashMap<>();
+    all.putAll(CollectionConverters.asJava(write));
+    all.putAll(CollectionConverters.asJava(read));
+    all.put("dataSize", dataSize);
+    return scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(all));
+  }
+}
