@@ -115,17 +115,10 @@ impl KeyTable {
             cap = (cap * 2).max(SLOTS_MIN);
         }
         let slots = (cap * self.stride * 8).max(self.slots.capacity() * 8);
-        let grown_to = |capacity: usize, need: usize| {
-            if need > capacity {
-                grown(capacity, need)
-            } else {
-                capacity
-            }
-        };
-        let keys = grown_to(self.keys.capacity(), self.keys.len().saturating_add(more_key_bytes));
+        let keys = grown_by_inserts(self.keys.capacity(), self.keys.len() + more_key_bytes);
         let ends = match self.fixed {
             Some(_) => self.ends.capacity(),
-            None => grown_to(self.ends.capacity(), self.ends.len().saturating_add(more)),
+            None => grown_by_inserts(self.ends.capacity(), self.ends.len() + more),
         };
         slots + moving + keys + ends * 4
     }
@@ -331,9 +324,47 @@ fn grown(cap: usize, need: usize) -> usize {
     need.max(cap * 2).max(64)
 }
 
+/// A bound on the capacity an array of `capacity` reaches as inserts fill
+/// it to `need`, each that overflows it growing it by [`grown`]: the last
+/// growth starts below `need` and at most doubles, or jumps to exactly what
+/// one insert needs, so never beyond twice `need`.
+pub(crate) fn grown_by_inserts(capacity: usize, need: usize) -> usize {
+    if need > capacity {
+        need.saturating_mul(2).max(64)
+    } else {
+        capacity
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peak_bytes_bound_what_inserts_allocate() {
+        for fixed in [Some(8), None] {
+            // Distinct keys: 8 bytes, or 1 to 37 bytes of filler and the number.
+            let key = |i: u64| -> Vec<u8> {
+                match fixed {
+                    Some(_) => i.to_le_bytes().to_vec(),
+                    None => [vec![b'k'; (i % 37) as usize + 1], i.to_le_bytes().to_vec()].concat(),
+                }
+            };
+            for start in [0u64, 1, 100, 3000] {
+                let mut t = KeyTable::new(fixed);
+                for i in 0..start {
+                    t.find_or_insert(&key(i), hash_key(&key(i)));
+                }
+                let more: Vec<Vec<u8>> = (start..start + 5000).map(key).collect();
+                let bound = t.peak_bytes_with(more.len(), more.iter().map(Vec::len).sum());
+                for k in &more {
+                    t.find_or_insert(k, hash_key(k));
+                    let now = t.allocated();
+                    assert!(now <= bound, "{fixed:?} from {start}: {now} > {bound}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn finds_what_it_inserted() {

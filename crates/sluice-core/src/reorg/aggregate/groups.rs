@@ -15,7 +15,7 @@ use super::lanes::STATE_WORDS_MAX;
 use crate::format::Layout;
 use crate::memory::{MemoryError, MemoryPool, Reservation};
 use crate::reorg::emit::Emitter;
-use crate::reorg::table::{hash_key, KeyTable};
+use crate::reorg::table::{grown_by_inserts, hash_key, KeyTable};
 use crate::reorg::ReorgError;
 
 /// End of a value chain.
@@ -88,12 +88,7 @@ impl Groups {
         let states = doubled(self.states.capacity(), self.states.len() + more * self.words) * 8;
         let (links, vals) = if self.spec.func == AggFn::Collect {
             let links = doubled(self.links.capacity(), self.links.len() + more) * LINK_BYTES;
-            let need = self.vals.len() + more_value_bytes;
-            let vals = if need > self.vals.capacity() {
-                need.max(self.vals.capacity() * 2)
-            } else {
-                self.vals.capacity()
-            };
+            let vals = grown_by_inserts(self.vals.capacity(), self.vals.len() + more_value_bytes);
             (links, vals)
         } else {
             (self.links.capacity() * LINK_BYTES, self.vals.capacity())
