@@ -41,6 +41,7 @@ pub mod datagen;
 pub mod format;
 mod hint;
 pub mod memory;
+pub mod mix;
 pub mod partition;
 pub mod reorg;
 pub mod spill;

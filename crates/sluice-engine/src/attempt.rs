@@ -12,8 +12,8 @@
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+use crate::pipeline::MapPipeline;
 use sluice_core::format::BatchView;
-use sluice_core::reorg::pipeline::MapPipeline;
 
 use crate::error::EngineError;
 

@@ -46,28 +46,35 @@ pub mod cpu;
 mod engine;
 mod error;
 pub mod liquid;
+mod map_task;
+mod metrics;
 mod node;
 mod pages;
+mod pipeline;
 mod reduce;
+mod reduce_block;
 mod scheduler;
 mod segment;
 mod shuffle;
 mod store;
+mod worker;
 
 pub use buffer::{BufferPool, MapBuffer, POOL_FREE_BUFFERS_MAX};
 pub use config::{
     Backpressure, EngineConfig, BUFFER_POOL_BYTES_DEFAULT, MEMORY_BUDGET_DEFAULT,
     RESULTS_SHARE_PERCENT, SEGMENT_BYTES_DEFAULT, SPILL_THRESHOLD_DEFAULT,
 };
-pub use engine::{
-    DestinationRuns, Engine, EngineMetrics, MapTask, ReduceBlock, HOST_IDLE_POLL, HOST_THREAD_NAME,
-    OFFLOAD_THREAD_NAME, STEAL_BACKLOG_SEGMENTS,
-};
+pub use engine::Engine;
 pub use error::{EngineError, ShuffleId};
 pub use liquid::Decision;
+pub use map_task::{DestinationRuns, MapTask};
+pub use metrics::EngineMetrics;
 pub use pages::PAGE_POOL_FREE_BYTES;
+pub use pipeline::{MapPipeline, PipelineStats, AGGREGATE_STAGE_BYTES_MAX, STAGE_BYTES};
+pub use reduce_block::ReduceBlock;
 pub use shuffle::{
     page_bytes_for, Commit, MapSideStats, ShuffleSpec, OPEN_PAGES_BYTES, PAGE_BYTES_MAX,
     REDUCE_STATE_MIN_BYTES,
 };
 pub use store::{StoreStats, BLOCK_BYTES};
+pub use worker::{HOST_IDLE_POLL, HOST_THREAD_NAME, OFFLOAD_THREAD_NAME, STEAL_BACKLOG_SEGMENTS};

@@ -19,8 +19,8 @@ use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::aggregate::FinalAggregate;
 use sluice_core::reorg::distinct::{distinct_layout, FinalDistinct};
-use sluice_core::reorg::pipeline::StageSpec;
 use sluice_core::reorg::sort::SortMerge;
+use sluice_core::reorg::StageSpec;
 use sluice_core::reorg::{Emitter, SpillConfig};
 
 use crate::error::{panic_message, EngineError, ShuffleId};

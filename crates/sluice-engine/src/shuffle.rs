@@ -13,12 +13,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
 use sluice_core::partition::{PagePool, Partitioner, PAGE_BYTES_DEFAULT};
-use sluice_core::reorg::pipeline::{MapPipeline, PipelineStats, StageSpec};
-use sluice_core::reorg::SpillConfig;
+use sluice_core::reorg::{SpillConfig, StageSpec};
 
 use crate::error::{EngineError, ShuffleId};
 use crate::node::{reduce_ids, split_runs, NodePartitioner};
 use crate::pages::PagePools;
+use crate::pipeline::{MapPipeline, PipelineStats};
 use crate::reduce::{ReducePartition, ReduceResources};
 
 /// Least state a reduce partition's final operator may hold before it

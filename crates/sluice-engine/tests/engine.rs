@@ -9,7 +9,7 @@ use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::partition::{FoldHash, Partitioner, RangePartitioner};
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, SpillStrategy, ValueType};
 use sluice_core::reorg::distinct::DistinctBy;
-use sluice_core::reorg::pipeline::StageSpec;
+use sluice_core::reorg::StageSpec;
 use sluice_engine::{
     Backpressure, Commit, Engine, EngineConfig, EngineError, MapTask, ShuffleSpec,
 };

@@ -4,8 +4,11 @@
 //! One [`Engine`] per process (a Spark executor): its offload threads and
 //! buffer pool are shared by every task and shuffle of the executor, which
 //! is SmartShuffle's per-node agent. It is created by the first
-//! [`open_engine`] and lives until the process ends; later calls get the
-//! same engine whatever settings they pass. Engine shuffle ids come from a
+//! [`open_engine`] and lives until the process ends. A later call (a later
+//! host context in the same JVM) gets the same engine: the task slot count
+//! it passes takes effect, and any other setting that differs from the
+//! engine's is an error naming it ([`BridgeError::SettingsChanged`]), never
+//! silently the old value. Engine shuffle ids come from a
 //! process-wide counter, so the shuffles of successive host contexts in
 //! one JVM (whose ids restart at 0) never collide.
 
@@ -14,7 +17,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sluice_core::format::{Codec, Layout};
-use sluice_core::reorg::pipeline::StageSpec;
+use sluice_core::reorg::StageSpec;
 use sluice_engine::{Engine, EngineConfig, MapTask, ShuffleSpec};
 
 use crate::checksum::Algorithm;
@@ -23,7 +26,7 @@ use crate::map::check_buffer;
 use crate::output::{write_output, OutputOptions, Spilled, Written};
 use crate::partitioner::PartitionIdPartitioner;
 
-static ENGINE: OnceLock<Engine> = OnceLock::new();
+static ENGINE: OnceLock<(Engine, HostSettings)> = OnceLock::new();
 static ENGINE_INIT: Mutex<()> = Mutex::new(());
 static NEXT_SHUFFLE: AtomicU32 = AtomicU32::new(1);
 /// Map attempts opened and not yet dropped (committed, aborted or freed).
@@ -36,8 +39,8 @@ pub fn live_map_attempts() -> u64 {
     LIVE_ATTEMPTS.load(Ordering::Relaxed)
 }
 
-/// Settings the host passes when it first opens the engine.
-#[derive(Debug, Clone)]
+/// Settings the host passes when it opens the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HostSettings {
     /// Offload worker threads (the engine's own core budget).
     pub offload_threads: usize,
@@ -55,15 +58,36 @@ pub struct HostSettings {
     pub inline_at_tasks: usize,
 }
 
-/// The process's engine, created with `settings` on the first call.
+/// The process's engine, created with `settings` on the first call; a
+/// later call with other settings than the engine's fails naming them
+/// (only `inline_at_tasks` may change: it is applied).
 pub fn open_engine(settings: &HostSettings) -> BridgeResult<&'static Engine> {
-    if let Some(e) = ENGINE.get() {
-        return Ok(e);
+    let opened = match ENGINE.get() {
+        Some(e) => e,
+        None => {
+            let _guard = ENGINE_INIT.lock().unwrap_or_else(|p| p.into_inner());
+            match ENGINE.get() {
+                Some(e) => e,
+                None => {
+                    let engine = Engine::new(engine_config(settings))?;
+                    ENGINE.get_or_init(|| (engine, settings.clone()))
+                }
+            }
+        }
+    };
+    let (engine, first) = opened;
+    let changed = settings_changed(first, settings);
+    if !changed.is_empty() {
+        return Err(BridgeError::SettingsChanged(changed.join("; ")));
     }
-    let _guard = ENGINE_INIT.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(e) = ENGINE.get() {
-        return Ok(e);
+    if engine.inline_at_tasks() != settings.inline_at_tasks {
+        engine.set_inline_at_tasks(settings.inline_at_tasks);
     }
+    Ok(engine)
+}
+
+/// The engine's configuration for a host's settings.
+fn engine_config(settings: &HostSettings) -> EngineConfig {
     let config = EngineConfig {
         offload_threads: settings.offload_threads.max(1),
         buffer_pool_bytes: settings.buffer_pool_bytes,
@@ -72,13 +96,74 @@ pub fn open_engine(settings: &HostSettings) -> BridgeResult<&'static Engine> {
         inline_at_tasks: settings.inline_at_tasks,
         ..EngineConfig::default()
     };
-    let config = match settings.operator_state_bytes {
+    match settings.operator_state_bytes {
         0 => config,
         bytes => EngineConfig { spill_threshold: bytes, ..config },
-    };
-    let engine = Engine::new(config)?;
-    Ok(ENGINE.get_or_init(|| engine))
+    }
 }
+
+/// Each setting of `now` that differs from the engine's (`was`), as "what:
+/// the engine has X, asked for Y", by the host's names for them.
+fn settings_changed(was: &HostSettings, now: &HostSettings) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut check = |name: &str, a: String, b: String| {
+        if a != b {
+            out.push(format!("{name}: the engine has {a}, asked for {b}"));
+        }
+    };
+    check(
+        SETTING_OFFLOAD_THREADS,
+        was.offload_threads.to_string(),
+        now.offload_threads.to_string(),
+    );
+    check(
+        SETTING_BUFFER_POOL,
+        was.buffer_pool_bytes.to_string(),
+        now.buffer_pool_bytes.to_string(),
+    );
+    check(SETTING_MEMORY_BUDGET, was.memory_budget.to_string(), now.memory_budget.to_string());
+    check(
+        SETTING_OPERATOR_STATE,
+        was.operator_state_bytes.to_string(),
+        now.operator_state_bytes.to_string(),
+    );
+    check(
+        "spill directory",
+        was.spill_dir.display().to_string(),
+        now.spill_dir.display().to_string(),
+    );
+    out
+}
+
+/// The engine's memory budget under a host by default (256 MiB): the
+/// embedded engine's [`sluice_engine::MEMORY_BUDGET_DEFAULT`] is a whole
+/// machine's, while a host's executor shares its memory with the host's
+/// own heap and must leave this much outside it.
+pub const HOST_MEMORY_BUDGET_DEFAULT: usize = 256 << 20;
+
+/// The settings a host gets when it sets none: the engine's defaults,
+/// except the memory budget ([`HOST_MEMORY_BUDGET_DEFAULT`]). The host's
+/// own defaults must agree (Spark: a JUnit test reads these through JNI).
+pub fn host_defaults() -> HostSettings {
+    let engine = EngineConfig::default();
+    HostSettings {
+        offload_threads: engine.offload_threads,
+        buffer_pool_bytes: engine.buffer_pool_bytes,
+        memory_budget: HOST_MEMORY_BUDGET_DEFAULT,
+        operator_state_bytes: engine.spill_threshold,
+        spill_dir: engine.spill_dir,
+        inline_at_tasks: 0,
+    }
+}
+
+/// The host's name of [`HostSettings::offload_threads`].
+pub const SETTING_OFFLOAD_THREADS: &str = "spark.sluice.offloadThreads";
+/// The host's name of [`HostSettings::buffer_pool_bytes`] (bytes).
+pub const SETTING_BUFFER_POOL: &str = "spark.sluice.bufferPoolBytes";
+/// The host's name of [`HostSettings::memory_budget`] (bytes).
+pub const SETTING_MEMORY_BUDGET: &str = "spark.sluice.memoryBudget";
+/// The host's name of [`HostSettings::operator_state_bytes`] (bytes).
+pub const SETTING_OPERATOR_STATE: &str = "spark.sluice.operatorStateBytes";
 
 /// Bytes of native memory the engine may hold outside the host's memory
 /// manager, by its settings: map buffers in flight (the buffer pool), free
@@ -110,7 +195,10 @@ pub fn unaccounted_task_bytes() -> u64 {
 
 /// The engine, if it was opened.
 pub fn engine() -> BridgeResult<&'static Engine> {
-    ENGINE.get().ok_or_else(|| BridgeError::Argument("the Sluice engine was not opened".into()))
+    ENGINE
+        .get()
+        .map(|(e, _)| e)
+        .ok_or_else(|| BridgeError::Argument("the Sluice engine was not opened".into()))
 }
 
 /// Registers a host-partitioned shuffle of `partitions` reduce partitions

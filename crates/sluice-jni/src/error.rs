@@ -60,6 +60,14 @@ pub enum BridgeError {
     /// and can no longer commit; the text names the cause and the file.
     #[error("map attempt failed: {0}")]
     AttemptFailed(String),
+    /// A later host context asked the process's engine for other settings
+    /// than it was opened with; the text names each one, the engine's value
+    /// and the one asked for.
+    #[error(
+        "the executor's Sluice engine was opened with other settings (one engine per JVM; \
+         restart the JVM to change them): {0}"
+    )]
+    SettingsChanged(String),
     /// An argument the Java side passed is out of range.
     #[error("{0}")]
     Argument(String),
@@ -79,7 +87,7 @@ impl BridgeError {
             | BridgeError::Misplaced { .. }
             | BridgeError::Io { .. }
             | BridgeError::AttemptFailed(_) => IO_EXCEPTION,
-            BridgeError::Argument(_) => ILLEGAL_ARGUMENT,
+            BridgeError::Argument(_) | BridgeError::SettingsChanged(_) => ILLEGAL_ARGUMENT,
             BridgeError::Engine(_)
             | BridgeError::Encode(_)
             | BridgeError::Operator(_)

@@ -188,6 +188,25 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
     })
 }
 
+/// `static native long[] engineDefaults()`: the engine's defaults for the
+/// settings a host passes to `openEngine` ([`bridge::host_defaults`]), for
+/// the host's test that its own defaults agree.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_SluiceNative_engineDefaults<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let d = bridge::host_defaults();
+        let values =
+            [d.offload_threads, d.buffer_pool_bytes, d.memory_budget, d.operator_state_bytes]
+                .map(|v| v as i64);
+        let out = env.new_long_array(values.len() as i32)?;
+        env.set_long_array_region(&out, 0, &values)?;
+        Ok(out.into_raw())
+    })
+}
+
 /// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, long operatorStateBytes, String spillDir, int inlineAtTasks)`
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(

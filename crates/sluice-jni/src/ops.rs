@@ -35,8 +35,8 @@ use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::aggregate::{
     AggFn, AggSpec, FinalAggregate, Lanes, SpillStrategy, ValueType,
 };
-use sluice_core::reorg::pipeline::StageSpec;
 use sluice_core::reorg::sort::MergeStream;
+use sluice_core::reorg::StageSpec;
 use sluice_core::reorg::{Emitter, SpillConfig, EMIT_BATCH_BYTES};
 
 use crate::bridge::engine;

@@ -8,7 +8,7 @@ use std::path::Path;
 use proptest::prelude::*;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
-use sluice_core::reorg::pipeline::StageSpec;
+use sluice_core::reorg::StageSpec;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
 use sluice_jni::checksum::Algorithm;
 

@@ -18,7 +18,7 @@ use sluice_core::format::checksum::crc32c;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
 use sluice_core::reorg::aggregate::SpillStrategy;
-use sluice_core::reorg::pipeline::StageSpec;
+use sluice_core::reorg::StageSpec;
 use sluice_core::{BlockDecoder, BlockReader};
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
 use sluice_jni::map::check_buffer;

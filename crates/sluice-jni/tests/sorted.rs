@@ -7,7 +7,7 @@
 
 use proptest::prelude::*;
 use sluice_core::format::Codec;
-use sluice_core::reorg::pipeline::StageSpec;
+use sluice_core::reorg::StageSpec;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
 
 mod common;

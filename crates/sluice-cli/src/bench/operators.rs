@@ -4,7 +4,7 @@
 //! # What is measured
 //! Input: records of an 8- or 32-byte key and a 4-byte i32 value, keys drawn
 //! uniformly from a dictionary of `--distinct` random keys, in 1 MiB
-//! batches. Each worker thread runs a map pipeline (`reorg::pipeline`) on
+//! batches. Each worker thread runs a map pipeline (`sluice_engine::MapPipeline`) on
 //! its share of the batches: partition into `--partitions` destinations
 //! with the PSACS fold hash, then the operator per destination (partial
 //! aggregate sum with spill-state, the same spilling by eviction, sorted
@@ -32,8 +32,9 @@ use sluice_core::memory::MemoryPool;
 use sluice_core::partition::{FoldHash, PagePool, Partitioner};
 use sluice_core::reorg::aggregate::{aggregation_rate, AggFn, AggSpec, SpillStrategy, ValueType};
 use sluice_core::reorg::distinct::DistinctBy;
-use sluice_core::reorg::pipeline::{MapPipeline, PipelineStats, StageSpec};
+use sluice_core::reorg::StageSpec;
 use sluice_core::{Layout, RecordBatch};
+use sluice_engine::{MapPipeline, PipelineStats};
 
 use super::measure::{copy_all, gbps, median_of, time};
 use super::report::{write_json, Table};

@@ -279,7 +279,7 @@ fn check_partition(
 /// of every record (one thread); otherwise a copy of the input.
 fn baseline(input: &Input) -> report::Baseline {
     let batches: Vec<_> = input.maps.iter().flatten().collect();
-    if matches!(input.op, sluice_core::reorg::pipeline::StageSpec::Sort) {
+    if matches!(input.op, sluice_core::reorg::StageSpec::Sort) {
         let memory = MemoryPool::unbounded();
         let mut sort = SortRuns::new(input.layout, usize::MAX, &memory);
         let mut out = Emitter::new(input.layout);

@@ -21,7 +21,7 @@ use sluice_core::datagen::{teragen, words::TextGen, SplitMix64};
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::partition::{FoldHash, Partitioner, RangePartitioner};
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, SpillStrategy, ValueType};
-use sluice_core::reorg::pipeline::StageSpec;
+use sluice_core::reorg::StageSpec;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// How the map side's aggregate spills (`SpillStrategy`): wordcount and

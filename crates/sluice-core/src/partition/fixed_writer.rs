@@ -3,31 +3,24 @@
 //!
 //! # Why no write-combining buffer
 //! The thesis and the radix-partitioning literature gather records in a
-//! cache-line sized buffer per partition and flush whole lines. On this
-//! machine (an AMD EPYC guest) a stand-alone comparison
-//! at 16-byte records and 1024 partitions measured the plain store of each
-//! record to its partition's page tail at 180-300 M records/s, against
-//! 80-160 M/s for 64 B to 1 KiB buffers flushed with streaming or ordinary
-//! stores: the buffer's "full?" branch mispredicts once per flush, and the
-//! hardware already merges consecutive stores to one line. So the hot loop
+//! cache-line sized buffer per partition and flush whole lines. Here the
+//! plain store of each record to its partition's page tail measured about
+//! twice as fast (`docs/benchmarks.md`, "Design measurements"): the
+//! buffer's "full?" branch mispredicts once per flush, and the hardware
+//! already merges consecutive stores to one line. So the hot loop
 //! here is one bounds check, one `W`-byte store and one cursor update per
 //! record.
 //!
 //! # Cursor and prefetch
 //! Each partition's write state is one (next, end) pointer pair, so a
 //! record touches one line of writer state beside the page line it is
-//! stored into (separate base and offset arrays cost a third line; merging
-//! them took 16 B / 1024 partitions / 1 thread from 0.34-0.41 to 0.44-0.51
-//! of a memory copy). Every store also prefetches the line
-//! [`TAIL_PREFETCH_BYTES`] ahead of the cursor: a page comes back from the
-//! pool cold, and without the hint each new line's fetch stalls the store
-//! buffer. Three interleaved runs against the same code without it, M
-//! records/s, one thread: 16 B into 32 partitions 191-200 -> 245-258, 100 B
-//! into 32 partitions 47 -> 49-58, 100 B into 1024 partitions 33-36 ->
-//! 39-43, 16 B into 1024 and into 8 partitions unchanged. 128 and 512 bytes
-//! ahead were no better. (`prefetchw` would say "for writing", but it needs
-//! a target feature the portable build does not assume; `prefetcht0` is
-//! what is emitted.)
+//! stored into (separate base and offset arrays cost a third line).
+//! Every store also prefetches the line [`TAIL_PREFETCH_BYTES`] ahead of
+//! the cursor: a page comes back from the pool cold, and without the hint
+//! each new line's fetch stalls the store buffer (both measured:
+//! `docs/benchmarks.md`, "Design measurements"). (`prefetchw` would say
+//! "for writing", but it needs a target feature the portable build does
+//! not assume; `prefetcht0` is what is emitted.)
 //!
 //! # Room checked once per chunk, records written in pairs
 //! With few partitions the room check leaves the per-record loop: a page's
@@ -45,14 +38,10 @@
 //! the same partition, is placed one record further). One record at a
 //! time, each cursor load comes after the previous record's cursor store to
 //! an address only known once that record is hashed, and the core orders
-//! the two; that chain, not memory, bounded the loop: a stand-alone copy of
-//! it ran at 29 Gbit/s whether its 16 destinations were pages streaming to
-//! memory or 16 lines that stay in L1. Pairs ran at 37-44 Gbit/s in the
-//! same program, and `sluice bench operators --ops partition` (12-byte
-//! records, 16 destinations, one worker) went from 23.1-30.6 to 38.7-40.8
-//! Gbit/s in four interleaved runs, together with the table-driven last
-//! step of the fold hash (`function::fold`). Removing only the room check
-//! gained nothing measurable.
+//! the two; that chain, not memory, bounded the loop (the same speed
+//! whether the destinations stream to memory or stay in L1), and pairs
+//! break it (`docs/benchmarks.md`, "Design measurements"). Removing only
+//! the room check gained nothing measurable.
 //!
 //! # Pages
 //! Each partition's current page is a pool buffer with room for a whole

@@ -25,6 +25,11 @@ impl PartitionedPages {
         &self.pages[p]
     }
 
+    /// The pages of every partition, in partition order.
+    pub fn into_partitions(self) -> Vec<Vec<Page>> {
+        self.pages
+    }
+
     /// Takes every page out (to recycle them).
     pub fn into_pages(self) -> impl Iterator<Item = Page> {
         self.pages.into_iter().flatten()

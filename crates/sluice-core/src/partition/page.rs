@@ -225,16 +225,21 @@ impl PagePool {
 
 /// A partition's current page plus its full ones, filled by one writer.
 #[derive(Debug, Default)]
-pub(crate) struct PageChain {
+pub struct PageChain {
     pub(crate) full: Vec<Page>,
     pub(crate) current: Option<Page>,
 }
 
 impl PageChain {
+    /// Takes the pages that filled (the current one stays open).
+    pub fn drain_full(&mut self) -> std::vec::Drain<'_, Page> {
+        self.full.drain(..)
+    }
+
     /// Appends one record, taking a new page from `pool` when the current one
     /// is full.
     #[inline]
-    pub(crate) fn push(&mut self, raw: &[u8], pool: &PagePool) {
+    pub fn push(&mut self, raw: &[u8], pool: &PagePool) {
         let page_bytes = pool.page_bytes();
         if let Some(page) = self.current.as_mut() {
             if page.try_push(raw, page_bytes) {
@@ -255,7 +260,7 @@ impl PageChain {
     /// The caller must call [`crate::format::copy::streaming_fence`] before
     /// the pages are read by another thread (once per thread at the end is
     /// enough: writers sharing a page only append, they never read it).
-    pub(crate) fn push_fixed_run(&mut self, mut bytes: &[u8], width: usize, pool: &PagePool) {
+    pub fn push_fixed_run(&mut self, mut bytes: &[u8], width: usize, pool: &PagePool) {
         let page_bytes = pool.page_bytes();
         while !bytes.is_empty() {
             let room = self.current.as_ref().map_or(0, |p| page_bytes.saturating_sub(p.bytes()));
@@ -283,7 +288,7 @@ impl PageChain {
     }
 
     /// All pages, full ones first, the current one last.
-    pub(crate) fn into_pages(self) -> Vec<Page> {
+    pub fn into_pages(self) -> Vec<Page> {
         let mut pages = self.full;
         pages.extend(self.current.filter(|p| !p.is_empty()));
         pages

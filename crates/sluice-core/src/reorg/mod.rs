@@ -17,16 +17,16 @@
 //! merge them at the end.
 
 pub mod aggregate;
+mod control_bytes;
 pub mod cursor;
 pub mod distinct;
 mod emit;
 mod error;
 pub mod filter;
-mod group;
 pub mod merge;
-pub mod pipeline;
 mod runs;
 pub mod sort;
+mod spec;
 pub mod table;
 
 pub use emit::{Emitter, EMIT_BATCH_BYTES};
@@ -34,3 +34,4 @@ pub use error::ReorgError;
 pub use runs::{
     SpillConfig, MERGE_FAN_IN_MAX, MERGE_FAN_IN_MIN, MERGE_PASS_BLOCK_BYTES, MERGE_RUN_READ_BYTES,
 };
+pub use spec::StageSpec;

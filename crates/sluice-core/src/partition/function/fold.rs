@@ -236,7 +236,7 @@ impl Partitioner for FoldHash {
             Some(k) => fold_to(f, k) as u32,
             // Not a power of two: the fold alone has no low-bit structure to
             // reduce evenly, so mix once (SplitMix64's finaliser) and reduce.
-            None => reduce(crate::datagen::rng::mix(f), self.partitions),
+            None => reduce(crate::mix::mix(f), self.partitions),
         }
     }
 
@@ -285,7 +285,7 @@ mod tests {
     fn fast_fold_equals_the_row_by_row_definition() {
         let mut x = 0x0123_4567_89AB_CDEFu64;
         for _ in 0..20_000 {
-            x = crate::datagen::rng::mix(x);
+            x = crate::mix::mix(x);
             for k in 1..64 {
                 assert_eq!(fold_to(x, k), fold_to_by_rows(x, k), "x = {x:#x}, k = {k}");
             }
@@ -299,7 +299,7 @@ mod tests {
         }
         let mut x = 0x0123_4567_89AB_CDEFu64;
         for _ in 0..20_000 {
-            x = crate::datagen::rng::mix(x);
+            x = crate::mix::mix(x);
             check::<1>(x);
             check::<2>(x);
             check::<3>(x);

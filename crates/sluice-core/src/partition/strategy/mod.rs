@@ -88,7 +88,7 @@ impl PartitionJob<'_> {
 
 /// Visits every raw record of `view`.
 #[inline]
-pub(crate) fn for_each_raw<'a>(view: &BatchView<'a>, mut f: impl FnMut(RawRecord<'a>)) {
+pub fn for_each_raw<'a>(view: &BatchView<'a>, mut f: impl FnMut(RawRecord<'a>)) {
     let mut it: Records<'a> = view.raw();
     while let Some(r) = it.next_raw() {
         f(r);

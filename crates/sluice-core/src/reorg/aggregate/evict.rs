@@ -33,16 +33,10 @@
 //! Against spilling state (emit every group when full, hot ones too) a new
 //! key evicts one group of its own bucket, and against spilling input (the
 //! first groups stay for good) the table follows the keys that recur now.
-//! Measured with `sluice bench operators --ops aggregate/evict` (8-byte
-//! keys, 1M keys, 16 MB, one worker; `docs/benchmarks.md`, twelfth
-//! session), three interleaved runs each: two-way LRU buckets 7.8-8.7
-//! Gbit/s with aggregation rate 0.66; the same on line-aligned buckets
-//! 9.7-11.4 (half of the 32-byte buckets had straddled two lines); four
-//! ways, LRU kept by moving slots 8.4-9.5, and with the rotating victim
-//! 9.0-9.8, rate 0.77 (3.9M evictions instead of 5.6M: a quarter fewer
-//! partials shipped for about 10 % of throughput). Spilling state in the
-//! same stretch: 6.2-6.5, rate 0.28. At 32 MB, where every key would fit,
-//! four ways reach rate 0.96 (two ways 0.86, spilling state 1.00).
+//! Four ways with a rotating victim, on line-aligned buckets, won against
+//! two-way LRU buckets and against four ways kept in LRU order by moving
+//! slots: a quarter fewer partials for about a tenth of the throughput
+//! (`docs/benchmarks.md`, "Design measurements").
 //!
 //! # Size
 //! The table starts at [`BUCKETS_MIN`] buckets and doubles when groups
@@ -55,16 +49,11 @@
 //! quarters: four-slot buckets at load 3/4 overflow often (a Poisson
 //! bucket of mean 3 holds five keys or more 18 % of the time), and groups
 //! evicted on the way to the full size are partials a larger table would
-//! have kept. Measured with `sluice run aggregate --spill evict` (11.2M
-//! records, 1M keys, every key of a map task fitting its 16 MB): 1.42M
-//! evictions and 8.80-8.85M records shuffled at three quarters, 0.54-0.55M
-//! and 8.50-8.58M at half (spilling state: 8.60M, no spill); the operator
-//! benchmark at 1M keys is unchanged (3.84M evictions instead of 3.88M).
+//! have kept (`docs/benchmarks.md`, "Design measurements").
 
 use super::func::AggSpec;
-use super::inline::{home, join_key, INLINE_KEY_BYTES, PREFIX_BYTES_MAX};
+use super::key8::{home, join_key, Records, INLINE_KEY_BYTES, PREFIX_BYTES_MAX};
 use super::lines::{LineWords, LINE_BYTES, LINE_SLACK_BYTES};
-use super::probe_loop::Records;
 use super::AggregateStats;
 use crate::memory::{MemoryPool, Reservation};
 use crate::reorg::emit::Emitter;

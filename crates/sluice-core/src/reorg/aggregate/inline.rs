@@ -6,7 +6,7 @@
 //!  ctrl:  [u8; cap + 8]          0 = empty, 0x80 | 7 hash bits = taken; 8 mirror bytes
 //!  slots: [u8; cap * 8 (1 + w)]  key, then w state words (w = 1 or 2), little-endian
 //! ```
-//! A probe reads the control bytes eight at a time (`reorg::group`) from
+//! A probe reads the control bytes eight at a time (`reorg::control_bytes`) from
 //! the key's home slot, and on a tag match the slot, which holds the key
 //! and the state side by side: a hit touches two cache lines (both
 //! prefetched [`PROBE_BATCH`](crate::reorg::table::PROBE_BATCH) records
@@ -35,13 +35,10 @@
 //! scaled to the slot count by a multiply, so the count need not be a power
 //! of two, and the control byte's 7 hash bits are the low ones. Limited to
 //! powers of two, a 1 MiB threshold would hold 32,768 slots (557 KB), a
-//! little over half of it; measured with `sluice bench operators --ops
-//! aggregate` at 1M keys and 16 MB per worker, filling the threshold
-//! raises the aggregation rate from -0.05 to 0.28 (256 state spills
-//! instead of 706) for 10-12 % less throughput, the same trade as halving
-//! the threshold the other way (the power-of-two table at 8 MB: 5.05
-//! Gbit/s, rate -0.21). The threshold is the knob for that trade, and it
-//! now means what it says.
+//! little over half of it. Filling the threshold aggregates more for a
+//! little less throughput, the trade the threshold itself sets, so the
+//! threshold means what it says (figures: `docs/benchmarks.md`, "Design
+//! measurements").
 //!
 //! The probe loop ([`probe_loop`]: raw pointers behind one set of
 //! assertions, over per-record hints of home slot and tag computed in a
@@ -60,18 +57,17 @@
 //! (fixed-width output, [`PASS_STAGE_BYTES`] at a time) or emitted (prefixed
 //! keys) there. Leaving the loop for each such record (a second probe, an
 //! attempt to grow, one emit) made spilling input slower than spilling
-//! state, the opposite of SmartShuffle's Figure 12a: the threshold sweep of
-//! `sluice bench operators --ops aggregate` (8-byte keys, one worker) gave
-//! 1.95-2.0 Gbit/s from 64 KiB to 4 MiB and 2.91 at 16 MiB that way, and
-//! 4.0-4.7 and 3.5-3.6 with the pass-through in the loop.
+//! state, the opposite of SmartShuffle's Figure 12a (figures:
+//! `docs/benchmarks.md`, "Design measurements").
 
 use super::evict::EvictTable;
 use super::func::{write_state, AggFn, AggSpec, ValueType};
+use super::key8::{self, home, join_key, tag, INLINE_KEY_BYTES, PREFIX_BYTES_MAX};
 use super::probe_loop;
 use super::{check_value, AggregateStats, SpillStrategy};
 use crate::memory::{MemoryPool, Reservation};
+use crate::reorg::control_bytes::{self, GROUP};
 use crate::reorg::emit::Emitter;
-use crate::reorg::group::{self, GROUP};
 use crate::reorg::table::hash_key;
 use crate::reorg::ReorgError;
 
@@ -86,13 +82,6 @@ const PASS_STAGE_BYTES: usize = 4 << 10;
 const LOAD_NUM: usize = 3;
 /// See [`LOAD_NUM`].
 const LOAD_DEN: usize = 4;
-
-/// Key width this path handles.
-pub(crate) const INLINE_KEY_BYTES: usize = 8;
-
-/// Longest shared key prefix a table strips (an engine record's 4-byte
-/// partition id and a host's key tag fit).
-pub(crate) const PREFIX_BYTES_MAX: usize = 8;
 
 /// Partial aggregation of 8-byte keys with numeric states.
 #[derive(Debug)]
@@ -305,7 +294,7 @@ impl InlinePartial {
             }
             let key = Self::key_word(slot);
             let (i, _) = self.probe(key, hash_key(&slot[..INLINE_KEY_BYTES]));
-            group::set(&mut self.ctrl, new_cap, i, *c);
+            control_bytes::set(&mut self.ctrl, new_cap, i, *c);
             self.slots[i * stride..i * stride + stride].copy_from_slice(slot);
         }
     }
@@ -326,7 +315,7 @@ impl InlinePartial {
         if let Some(r) = payload.chunks_exact(width).next() {
             check_value(spec, r.get(key_end..).unwrap_or_default(), 0)?;
         }
-        let r = probe_loop::Records { payload, width, key_at: at.key_at };
+        let r = key8::Records { payload, width, key_at: at.key_at };
         if let Some(table) = self.evict.as_mut() {
             let (prefix, stats) = (self.prefix.as_deref(), &mut self.stats);
             with_update!(spec, update => table.push(r, prefix, out, stats, update))?;
@@ -358,7 +347,7 @@ impl InlinePartial {
     #[inline(always)]
     fn apply<U>(
         &mut self,
-        r: probe_loop::Records<'_>,
+        r: key8::Records<'_>,
         hints: &mut probe_loop::Hints,
         out: &mut Emitter,
         update: U,
@@ -406,7 +395,7 @@ impl InlinePartial {
     #[inline(always)]
     fn run_fast<U, const WORDS: usize>(
         &mut self,
-        r: probe_loop::Records<'_>,
+        r: key8::Records<'_>,
         hints: &probe_loop::Hints,
         from: usize,
         out: &mut Emitter,
@@ -520,7 +509,7 @@ impl InlinePartial {
                 self.probe(k, hash).0
             }
         };
-        group::set(&mut self.ctrl, self.cap, i, tag(hash));
+        control_bytes::set(&mut self.ctrl, self.cap, i, tag(hash));
         let s = i * self.stride;
         self.slots[s..s + INLINE_KEY_BYTES].copy_from_slice(key);
         self.update_at(s, value, true, update);
@@ -606,20 +595,6 @@ impl InlinePartial {
     }
 }
 
-/// `prefix ++ key` in `buf` (the prefix is at most [`PREFIX_BYTES_MAX`]
-/// bytes, the key [`INLINE_KEY_BYTES`]).
-pub(super) fn join_key<'b>(
-    buf: &'b mut [u8; PREFIX_BYTES_MAX + INLINE_KEY_BYTES],
-    prefix: &[u8],
-    key: &[u8],
-) -> &'b [u8] {
-    let p = prefix.len().min(PREFIX_BYTES_MAX);
-    let k = key.len().min(INLINE_KEY_BYTES);
-    buf[..p].copy_from_slice(&prefix[..p]);
-    buf[p..p + k].copy_from_slice(&key[..k]);
-    &buf[..p + k]
-}
-
 /// The taken slots of a table, in slot order, as the slots' bytes: the
 /// control bytes are read a group at a time and each group's taken slots
 /// found from its bit mask.
@@ -644,28 +619,13 @@ impl<'a> Iterator for TakenSlots<'a> {
                 return None;
             }
             self.base = self.next_group;
-            self.full = group::match_full(group::load(self.ctrl, self.base));
+            self.full = control_bytes::match_full(control_bytes::load(self.ctrl, self.base));
             self.next_group += GROUP;
         }
-        let j = group::lowest(self.full);
+        let j = control_bytes::lowest(self.full);
         self.full &= self.full - 1;
         Some(self.slots.get((self.base + j) * self.stride..).unwrap_or_default())
     }
-}
-
-/// The home slot of `hash` in a table of `cap` slots: the high bits of
-/// `hash` scaled to `cap` (a multiply, not a mask, so `cap` need not be a
-/// power of two).
-#[inline(always)]
-pub(super) fn home(hash: u64, cap: usize) -> usize {
-    ((u128::from(hash) * cap as u128) >> 64) as usize
-}
-
-/// The control byte of a taken slot: its hash's low 7 bits (the home slot
-/// comes from the high bits, so the two are independent).
-#[inline(always)]
-pub(super) fn tag(hash: u64) -> u8 {
-    0x80 | (hash as u8 & 0x7f)
 }
 
 /// The slot holding `key` in a table of `cap` slots of `stride` bytes, or
@@ -684,18 +644,18 @@ fn probe_in(
     let tag = tag(hash);
     let mut pos = home(hash, cap);
     loop {
-        let g = group::load(ctrl, pos);
-        let mut m = group::match_tag(g, tag);
+        let g = control_bytes::load(ctrl, pos);
+        let mut m = control_bytes::match_tag(g, tag);
         while m != 0 {
-            let i = wrap(pos + group::lowest(m));
+            let i = wrap(pos + control_bytes::lowest(m));
             if InlinePartial::key_word(slots.get(i * stride..).unwrap_or_default()) == key {
                 return (i, true);
             }
             m &= m - 1;
         }
-        let e = group::match_empty(g);
+        let e = control_bytes::match_empty(g);
         if e != 0 {
-            return (wrap(pos + group::lowest(e)), false);
+            return (wrap(pos + control_bytes::lowest(e)), false);
         }
         pos = wrap(pos + GROUP);
     }

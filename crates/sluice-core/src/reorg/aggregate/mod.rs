@@ -23,6 +23,7 @@ mod final_agg;
 pub mod func;
 mod groups;
 mod inline;
+mod key8;
 pub mod lanes;
 mod lines;
 mod partial;

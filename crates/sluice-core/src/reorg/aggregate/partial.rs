@@ -25,11 +25,9 @@
 //! such key names the prefix; runs of records with that prefix and one
 //! value width go to an inline table that stores only the 8 bytes after
 //! it ([`InlinePartial::set_prefix`]), every other record to the general
-//! table. Measured through the engine on one offloaded map task (3.9M
-//! records of 13-byte keys, 1M distinct, 16 partitions, the 16 MB
-//! threshold; three runs each): the general table emitted 3.38M partials
-//! (47 MB of lz4 blocks) in 538-570 ms, the prefixed table (17 bytes per
-//! slot) 2.32-2.37M (33 MB) in 436-455 ms. In the rare mix of shapes each
+//! table. Stripping the prefix fits more groups into the threshold, so
+//! fewer partials leave the map side, faster (`docs/benchmarks.md`,
+//! "Design measurements"). In the rare mix of shapes each
 //! table keeps to the threshold, so the operator may hold up to twice it;
 //! the memory pool still bounds both.
 //!
@@ -39,7 +37,8 @@
 
 use super::func::{AggFn, AggSpec, STATE_BYTES_MAX};
 use super::groups::Groups;
-use super::inline::{InlinePartial, Strided, INLINE_KEY_BYTES, PREFIX_BYTES_MAX};
+use super::inline::{InlinePartial, Strided};
+use super::key8::{INLINE_KEY_BYTES, PREFIX_BYTES_MAX};
 use super::{check_value, partial_layout, AggregateStats, SpillStrategy};
 use crate::format::limits::VARIABLE_RECORD_PREFIX_BYTES;
 use crate::format::{BatchView, Layout};

@@ -11,12 +11,11 @@
 //! hoisted here into one set of assertions at entry (a table of `cap`
 //! slots, `cap + GROUP` control bytes, whole records, hints for this very
 //! table), after which every access is in bounds by construction: record
-//! `i < n`, slot and group positions `< cap`. Measured with `sluice bench
-//! operators --ops aggregate` (see `docs/benchmarks.md`, tenth session):
-//! 4.4-4.6 Gbit/s before, 5.1-5.2 after.
+//! `i < n`, slot and group positions `< cap` (`docs/benchmarks.md`,
+//! "Design measurements").
 
-use super::inline::{home, tag, INLINE_KEY_BYTES};
-use crate::reorg::group::{self, GROUP};
+use super::key8::{home, tag, Records, INLINE_KEY_BYTES};
+use crate::reorg::control_bytes::{self, GROUP};
 use crate::reorg::table::{hash_word, prefetch, PROBE_BATCH};
 
 /// How far ahead of the record it hashes the hint pass fetches the payload
@@ -93,15 +92,6 @@ pub(super) struct Table<'a> {
     /// Taken slots; the loop stops before it would exceed `len_max`.
     pub(super) len: usize,
     pub(super) len_max: usize,
-}
-
-/// Records in `payload`: `width` bytes each, the 8-byte key at `key_at`,
-/// the value from the key's end to the record's end.
-#[derive(Clone, Copy)]
-pub(super) struct Records<'a> {
-    pub(super) payload: &'a [u8],
-    pub(super) width: usize,
-    pub(super) key_at: usize,
 }
 
 /// Applies records `from..` (with `hints` computed for them and this table)
@@ -205,18 +195,18 @@ where
     let (slot, found) = 'probe: loop {
         // SAFETY: pos < cap and ctrl holds cap + GROUP bytes.
         let g = u64::from_le(unsafe { ctrl.add(pos).cast::<u64>().read_unaligned() });
-        let mut m = group::match_tag(g, tg);
+        let mut m = control_bytes::match_tag(g, tg);
         while m != 0 {
-            let s = wrap(pos + group::lowest(m), cap);
+            let s = wrap(pos + control_bytes::lowest(m), cap);
             // SAFETY: s < cap, so slot s's bytes lie within slots.
             if unsafe { slots.add(s * stride).cast::<u64>().read_unaligned() } == key {
                 break 'probe (s, true);
             }
             m &= m - 1;
         }
-        let e = group::match_empty(g);
+        let e = control_bytes::match_empty(g);
         if e != 0 {
-            break 'probe (wrap(pos + group::lowest(e), cap), false);
+            break 'probe (wrap(pos + control_bytes::lowest(e), cap), false);
         }
         pos = wrap(pos + GROUP, cap);
     };

@@ -14,14 +14,10 @@
 //!    the spilling threshold, so entries are
 //!    cache-resident and each pass scatters with plain stores. A
 //!    write-combining buffer (four entries, one cache line, per bucket)
-//!    measured slower here, as in the partition operator: `sluice bench
-//!    operators --ops sort --mib 64`, 8-byte keys, 3.0 and 3.2 Gbit/s plain
-//!    against 1.9 and 2.0 with write-combining, same digits, same run.
-//!    Each scatter takes entries two at a time, loading both write
-//!    positions before storing either back (see `partition::fixed_writer`
-//!    for why): `--ops sort --mib 256 --reps 5`, four interleaved runs,
-//!    8-byte keys 4.42-4.82 -> 4.26-5.46 Gbit/s (medians about 4.6 -> 5.2),
-//!    32-byte keys 6.51-7.13 -> 4.88-7.24.
+//!    measured slower here, as in the partition operator. Each scatter
+//!    takes entries two at a time, loading both write positions before
+//!    storing either back (see `partition::fixed_writer` for why). Figures
+//!    of both: `docs/benchmarks.md`, "Design measurements".
 //! 3. Tie-break: when keys can be longer than 8 bytes (or of varying
 //!    length), each run of equal prefixes is sorted by the full key bytes.
 //!    Fixed keys of at most 8 bytes are fully ordered by their prefix.

@@ -104,11 +104,11 @@ final class NativeMapOutput extends MemoryConsumer {
           "Sluice: a shuffle record of "
               + need
               + " bytes (serialized, with its key) is larger than the record limit of "
-              + SluiceConf.mebibytes(settings.recordBytesMax)
+              + SluiceConf.sizeText(settings.recordBytesMax)
               + " ("
-              + SluiceConf.RECORD_BYTES
+              + SluiceSetting.RECORD_BYTES_MAX.key
               + ", at most "
-              + SluiceConf.mebibytes(RECORD_BYTES_MAX)
+              + SluiceConf.sizeText(RECORD_BYTES_MAX)
               + "); raise it, or run this job on Spark's sort shuffle"
               + " (spark.shuffle.manager=sort)");
     }

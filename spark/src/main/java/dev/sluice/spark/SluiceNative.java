@@ -107,6 +107,13 @@ public final class SluiceNative {
    */
   static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget, int reduceTasks);
 
+  /**
+   * The engine's defaults for {@link #openEngine}'s settings: offload threads, buffer pool bytes,
+   * memory budget bytes, operator state bytes ({@code bridge::host_defaults}); a test checks that
+   * {@link SluiceSetting}'s defaults agree.
+   */
+  static native long[] engineDefaults();
+
   /** Map attempts opened and not yet committed or aborted, in this process. */
   static native long liveMapAttempts();
 

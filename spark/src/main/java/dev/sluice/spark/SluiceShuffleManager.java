@@ -87,7 +87,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
       }
     } else if (dependency.aggregator().isDefined()
         && dependency.keyOrdering().isEmpty()
-        && conf.getBoolean(SluiceConf.GROUPED_COMBINE, true)) {
+        && SluiceSetting.GROUPED_COMBINE.flag(conf)) {
       sortKind = SortKeys.HASH;
       LOG.info("Sluice: shuffle {} is grouped by key hash in the engine", shuffleId);
     }

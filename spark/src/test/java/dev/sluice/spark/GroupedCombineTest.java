@@ -343,7 +343,7 @@ class GroupedCombineTest {
         SparkContexts.start(
             SluiceShuffleManager.class.getName(),
             SparkContexts.scratch(),
-            new SparkConf().set(SluiceConf.GROUPED_COMBINE, "false"));
+            new SparkConf().set(SluiceSetting.GROUPED_COMBINE.key, "false"));
     try {
       List<Tuple2<Long, Long>> in = new ArrayList<>();
       uniform(0, 50_000, 5_000).forEachRemaining(in::add);

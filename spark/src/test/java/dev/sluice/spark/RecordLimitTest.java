@@ -26,7 +26,7 @@ class RecordLimitTest {
         SparkContexts.start(
             SluiceShuffleManager.class.getName(),
             SparkContexts.scratch(),
-            new SparkConf().set(SluiceConf.RECORD_BYTES, "1m"));
+            new SparkConf().set(SluiceSetting.RECORD_BYTES_MAX.key, "1m"));
     try {
       int over = (1 << 20) + 1024;
       SparkException e =

@@ -12,7 +12,7 @@ class SluiceConfTest {
   private static int spill(String value) {
     SparkConf conf = new SparkConf(false);
     if (value != null) {
-      conf.set(SluiceConf.OPERATOR_SPILL, value);
+      conf.set(SluiceSetting.OPERATOR_SPILL.key, value);
     }
     return SluiceConf.spillStrategy(conf);
   }
@@ -29,7 +29,7 @@ class SluiceConfTest {
   void anUnknownSpillStrategyIsRefusedByName() {
     IllegalArgumentException e =
         assertThrows(IllegalArgumentException.class, () -> spill("lru"));
-    assertTrue(e.getMessage().contains(SluiceConf.OPERATOR_SPILL), e.getMessage());
+    assertTrue(e.getMessage().contains(SluiceSetting.OPERATOR_SPILL.key), e.getMessage());
     assertTrue(e.getMessage().contains("lru"), e.getMessage());
   }
 }

@@ -1,6 +1,7 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.Agg;
+import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.SqlAggregates;
 import org.apache.spark.SparkConf;
@@ -77,12 +78,9 @@ import scala.collection.immutable.Seq;
 public final class NativeAggregateRule extends SluiceRule {
   private static final Logger LOG = LoggerFactory.getLogger(NativeAggregateRule.class);
 
-  /** The setting that turns the rule off. */
-  static final String ENABLED = "spark.sluice.sqlAggregate";
-
   @Override
-  String setting() {
-    return ENABLED;
+  SluiceSetting setting() {
+    return SluiceSetting.SQL_AGGREGATE;
   }
 
   @Override

@@ -1,6 +1,7 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.RowSortKey;
+import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
 import java.util.ArrayList;
 import java.util.List;
@@ -63,12 +64,9 @@ import scala.collection.immutable.Seq;
 public final class NativeSortRule extends SluiceRule {
   private static final Logger LOG = LoggerFactory.getLogger(NativeSortRule.class);
 
-  /** The setting that turns the rule off. */
-  static final String ENABLED = "spark.sluice.sqlSort";
-
   @Override
-  String setting() {
-    return ENABLED;
+  SluiceSetting setting() {
+    return SluiceSetting.SQL_SORT;
   }
 
   @Override

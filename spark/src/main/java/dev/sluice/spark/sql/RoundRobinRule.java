@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
 import org.apache.spark.sql.catalyst.plans.physical.RoundRobinPartitioning;
 import org.apache.spark.sql.execution.SparkPlan;
@@ -15,12 +16,9 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec;
  * {@code spark.sluice.sqlRepartitionWithoutSort=false} turns it off.
  */
 public final class RoundRobinRule extends SluiceRule {
-  /** The setting that turns the rule off. */
-  static final String ENABLED = "spark.sluice.sqlRepartitionWithoutSort";
-
   @Override
-  String setting() {
-    return ENABLED;
+  SluiceSetting setting() {
+    return SluiceSetting.SQL_REPARTITION_WITHOUT_SORT;
   }
 
   @Override

@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
 import java.util.ArrayList;
 import java.util.List;
@@ -21,7 +22,7 @@ import scala.collection.immutable.Seq;
  */
 abstract class SluiceRule extends Rule<SparkPlan> {
   /** The setting that turns the rule off. */
-  abstract String setting();
+  abstract SluiceSetting setting();
 
   /**
    * Why the engine cannot run the rule's nodes under {@code conf}, or null if it can: by default,
@@ -42,7 +43,7 @@ abstract class SluiceRule extends Rule<SparkPlan> {
     SparkEnv env = SparkEnv.get();
     if (env == null
         || !(env.shuffleManager() instanceof SluiceShuffleManager)
-        || !Boolean.parseBoolean(conf().getConfString(setting(), "true"))
+        || !setting().flag(conf().getConfString(setting().key, setting().defaultValue))
         || fallbackReason(env.conf()) != null) {
       return plan;
     }

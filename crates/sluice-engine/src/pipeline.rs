@@ -24,19 +24,19 @@
 
 use std::sync::Arc;
 
-use crate::format::{BatchView, Layout, RecordBatch};
-use crate::memory::MemoryPool;
-use crate::partition::page::PageChain;
-use crate::partition::strategy::{for_each_raw, LocalPagesAndMerge};
-use crate::partition::{
+use sluice_core::format::{BatchView, Layout, RecordBatch};
+use sluice_core::memory::MemoryPool;
+use sluice_core::partition::page::PageChain;
+use sluice_core::partition::strategy::{for_each_raw, LocalPagesAndMerge};
+use sluice_core::partition::{
     Page, PagePool, PartitionError, PartitionJob, PartitionStrategy, Partitioned, Partitioner,
 };
-use crate::reorg::aggregate::{AggSpec, PartialAggregate, SpillStrategy};
-use crate::reorg::distinct::{DistinctBy, PartialDistinct};
-use crate::reorg::emit::Emitter;
-use crate::reorg::filter::{Filter, Predicate};
-use crate::reorg::sort::SortRuns;
-use crate::reorg::ReorgError;
+use sluice_core::reorg::aggregate::PartialAggregate;
+use sluice_core::reorg::distinct::PartialDistinct;
+use sluice_core::reorg::filter::Filter;
+use sluice_core::reorg::sort::SortRuns;
+use sluice_core::reorg::Emitter;
+use sluice_core::reorg::{ReorgError, StageSpec};
 
 /// Bytes of partitioned records a destination collects before its operator
 /// runs over them (256 KiB): the operator's table is then pulled into the
@@ -57,21 +57,6 @@ pub const STAGE_BYTES: usize = 256 << 10;
 /// (0.28); sort and distinct gained nothing from larger stages and keep
 /// [`STAGE_BYTES`].
 pub const AGGREGATE_STAGE_BYTES_MAX: usize = 1 << 20;
-
-/// Which operator runs after partitioning.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StageSpec {
-    /// Partition only.
-    None,
-    /// Partial aggregation.
-    Aggregate(AggSpec, SpillStrategy),
-    /// Sorted runs.
-    Sort,
-    /// Partial distinct.
-    Distinct(DistinctBy, SpillStrategy),
-    /// Filter.
-    Filter(Predicate),
-}
 
 /// One destination's operator.
 #[derive(Debug)]
@@ -205,7 +190,7 @@ impl MapPipeline {
             // Thread-local pages always produce pages.
             return Ok(());
         };
-        for (p, pages) in parted.pages.into_iter().enumerate() {
+        for (p, pages) in parted.into_partitions().into_iter().enumerate() {
             for page in pages {
                 self.staged_bytes[p] += page.bytes();
                 self.staged[p].push(page);
@@ -239,7 +224,7 @@ impl MapPipeline {
         self.stats.input_records += view.len() as u64;
         self.stats.input_bytes += view.payload().len() as u64;
         for (chain, out) in self.open.iter_mut().zip(&mut self.outs) {
-            for page in chain.full.drain(..) {
+            for page in chain.drain_full() {
                 out.push_batch(page.into_batch(self.layout));
             }
         }

@@ -9,9 +9,10 @@ use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
 use sluice_core::partition::{FoldHash, PagePool, Partitioner};
 use sluice_core::reorg::aggregate::{AggFn, AggSpec, FinalAggregate, SpillStrategy, ValueType};
-use sluice_core::reorg::pipeline::{MapPipeline, StageSpec};
 use sluice_core::reorg::sort::SortMerge;
+use sluice_core::reorg::StageSpec;
 use sluice_core::reorg::{Emitter, SpillConfig};
+use sluice_engine::MapPipeline;
 
 fn input(n: usize, domain: u64) -> Vec<RecordBatch> {
     let layout = Layout::fixed(8, 4).expect("layout");
