@@ -56,6 +56,13 @@ pub struct HostSettings {
     /// Run map work on the task threads while this many map tasks are open
     /// (the executor's task slots: every core busy); 0: never.
     pub inline_at_tasks: usize,
+    /// Pin offload worker `i` to core `i` (modulo the cores there are).
+    pub pin_offload_threads: bool,
+    /// Bytes of a scheduling segment (a map buffer is cut into segments).
+    pub segment_bytes: usize,
+    /// Liquid offloading: host threads take a share of the map work while
+    /// the offload threads fall behind.
+    pub liquid_offload: bool,
 }
 
 /// The process's engine, created with `settings` on the first call; a
@@ -94,6 +101,9 @@ fn engine_config(settings: &HostSettings) -> EngineConfig {
         memory_budget: settings.memory_budget,
         spill_dir: settings.spill_dir.clone(),
         inline_at_tasks: settings.inline_at_tasks,
+        pin_offload_threads: settings.pin_offload_threads,
+        segment_bytes: settings.segment_bytes,
+        migration: settings.liquid_offload,
         ..EngineConfig::default()
     };
     match settings.operator_state_bytes {
@@ -127,6 +137,9 @@ fn settings_changed(was: &HostSettings, now: &HostSettings) -> Vec<String> {
         was.operator_state_bytes.to_string(),
         now.operator_state_bytes.to_string(),
     );
+    check(SETTING_PIN, was.pin_offload_threads.to_string(), now.pin_offload_threads.to_string());
+    check(SETTING_SEGMENT, was.segment_bytes.to_string(), now.segment_bytes.to_string());
+    check(SETTING_LIQUID, was.liquid_offload.to_string(), now.liquid_offload.to_string());
     check(
         "spill directory",
         was.spill_dir.display().to_string(),
@@ -153,6 +166,9 @@ pub fn host_defaults() -> HostSettings {
         operator_state_bytes: engine.spill_threshold,
         spill_dir: engine.spill_dir,
         inline_at_tasks: 0,
+        pin_offload_threads: engine.pin_offload_threads,
+        segment_bytes: engine.segment_bytes,
+        liquid_offload: engine.migration,
     }
 }
 
@@ -164,6 +180,12 @@ pub const SETTING_BUFFER_POOL: &str = "spark.sluice.bufferPoolBytes";
 pub const SETTING_MEMORY_BUDGET: &str = "spark.sluice.memoryBudget";
 /// The host's name of [`HostSettings::operator_state_bytes`] (bytes).
 pub const SETTING_OPERATOR_STATE: &str = "spark.sluice.operatorStateBytes";
+/// The host's name of [`HostSettings::pin_offload_threads`].
+pub const SETTING_PIN: &str = "spark.sluice.pinOffloadThreads";
+/// The host's name of [`HostSettings::segment_bytes`] (bytes).
+pub const SETTING_SEGMENT: &str = "spark.sluice.segmentBytes";
+/// The host's name of [`HostSettings::liquid_offload`].
+pub const SETTING_LIQUID: &str = "spark.sluice.liquidOffload";
 
 /// Bytes of native memory the engine may hold outside the host's memory
 /// manager, by its settings: map buffers in flight (the buffer pool), free

@@ -180,7 +180,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
             memory_budget: non_negative(memory_budget, "memory budget")? as usize,
             operator_state_bytes: 0,
             spill_dir: PathBuf::new(),
-            inline_at_tasks: 0,
+            ..bridge::host_defaults()
         };
         let tasks = non_negative(reduce_tasks.into(), "reduce tasks")? as u64;
         let task = bridge::unaccounted_task_bytes();
@@ -198,16 +198,23 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_engineDefaults<'l>(
 ) -> jlongArray {
     guard(&mut env, std::ptr::null_mut(), |env| {
         let d = bridge::host_defaults();
-        let values =
-            [d.offload_threads, d.buffer_pool_bytes, d.memory_budget, d.operator_state_bytes]
-                .map(|v| v as i64);
+        let values = [
+            d.offload_threads,
+            d.buffer_pool_bytes,
+            d.memory_budget,
+            d.operator_state_bytes,
+            usize::from(d.pin_offload_threads),
+            d.segment_bytes,
+            usize::from(d.liquid_offload),
+        ]
+        .map(|v| v as i64);
         let out = env.new_long_array(values.len() as i32)?;
         env.set_long_array_region(&out, 0, &values)?;
         Ok(out.into_raw())
     })
 }
 
-/// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, long operatorStateBytes, String spillDir, int inlineAtTasks)`
+/// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, long operatorStateBytes, String spillDir, int inlineAtTasks, boolean pinOffloadThreads, long segmentBytes, boolean liquidOffload)`
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     mut env: JNIEnv<'l>,
@@ -218,6 +225,9 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     operator_state_bytes: jlong,
     spill_dir: JString<'l>,
     inline_at_tasks: jint,
+    pin_offload_threads: jboolean,
+    segment_bytes: jlong,
+    liquid_offload: jboolean,
 ) {
     guard(&mut env, (), |env| {
         let dir: String = env.get_string(&spill_dir)?.into();
@@ -229,6 +239,12 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
                 as usize,
             spill_dir: PathBuf::from(dir),
             inline_at_tasks: non_negative(inline_at_tasks.into(), "inline at tasks")? as usize,
+            pin_offload_threads: pin_offload_threads != 0,
+            segment_bytes: match non_negative(segment_bytes, "segment bytes")? as usize {
+                0 => return Err(BridgeError::Argument("segment bytes is 0".into())),
+                n => n,
+            },
+            liquid_offload: liquid_offload != 0,
         };
         bridge::open_engine(&settings).map(|_| ())
     })

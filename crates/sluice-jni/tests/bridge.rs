@@ -424,6 +424,9 @@ fn native_memory_outside_the_host_is_the_pools_the_budget_and_each_reduce_tasks_
         operator_state_bytes: 0,
         spill_dir: std::env::temp_dir(),
         inline_at_tasks: 0,
+        pin_offload_threads: false,
+        segment_bytes: 100_000,
+        liquid_offload: true,
     };
     // 64 MiB of buffers, three page sizes (16, 32, 64 KiB) of 64 MiB of
     // free pages each, the 256 MiB budget.

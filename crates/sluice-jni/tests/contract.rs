@@ -209,3 +209,21 @@ fn the_partition_limit_agrees_with_java() {
         .expect("1 << N");
     assert_eq!(1u32 << shift, sluice_core::partition::function::PARTITIONS_MAX);
 }
+
+#[test]
+fn the_record_layout_and_block_header_agree_with_java() {
+    // An engine record as the map task writes it: `klen vlen` (u32 LE
+    // each), then the key, which starts with the partition id (u32 LE).
+    let output = java_source("NativeMapOutput");
+    assert_eq!(
+        java_int(&output, "LENGTHS_BYTES"),
+        sluice_core::format::limits::VARIABLE_RECORD_PREFIX_BYTES as i64
+    );
+    assert_eq!(
+        java_int(&output, "PARTITION_KEY_BYTES"),
+        sluice_jni::partitioner::PARTITION_KEY_BYTES as i64
+    );
+    // The reduce side's stream reads each block's header before its body.
+    let stream = java_source("SluiceBlockInputStream");
+    assert_eq!(java_int(&stream, "HEADER_BYTES"), sluice_core::format::header::HEADER_BYTES as i64);
+}

@@ -14,6 +14,9 @@ fn first() -> HostSettings {
         operator_state_bytes: 1 << 20,
         spill_dir: std::env::temp_dir(),
         inline_at_tasks: 2,
+        pin_offload_threads: false,
+        segment_bytes: 50_000,
+        liquid_offload: true,
     }
 }
 
@@ -22,6 +25,9 @@ fn a_later_context_gets_the_engine_or_an_error_naming_what_changed() {
     let engine = open_engine(&first()).expect("engine");
     assert_eq!(engine.config().memory_budget, 64 << 20);
     assert_eq!(engine.config().spill_threshold, 1 << 20);
+    assert_eq!(engine.config().segment_bytes, 50_000);
+    assert!(engine.config().migration);
+    assert!(!engine.config().pin_offload_threads);
     assert_eq!(engine.inline_at_tasks(), 2);
 
     let again = open_engine(&first()).expect("same settings");
@@ -34,7 +40,12 @@ fn a_later_context_gets_the_engine_or_an_error_naming_what_changed() {
 
     // Anything else fails, naming each setting, the engine's value and the
     // one asked for; the engine keeps its settings.
-    let other = HostSettings { memory_budget: 128 << 20, offload_threads: 2, ..first() };
+    let other = HostSettings {
+        memory_budget: 128 << 20,
+        offload_threads: 2,
+        liquid_offload: false,
+        ..first()
+    };
     let err = open_engine(&other).expect_err("other settings");
     assert!(matches!(err, BridgeError::SettingsChanged(_)), "{err:?}");
     let text = err.to_string();
@@ -43,6 +54,10 @@ fn a_later_context_gets_the_engine_or_an_error_naming_what_changed() {
         "{text}"
     );
     assert!(text.contains("spark.sluice.offloadThreads: the engine has 1, asked for 2"), "{text}");
+    assert!(
+        text.contains("spark.sluice.liquidOffload: the engine has true, asked for false"),
+        "{text}"
+    );
     assert!(!text.contains("bufferPoolBytes"), "{text}");
     assert_eq!(engine.config().memory_budget, 64 << 20);
     assert_eq!(engine.inline_at_tasks(), 4, "a refused open changes nothing");
@@ -58,5 +73,8 @@ fn host_defaults_are_the_engines_but_a_host_sized_budget() {
     assert_eq!(d.buffer_pool_bytes, sluice_engine::BUFFER_POOL_BYTES_DEFAULT);
     assert_eq!(d.operator_state_bytes, sluice_engine::SPILL_THRESHOLD_DEFAULT);
     assert_eq!(d.memory_budget, HOST_MEMORY_BUDGET_DEFAULT);
+    assert_eq!(d.segment_bytes, sluice_engine::SEGMENT_BYTES_DEFAULT);
+    assert_eq!(d.pin_offload_threads, e.pin_offload_threads);
+    assert_eq!(d.liquid_offload, e.migration);
     const { assert!(HOST_MEMORY_BUDGET_DEFAULT < sluice_engine::MEMORY_BUDGET_DEFAULT) };
 }

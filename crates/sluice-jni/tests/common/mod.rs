@@ -13,6 +13,9 @@ pub(crate) fn settings() -> HostSettings {
         operator_state_bytes: 0,
         spill_dir: std::env::temp_dir(),
         inline_at_tasks: 0,
+        pin_offload_threads: false,
+        segment_bytes: 100_000,
+        liquid_offload: true,
     }
 }
 

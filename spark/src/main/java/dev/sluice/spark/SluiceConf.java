@@ -30,6 +30,13 @@ final class SluiceConf {
   /** {@link SluiceSetting#INLINE_WHEN_BUSY}. */
   final boolean inlineWhenBusy;
 
+  /** {@link SluiceSetting#PIN_OFFLOAD_THREADS}. */
+  final boolean pinOffloadThreads;
+  /** {@link SluiceSetting#SEGMENT_BYTES}. */
+  final long segmentBytes;
+  /** {@link SluiceSetting#LIQUID_OFFLOAD}. */
+  final boolean liquidOffload;
+
   final long bufferPoolBytes;
   final long memoryBudget;
   /** {@link SluiceSetting#OPERATOR_STATE_BYTES}. */
@@ -51,6 +58,9 @@ final class SluiceConf {
   SluiceConf(SparkConf conf) {
     offloadThreads = SluiceSetting.OFFLOAD_THREADS.integer(conf);
     inlineWhenBusy = SluiceSetting.INLINE_WHEN_BUSY.flag(conf);
+    pinOffloadThreads = SluiceSetting.PIN_OFFLOAD_THREADS.flag(conf);
+    segmentBytes = SluiceSetting.SEGMENT_BYTES.bytes(conf);
+    liquidOffload = SluiceSetting.LIQUID_OFFLOAD.flag(conf);
     bufferPoolBytes = SluiceSetting.BUFFER_POOL_BYTES.bytes(conf);
     memoryBudget = SluiceSetting.MEMORY_BUDGET.bytes(conf);
     operatorStateBytes = SluiceSetting.OPERATOR_STATE_BYTES.bytes(conf);

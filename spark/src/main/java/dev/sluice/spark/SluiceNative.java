@@ -55,8 +55,9 @@ public final class SluiceNative {
   }
 
   /**
-   * Opens the process's engine (later calls return the same engine, whatever they pass); map tasks
-   * run their partitioning themselves while {@code inlineAtTasks} of them are open (0: never).
+   * Opens the process's engine; a later call gets the same engine, with its {@code inlineAtTasks}
+   * applied (map tasks run their partitioning themselves while that many of them are open; 0:
+   * never) and fails naming each other setting that differs from the engine's.
    */
   static native void openEngine(
       int offloadThreads,
@@ -64,7 +65,10 @@ public final class SluiceNative {
       long memoryBudget,
       long operatorStateBytes,
       String spillDir,
-      int inlineAtTasks);
+      int inlineAtTasks,
+      boolean pinOffloadThreads,
+      long segmentBytes,
+      boolean liquidOffload);
 
   /**
    * Registers a host-partitioned shuffle; returns its engine id. {@code aggFunc} -1 for none, else
@@ -109,8 +113,9 @@ public final class SluiceNative {
 
   /**
    * The engine's defaults for {@link #openEngine}'s settings: offload threads, buffer pool bytes,
-   * memory budget bytes, operator state bytes ({@code bridge::host_defaults}); a test checks that
-   * {@link SluiceSetting}'s defaults agree.
+   * memory budget bytes, operator state bytes, pin offload threads (0 or 1), segment bytes, liquid
+   * offloading (0 or 1) ({@code bridge::host_defaults}); a test checks that {@link
+   * SluiceSetting}'s defaults agree.
    */
   static native long[] engineDefaults();
 

@@ -70,6 +70,35 @@ public enum SluiceSetting {
       Scope.ENGINE,
       "An offloaded operator's map-side state per map task before it spills (SmartShuffle's"
           + " spilling threshold)."),
+  PIN_OFFLOAD_THREADS(
+      "pinOffloadThreads",
+      Type.BOOLEAN,
+      "false",
+      0,
+      0,
+      "",
+      Scope.ENGINE,
+      "Pin offload thread i to core i (modulo the cores there are)."),
+  SEGMENT_BYTES(
+      "segmentBytes",
+      Type.BYTES,
+      "100000",
+      4L << 10,
+      64L << 20,
+      "bytes",
+      Scope.ENGINE,
+      "A full map buffer is cut into segments of about this size for the offload threads, so"
+          + " they stay balanced and a straggler holds little (SmartShuffle's 100 KB)."),
+  LIQUID_OFFLOAD(
+      "liquidOffload",
+      Type.BOOLEAN,
+      "true",
+      0,
+      0,
+      "",
+      Scope.ENGINE,
+      "Liquid offloading: while the offload threads fall behind (map buffers pile up), the map"
+          + " tasks run a growing share of their segments themselves."),
   OPERATOR_SPILL(
       "operatorSpill",
       Type.CHOICE,

@@ -234,7 +234,10 @@ public class SluiceShuffleManager extends SortShuffleManager {
         s.memoryBudget,
         s.operatorStateBytes,
         System.getProperty("java.io.tmpdir", "/tmp"),
-        s.inlineWhenBusy ? concurrentTasks() : 0);
+        s.inlineWhenBusy ? concurrentTasks() : 0,
+        s.pinOffloadThreads,
+        s.segmentBytes,
+        s.liquidOffload);
   }
 
   /** Tasks this executor runs at once: its cores over the cores a task takes. */

@@ -49,7 +49,10 @@ class SluiceSettingTest {
       SluiceSetting.OFFLOAD_THREADS.integer(none),
       SluiceSetting.BUFFER_POOL_BYTES.bytes(none),
       SluiceSetting.MEMORY_BUDGET.bytes(none),
-      SluiceSetting.OPERATOR_STATE_BYTES.bytes(none)
+      SluiceSetting.OPERATOR_STATE_BYTES.bytes(none),
+      SluiceSetting.PIN_OFFLOAD_THREADS.flag(none) ? 1 : 0,
+      SluiceSetting.SEGMENT_BYTES.bytes(none),
+      SluiceSetting.LIQUID_OFFLOAD.flag(none) ? 1 : 0
     };
     assertArrayEquals(SluiceNative.engineDefaults(), java);
     assertEquals(NativeMapOutput.RECORD_BYTES_MAX, SluiceSetting.RECORD_BYTES_MAX.bytes(none));
