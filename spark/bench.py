@@ -42,6 +42,8 @@ import urllib.request
 
 HERE = pathlib.Path(__file__).resolve().parent
 JAR = HERE / "target" / "sluice-spark.jar"
+# The RDD jobs (dev.sluice.spark.examples), not in the shipped jar.
+EXAMPLES_JAR = HERE / "target" / "sluice-spark-examples.jar"
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 # A Sluice build to compare against (--baseline-jar): the same manager class
 # from another jar, run as a third manager in its own JVM.
@@ -57,7 +59,7 @@ def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", se
     from pyspark.sql import SparkSession
 
     conf = {
-        "spark.jars": str(jar),
+        "spark.jars": f"{jar},{EXAMPLES_JAR}",
         "spark.shuffle.manager": MANAGERS.get(manager, MANAGERS["sluice"]),
         "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
         "spark.driver.memory": "10g",
@@ -432,8 +434,9 @@ def main():
         ap.error(f"--baseline-jar or --baseline-conf and the '{BASELINE}' manager go together")
     if a.quick:
         a.terasort_gb, a.gb, a.reps = 0.05, 0.02, 1
-    if not JAR.exists():
-        sys.exit(f"{JAR} is missing: run spark/build.sh")
+    for jar in (JAR, EXAMPLES_JAR):
+        if not jar.exists():
+            sys.exit(f"{jar} is missing: run spark/build.sh")
     if a.manager:
         # Worker mode: replies go to the real stdout; everything else this
         # process or its JVM (which inherits fd 1) prints goes to stderr.

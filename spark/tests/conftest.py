@@ -11,6 +11,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 JAR = HERE.parent / "target" / "sluice-spark.jar"
+# The example and benchmark jobs some tests drive (not in the shipped jar).
+EXAMPLES_JAR = HERE.parent / "target" / "sluice-spark-examples.jar"
 SLUICE = "dev.sluice.spark.SluiceShuffleManager"
 KRYO = "org.apache.spark.serializer.KryoSerializer"
 
@@ -21,12 +23,13 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 def session(master, manager, tmp, serializer=KRYO, extra=None):
     from pyspark.sql import SparkSession
 
-    if not JAR.exists():
-        pytest.fail(f"{JAR} is missing: run spark/build.sh first")
+    for jar in (JAR, EXAMPLES_JAR):
+        if not jar.exists():
+            pytest.fail(f"{jar} is missing: run spark/build.sh first")
     b = (
         SparkSession.builder.master(master)
         .appName(f"sluice-test-{manager}")
-        .config("spark.jars", str(JAR))
+        .config("spark.jars", f"{JAR},{EXAMPLES_JAR}")
         .config("spark.shuffle.manager", manager)
         .config("spark.serializer", serializer)
         .config("spark.ui.enabled", "false")
