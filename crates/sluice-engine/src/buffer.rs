@@ -18,7 +18,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use sluice_core::format::{BatchView, Layout, RecordBatch};
+use sluice_core::format::{BatchView, CheckedPayload, Layout, RecordBatch, Span};
 
 use crate::error::{EngineError, ShuffleId};
 use crate::Backpressure;
@@ -135,6 +135,7 @@ impl BufferPool {
             owner,
             capacity: size,
             batch: Some(RecordBatch::from_buffer(owner.layout, bytes)),
+            spans: Some(Vec::new()),
             pool: inner.clone(),
         })
     }
@@ -157,6 +158,10 @@ pub struct MapBuffer {
     capacity: usize,
     /// Always `Some` until produced or dropped.
     batch: Option<RecordBatch>,
+    /// The batch's spans while every append came with them
+    /// ([`MapBuffer::extend_checked`]); `None` once a record came without,
+    /// and the engine then cuts the batch itself.
+    spans: Option<Vec<Span>>,
     pool: Arc<PoolInner>,
 }
 
@@ -203,7 +208,11 @@ impl MapBuffer {
             });
         }
         match self.batch.as_mut() {
-            Some(b) => Ok(b.push(key, value)?),
+            Some(b) => {
+                b.push(key, value)?;
+                self.spans = None;
+                Ok(())
+            }
             None => Err(EngineError::UnknownBuffer { buffer: self.id }),
         }
     }
@@ -222,7 +231,38 @@ impl MapBuffer {
             });
         }
         match self.batch.as_mut() {
-            Some(b) => Ok(b.extend_view(view)?),
+            Some(b) => {
+                b.extend_view(view)?;
+                self.spans = None;
+                Ok(())
+            }
+            None => Err(EngineError::UnknownBuffer { buffer: self.id }),
+        }
+    }
+
+    /// As [`MapBuffer::extend`], for a payload checked in one pass with its
+    /// spans cut at the engine's segment size
+    /// ([`check_variable`](sluice_core::format::check_variable) with
+    /// [`EngineConfig::segment_bytes`](crate::EngineConfig::segment_bytes)):
+    /// the spans become the buffer's segments, so the engine neither cuts
+    /// nor validates the records again.
+    pub fn extend_checked(&mut self, p: &CheckedPayload<'_>) -> Result<(), EngineError> {
+        let need = p.view().payload().len();
+        if need > self.room() {
+            return Err(EngineError::RecordTooLarge {
+                record: need,
+                room: self.room(),
+                capacity: self.capacity,
+            });
+        }
+        match self.batch.as_mut() {
+            Some(b) => {
+                let spans = b.extend_checked(p)?;
+                if let Some(known) = self.spans.as_mut() {
+                    known.extend(spans);
+                }
+                Ok(())
+            }
             None => Err(EngineError::UnknownBuffer { buffer: self.id }),
         }
     }
@@ -239,7 +279,12 @@ impl MapBuffer {
     pub(crate) fn into_produced(mut self) -> ProducedBuffer {
         let batch = self.batch.take().unwrap_or_else(|| RecordBatch::new(self.owner.layout));
         self.pool.produced_bytes.fetch_add(batch.payload_len() as u64, Ordering::Relaxed);
-        ProducedBuffer { batch: Some(batch), charge: self.capacity, pool: self.pool.clone() }
+        ProducedBuffer {
+            batch: Some(batch),
+            spans: self.spans.take(),
+            charge: self.capacity,
+            pool: self.pool.clone(),
+        }
     }
 }
 
@@ -257,6 +302,8 @@ impl Drop for MapBuffer {
 #[derive(Debug)]
 pub(crate) struct ProducedBuffer {
     batch: Option<RecordBatch>,
+    /// The batch's spans if they came with its records.
+    spans: Option<Vec<Span>>,
     charge: usize,
     pool: Arc<PoolInner>,
 }
@@ -264,6 +311,16 @@ pub(crate) struct ProducedBuffer {
 impl ProducedBuffer {
     pub(crate) fn batch(&self) -> Option<&RecordBatch> {
         self.batch.as_ref()
+    }
+
+    /// The batch's spans, from the records' checks or cut now at about
+    /// `target` bytes.
+    pub(crate) fn segments(&self, target: usize) -> Vec<Span> {
+        match (&self.spans, &self.batch) {
+            (Some(spans), _) => spans.clone(),
+            (None, Some(b)) => b.spans(target),
+            (None, None) => Vec::new(),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use crate::engine::Engine;
 use crate::error::EngineError;
 use crate::liquid::HostCredit;
 use crate::scheduler::{Job, Side};
-use crate::segment::{cut, SegmentTask};
+use crate::segment::SegmentTask;
 use crate::shuffle::{Commit, MapSideStats, ShuffleState};
 
 /// One map attempt's handle: acquire buffers, fill, produce, then commit.
@@ -61,7 +61,10 @@ impl MapTask<'_> {
         }
         let produced = Arc::new(buf.into_produced());
         let Some(batch) = produced.batch() else { return Ok(()) };
-        let segments = cut(batch, self.engine.inner.config.segment_bytes);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let segments = produced.segments(self.engine.inner.config.segment_bytes);
         let inner = &self.engine.inner;
         let share = self.host_share();
         let mut host = Vec::new();

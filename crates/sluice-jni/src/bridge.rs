@@ -294,9 +294,10 @@ impl HostMapTask {
         if count == 0 {
             return Ok(());
         }
-        let view = check_buffer(data, count, self.partitions, self.host_keys)?;
+        let segment_bytes = engine()?.config().segment_bytes;
+        let checked = check_buffer(data, count, self.partitions, self.host_keys, segment_bytes)?;
         let mut buf = self.task.buf_acquire(data.len())?;
-        buf.extend(&view)?;
+        buf.extend_checked(&checked)?;
         self.task.buf_produce(buf)?;
         Ok(())
     }

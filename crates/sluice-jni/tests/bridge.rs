@@ -244,20 +244,20 @@ fn a_block_read_for_the_wrong_partition_is_refused() {
 fn buffers_with_bad_partition_ids_or_lengths_are_refused() {
     let mut buf = Vec::new();
     put(&mut buf, 5, b"abc");
-    assert!(matches!(check_buffer(&buf, 1, 5, false), Err(BridgeError::Argument(_))));
-    assert!(check_buffer(&buf, 1, 6, false).is_ok());
+    assert!(matches!(check_buffer(&buf, 1, 5, false, 64), Err(BridgeError::Argument(_))));
+    assert!(check_buffer(&buf, 1, 6, false, 64).is_ok());
     // A count that disagrees with the bytes.
-    assert!(matches!(check_buffer(&buf, 2, 6, false), Err(BridgeError::Corrupt { .. })));
+    assert!(matches!(check_buffer(&buf, 2, 6, false, 64), Err(BridgeError::Corrupt { .. })));
     // A length that runs past the buffer.
     let mut forged = buf.clone();
     forged[4..8].copy_from_slice(&1000u32.to_le_bytes());
-    assert!(matches!(check_buffer(&forged, 1, 6, false), Err(BridgeError::Corrupt { .. })));
+    assert!(matches!(check_buffer(&forged, 1, 6, false, 64), Err(BridgeError::Corrupt { .. })));
     // A key that is not 4 bytes.
     let mut odd = Vec::new();
     odd.extend_from_slice(&2u32.to_le_bytes());
     odd.extend_from_slice(&0u32.to_le_bytes());
     odd.extend_from_slice(&[0, 0]);
-    assert!(matches!(check_buffer(&odd, 1, 6, false), Err(BridgeError::Argument(_))));
+    assert!(matches!(check_buffer(&odd, 1, 6, false, 64), Err(BridgeError::Argument(_))));
 }
 
 #[test]

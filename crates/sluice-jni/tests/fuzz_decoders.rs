@@ -177,7 +177,10 @@ proptest! {
 
     #[test]
     fn map_buffer_check((_seed, data) in input(&seeds("map_buffer")), count in 0u32..600, host in any::<bool>()) {
-        if let Ok(view) = check_buffer(&data, count, 7, host) {
+        if let Ok(checked) = check_buffer(&data, count, 7, host, 64) {
+            let view = checked.view();
+            prop_assert_eq!(checked.spans().iter().map(|s| s.records()).sum::<u32>(), count);
+            prop_assert_eq!(checked.spans().last().map_or(0, |s| s.end()), data.len());
             prop_assert_eq!(view.iter().count(), count as usize);
             for r in view.iter() {
                 prop_assert!(u32::from_le_bytes(r.key[..4].try_into().expect("4")) < 7);

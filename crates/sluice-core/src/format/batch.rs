@@ -17,6 +17,7 @@
 use crate::format::error::FormatError;
 use crate::format::layout::Layout;
 use crate::format::limits::{BLOCK_UNCOMPRESSED_BYTES_MAX, VARIABLE_RECORD_PREFIX_BYTES};
+use crate::format::span::{spans_of, CheckedPayload, Span};
 
 /// One record, borrowed from a payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +177,54 @@ impl RecordBatch {
         self.data.extend_from_slice(records);
         self.count += (records.len() / width) as u32;
         Ok(())
+    }
+
+    /// Appends a checked payload's records (as [`RecordBatch::extend_view`])
+    /// and returns its spans as spans of this batch.
+    pub fn extend_checked(&mut self, p: &CheckedPayload<'_>) -> Result<Vec<Span>, FormatError> {
+        let at = self.data.len();
+        self.extend_view(&p.view())?;
+        Ok(p.spans().iter().map(|s| s.shifted(at)).collect())
+    }
+
+    /// Spans of at least `target` bytes (the last may be shorter) tiling
+    /// the batch at record boundaries (a walk over variable-width records).
+    pub fn spans(&self, target: usize) -> Vec<Span> {
+        spans_of(&self.view(), target)
+    }
+
+    /// The records of `span`, one of this batch's spans
+    /// ([`RecordBatch::spans`], [`RecordBatch::extend_checked`]), viewed
+    /// without walking them again. A span outside the batch is an error;
+    /// a span of another batch is a caller's bug (tests' debug builds
+    /// validate every view made this way).
+    pub fn span_view(&self, span: Span) -> Result<BatchView<'_>, FormatError> {
+        let bytes = self.data.get(span.start()..span.end()).ok_or_else(|| {
+            FormatError::InconsistentLengths {
+                detail: format!(
+                    "span {}..{} of a {}-byte batch",
+                    span.start(),
+                    span.end(),
+                    self.data.len()
+                ),
+            }
+        })?;
+        match self.layout {
+            Layout::Fixed { .. } => BatchView::new(self.layout, span.records(), bytes),
+            Layout::Variable => {
+                let prefixes = span.records() as usize * VARIABLE_RECORD_PREFIX_BYTES;
+                if prefixes > bytes.len() {
+                    return Err(FormatError::InconsistentLengths {
+                        detail: format!(
+                            "{} records in a {}-byte span",
+                            span.records(),
+                            bytes.len()
+                        ),
+                    });
+                }
+                Ok(BatchView::new_unchecked(self.layout, span.records(), bytes))
+            }
+        }
     }
 
     /// Appends every record of a validated view in the same layout (one
@@ -444,7 +493,7 @@ impl<'a> Iterator for Records<'a> {
 impl ExactSizeIterator for Records<'_> {}
 
 #[inline]
-fn read_prefix(data: &[u8], pos: usize) -> Option<(usize, usize)> {
+pub(crate) fn read_prefix(data: &[u8], pos: usize) -> Option<(usize, usize)> {
     let p = data.get(pos..pos.checked_add(VARIABLE_RECORD_PREFIX_BYTES)?)?;
     let k = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize;
     let v = u32::from_le_bytes([p[4], p[5], p[6], p[7]]) as usize;

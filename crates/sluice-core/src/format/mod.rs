@@ -24,6 +24,7 @@ pub mod header;
 pub mod layout;
 pub mod limits;
 pub mod reader;
+pub mod span;
 
 pub use batch::{BatchView, RawRecord, Record, RecordBatch, Records};
 pub use block::{BlockDecoder, BlockEncoder};
@@ -32,3 +33,4 @@ pub use error::FormatError;
 pub use header::BlockHeader;
 pub use layout::Layout;
 pub use reader::BlockReader;
+pub use span::{check_variable, CheckError, CheckedPayload, Span};
