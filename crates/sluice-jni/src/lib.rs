@@ -40,7 +40,7 @@ pub mod sorted;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
-use jni::objects::{JByteArray, JByteBuffer, JClass, JString, ReleaseMode};
+use jni::objects::{JByteArray, JByteBuffer, JClass, JObject, JString, ReleaseMode};
 use jni::sys::{jboolean, jint, jlong, jlongArray};
 use jni::JNIEnv;
 use sluice_core::format::header::HEADER_BYTES;
@@ -250,9 +250,9 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
     })
 }
 
-/// `static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue, int spill)`:
-/// the engine id. `aggFunc` -1: no operator; -2: sort
-/// ([`ops::OP_SORT`]); otherwise an offloaded aggregation (codes of
+/// `static native int registerShuffle(int partitions, int maps, EngineOp op, int spill)`:
+/// the engine id. `op` is read by field ([`ops::HostOp::read`]): none,
+/// a sort ([`ops::OP_SORT`]), or an offloaded aggregation (codes of
 /// [`ops::agg_spec`]) spilling by `spill` ([`ops::spill_strategy`]).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
@@ -260,14 +260,13 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
     _class: JClass<'l>,
     partitions: jint,
     maps: jint,
-    agg_func: jint,
-    agg_value: jint,
+    op: JObject<'l>,
     spill: jint,
 ) -> jint {
-    guard(&mut env, -1, |_| {
+    guard(&mut env, -1, |env| {
         let p = non_negative(partitions.into(), "partitions")? as u32;
         let m = non_negative(maps.into(), "map count")? as u32;
-        let op = ops::stage_spec(agg_func, agg_value, ops::spill_strategy(spill)?)?;
+        let op = ops::HostOp::read(env, &op)?.stage_spec(ops::spill_strategy(spill)?)?;
         Ok(bridge::register_shuffle(p, m, op)? as jint)
     })
 }
@@ -560,15 +559,14 @@ unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceOp> {
     unsafe { ptr.as_mut() }.ok_or_else(|| BridgeError::Argument("reduce handle is 0".into()))
 }
 
-/// `static native long reduceOpen(int aggFunc, int aggValue, int startPartition, int endPartition, String spillDir)`:
-/// a reduce task's final aggregate, or its sort-merge for `aggFunc` -2,
-/// spilling to `spillDir` (freed by `reduceClose`).
+/// `static native long reduceOpen(EngineOp op, int startPartition, int endPartition, String spillDir)`:
+/// a reduce task's final aggregate, or its sort-merge for a sort, spilling
+/// to `spillDir` (freed by `reduceClose`).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
-    agg_func: jint,
-    agg_value: jint,
+    op: JObject<'l>,
     start: jint,
     end: jint,
     spill_dir: JString<'l>,
@@ -576,8 +574,10 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
     guard(&mut env, 0, |env| {
         let start = non_negative(start.into(), "start partition")? as u32;
         let end = non_negative(end.into(), "end partition")? as u32;
+        let op = ops::HostOp::read(env, &op)?;
         let dir: String = env.get_string(&spill_dir)?.into();
-        let op = ReduceOp::open(agg_func, agg_value, start..end, std::path::Path::new(&dir))?;
+        let op =
+            ReduceOp::open(op.function, op.value_type, start..end, std::path::Path::new(&dir))?;
         Ok(Box::into_raw(Box::new(op)) as jlong)
     })
 }

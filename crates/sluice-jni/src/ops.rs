@@ -100,6 +100,35 @@ pub fn spill_strategy(code: i32) -> BridgeResult<SpillStrategy> {
     }
 }
 
+/// The engine operator a host names for a shuffle: Java's `EngineOp`,
+/// read by field, so the two sides share one typed spec rather than a
+/// tuple of ints in some order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostOp {
+    /// [`OP_NONE`], [`OP_SORT`], or an aggregate function code
+    /// ([`agg_spec`]); Java's `EngineOp.function`.
+    pub function: i32,
+    /// An aggregate's value type code, else 0; Java's `EngineOp.valueType`.
+    pub value_type: i32,
+}
+
+impl HostOp {
+    /// Reads a Java `EngineOp`; a null object is an argument error.
+    pub fn read(env: &mut jni::JNIEnv<'_>, op: &jni::objects::JObject<'_>) -> BridgeResult<Self> {
+        if op.is_null() {
+            return Err(BridgeError::Argument("no engine operator (null EngineOp)".into()));
+        }
+        let function = env.get_field(op, "function", "I")?.i()?;
+        let value_type = env.get_field(op, "valueType", "I")?.i()?;
+        Ok(HostOp { function, value_type })
+    }
+
+    /// The map-side operator, an aggregation spilling by `spill`.
+    pub fn stage_spec(self, spill: SpillStrategy) -> BridgeResult<StageSpec> {
+        stage_spec(self.function, self.value_type, spill)
+    }
+}
+
 /// The engine operator of a shuffle the host registers with codes
 /// (`func`, `value`): [`OP_NONE`], [`OP_SORT`], or an aggregation spilling by
 /// `spill`.

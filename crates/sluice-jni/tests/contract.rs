@@ -186,9 +186,12 @@ fn spill_strategy_codes_agree_with_java() {
 fn operator_and_codec_codes_agree_with_java() {
     use sluice_core::format::Codec;
     use sluice_jni::ops::{OP_NONE, OP_SORT};
-    let handle = java_source("SluiceShuffleHandle");
-    assert_eq!(java_int(&handle, "OP_NONE"), i64::from(OP_NONE));
-    assert_eq!(java_int(&handle, "OP_SORT"), i64::from(OP_SORT));
+    let op = java_source("EngineOp");
+    assert_eq!(java_int(&op, "OP_NONE"), i64::from(OP_NONE));
+    assert_eq!(java_int(&op, "OP_SORT"), i64::from(OP_SORT));
+    // The fields the native side reads (`HostOp::read`).
+    assert!(op.contains("  final int function;"), "EngineOp.function");
+    assert!(op.contains("  final int valueType;"), "EngineOp.valueType");
     let conf = java_source("SluiceConf");
     assert_eq!(java_int(&conf, "CODEC_NONE"), i64::from(Codec::ID_NONE));
     assert_eq!(java_int(&conf, "CODEC_LZ4"), i64::from(Codec::ID_LZ4));

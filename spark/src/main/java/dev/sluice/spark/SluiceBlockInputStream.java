@@ -21,7 +21,7 @@ import org.apache.spark.storage.ShuffleBlockId;
  * fetched bytes end right after one, so a segment cut at a block boundary, or a batch cut at a
  * partition boundary, is a fetch failure too (see {@code crates/sluice-jni/src/segment.rs}).
  *
- * <p>For an offloaded operator shuffle the stream has a native reduce aggregate: each verified
+ * <p>For an offloaded operator shuffle the stream has a native reduce operator: each verified
  * block is merged into it instead, and the stream serves no bytes (it ends once the segment has
  * been consumed). Spark's reader counts the records it deserializes, none here, so the stream
  * counts the records it feeds to the operator in the task's read metrics, before Spark's reader
@@ -43,10 +43,8 @@ final class SluiceBlockInputStream extends InputStream {
   private final int reduce;
   /** One past the last partition of the segment (more than one for a batch fetch). */
   private final int reduceEnd;
-  /** The native reduce aggregate blocks are merged into, or 0 to serve the values. */
-  private final long aggregate;
-  /** Spark's memory for what the operator keeps, acquired block by block; or null. */
-  private final ReduceMemory memory;
+  /** The native reduce operator blocks are merged into, or null to serve the values. */
+  private final ReduceOperator operator;
   /** Where records fed to the operator are counted. */
   private final ShuffleReadMetricsReporter metrics;
 
@@ -74,17 +72,15 @@ final class SluiceBlockInputStream extends InputStream {
   SluiceBlockInputStream(
       InputStream in,
       BlockId id,
-      long aggregate,
-      ReduceMemory memory,
+      ReduceOperator operator,
       ShuffleReadMetricsReporter metrics) {
     this.in = in;
     this.metrics = metrics;
-    this.aggregate = aggregate;
-    this.memory = memory;
+    this.operator = operator;
     if (id instanceof ShuffleBlockBatchId batch) {
       // Contiguous partitions fetched as one segment (Spark's batch fetch): their segments lie
       // back to back in the data file, and Sluice blocks concatenate.
-      if (aggregate != 0) {
+      if (operator != null) {
         throw new IllegalArgumentException("a native reduce operator reads one partition: " + id);
       }
       this.shuffle = batch.shuffleId();
@@ -173,11 +169,8 @@ final class SluiceBlockInputStream extends InputStream {
               + frameLen + " bytes");
     }
     int records;
-    if (aggregate != 0) {
-      if (memory != null) {
-        memory.reserve(uncompressed);
-      }
-      records = SluiceNative.reduceFeed(aggregate, frame, frameLen, shuffle, map, reduce, offset);
+    if (operator != null) {
+      records = operator.feed(frame, frameLen, uncompressed, shuffle, map, reduce, offset);
       metrics.incRecordsRead(records);
       pos = 0;
       limit = 0;

@@ -71,11 +71,10 @@ public final class SluiceNative {
       boolean liquidOffload);
 
   /**
-   * Registers a host-partitioned shuffle; returns its engine id. {@code aggFunc} -1 for none, else
-   * an offloaded aggregation ({@link Agg#code}, {@link OpSpec} value type) whose map side spills
-   * by {@code spill} ({@link SluiceConf#spillStrategy}).
+   * Registers a host-partitioned shuffle running {@code op} on its map side; returns its engine id.
+   * An offloaded aggregation's map side spills by {@code spill} ({@link SluiceConf#spillStrategy}).
    */
-  static native int registerShuffle(int partitions, int maps, int aggFunc, int aggValue, int spill);
+  static native int registerShuffle(int partitions, int maps, EngineOp op, int spill);
 
   static native void unregisterShuffle(int engineShuffle);
 
@@ -178,7 +177,7 @@ public final class SluiceNative {
    * spillDir} (freed by reduceClose).
    */
   static native long reduceOpen(
-      int aggFunc, int aggValue, int startPartition, int endPartition, String spillDir);
+      EngineOp op, int startPartition, int endPartition, String spillDir);
 
   /** Decodes, verifies and merges one fetched block; returns its partial records. */
   static native int reduceFeed(

@@ -57,14 +57,13 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
   @SuppressWarnings({"unchecked", "rawtypes"})
   public scala.collection.Iterator<Product2<K, C>> read() {
     OpSpec op = handle.op();
-    int[] codes = handle.engineOp();
     TaskSpillDir spillDir = TaskSpillDir.create();
     Native results;
     try {
       results =
           new Native(
               SluiceNative.reduceOpen(
-                  codes[0], codes[1], startPartition, endPartition, spillDir.path()));
+                  handle.engineOp(), startPartition, endPartition, spillDir.path()));
     } catch (RuntimeException e) {
       spillDir.remove();
       throw e;
@@ -87,8 +86,7 @@ final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
             endPartition,
             context,
             metrics,
-            results.handle,
-            memory);
+            new ReduceOperator(results.handle, memory));
     // Reading every fetched segment feeds the operator; the streams yield no records (for a
     // sort, Spark's reader then has nothing to sort).
     scala.collection.Iterator<Product2<K, C>> drained = fetch.read();

@@ -16,29 +16,25 @@ import org.apache.spark.storage.ShuffleBlockId;
  * shuffle, the blocks go to the reading task's native aggregate.
  */
 final class SluiceSerializerManager extends SerializerManager {
-  /** The native reduce aggregate of an operator shuffle's reader, or 0. */
-  private final long aggregate;
-  /** The task's memory for a native sort's runs, or null. */
-  private final ReduceMemory memory;
+  /** The native reduce operator of an operator shuffle's reader, or null. */
+  private final ReduceOperator operator;
   /** The reading task's shuffle read metrics, where records fed to the operator are counted. */
   private final ShuffleReadMetricsReporter metrics;
 
   SluiceSerializerManager(
       Serializer defaultSerializer,
       SparkConf conf,
-      long aggregate,
-      ReduceMemory memory,
+      ReduceOperator operator,
       ShuffleReadMetricsReporter metrics) {
     super(defaultSerializer, conf);
-    this.aggregate = aggregate;
-    this.memory = memory;
+    this.operator = operator;
     this.metrics = metrics;
   }
 
   @Override
   public InputStream wrapStream(BlockId blockId, InputStream s) {
     if (blockId instanceof ShuffleBlockId || blockId instanceof ShuffleBlockBatchId) {
-      return new SluiceBlockInputStream(s, blockId, aggregate, memory, metrics);
+      return new SluiceBlockInputStream(s, blockId, operator, metrics);
     }
     return super.wrapStream(blockId, s);
   }

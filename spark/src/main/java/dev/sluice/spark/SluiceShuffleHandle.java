@@ -30,17 +30,12 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
     return sortKind;
   }
 
-  /** The native side's operator code of a plain shuffle ({@code sluice_jni::ops::OP_NONE}). */
-  static final int OP_NONE = -1;
-  /** The native side's operator code of a sorting shuffle ({@code sluice_jni::ops::OP_SORT}). */
-  static final int OP_SORT = -2;
-
-  /** The native side's operator codes: {@code {func, value}}. */
-  int[] engineOp() {
+  /** The engine operator this shuffle registers and reduces with. */
+  EngineOp engineOp() {
     if (op != null) {
-      return new int[] {op.code(), op.engineValueType()};
+      return EngineOp.aggregate(op);
     }
-    return new int[] {sortKind == SortKeys.NONE ? OP_NONE : OP_SORT, 0};
+    return sortKind == SortKeys.NONE ? EngineOp.NONE : EngineOp.SORT;
   }
 
   public int numMaps() {

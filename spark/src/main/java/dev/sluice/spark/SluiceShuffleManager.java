@@ -135,14 +135,13 @@ public class SluiceShuffleManager extends SortShuffleManager {
           h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
     return fetchReader(
-        h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, 0L, null);
+        h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, null);
   }
 
   /**
    * Spark's reader over a Sluice shuffle's segments: Spark's fetch machinery, with each fetched
    * segment decoded as Sluice blocks ({@link SluiceSerializerManager}); into the native reduce
-   * operator {@code nativeOp} when it is not 0, with {@code memory} (if not null) acquired for
-   * each block first.
+   * operator {@code operator} when it is not null (which accounts each block first).
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static <K, C> BlockStoreShuffleReader<K, C> fetchReader(
@@ -153,8 +152,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
       int endPartition,
       TaskContext context,
       ShuffleReadMetricsReporter metrics,
-      long nativeOp,
-      ReduceMemory memory) {
+      ReduceOperator operator) {
     SparkEnv env = SparkEnv.get();
     scala.collection.Iterator blocks =
         env.mapOutputTracker()
@@ -165,14 +163,14 @@ public class SluiceShuffleManager extends SortShuffleManager {
         blocks,
         context,
         metrics,
-        new SluiceSerializerManager(env.serializer(), env.conf(), nativeOp, memory, metrics),
+        new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics),
         env.blockManager(),
         env.mapOutputTracker(),
         // Contiguous partitions of a map output in one fetch (adaptive execution's coalesced
         // reads), as Spark's own reader decides it; Spark's reader then checks that the
         // serializer relocates records and the codec concatenates. A native operator reads one
         // partition's blocks at a time, so it fetches partition by partition.
-        nativeOp == 0
+        operator == null
             && SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
   }
 
@@ -252,12 +250,10 @@ public class SluiceShuffleManager extends SortShuffleManager {
     return engineIds.computeIfAbsent(
         h.shuffleId(),
         id -> {
-          int[] op = h.engineOp();
           return SluiceNative.registerShuffle(
               h.dependency().partitioner().numPartitions(),
               h.numMaps(),
-              op[0],
-              op[1],
+              h.engineOp(),
               operatorSpill);
         });
   }
