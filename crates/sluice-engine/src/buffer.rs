@@ -199,22 +199,10 @@ impl MapBuffer {
     /// Appends one record; a record that does not fit the room left is a
     /// typed error and leaves the buffer as it was.
     pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<(), EngineError> {
-        let need = self.owner.layout.record_bytes(key.len(), value.len());
-        if need > self.room() {
-            return Err(EngineError::RecordTooLarge {
-                record: need,
-                room: self.room(),
-                capacity: self.capacity,
-            });
-        }
-        match self.batch.as_mut() {
-            Some(b) => {
-                b.push(key, value)?;
-                self.spans = None;
-                Ok(())
-            }
-            None => Err(EngineError::UnknownBuffer { buffer: self.id }),
-        }
+        let b = self.batch_with_room(self.owner.layout.record_bytes(key.len(), value.len()))?;
+        b.push(key, value)?;
+        self.spans = None;
+        Ok(())
     }
 
     /// Appends every record of a validated view (one copy of its payload,
@@ -222,22 +210,9 @@ impl MapBuffer {
     /// buffer); a view larger than the room left is a typed error and
     /// leaves the buffer as it was.
     pub fn extend(&mut self, view: &BatchView<'_>) -> Result<(), EngineError> {
-        let need = view.payload().len();
-        if need > self.room() {
-            return Err(EngineError::RecordTooLarge {
-                record: need,
-                room: self.room(),
-                capacity: self.capacity,
-            });
-        }
-        match self.batch.as_mut() {
-            Some(b) => {
-                b.extend_view(view)?;
-                self.spans = None;
-                Ok(())
-            }
-            None => Err(EngineError::UnknownBuffer { buffer: self.id }),
-        }
+        self.batch_with_room(view.payload().len())?.extend_view(view)?;
+        self.spans = None;
+        Ok(())
     }
 
     /// As [`MapBuffer::extend`], for a payload checked in one pass with its
@@ -247,7 +222,16 @@ impl MapBuffer {
     /// the spans become the buffer's segments, so the engine neither cuts
     /// nor validates the records again.
     pub fn extend_checked(&mut self, p: &CheckedPayload<'_>) -> Result<(), EngineError> {
-        let need = p.view().payload().len();
+        let spans = self.batch_with_room(p.view().payload().len())?.extend_checked(p)?;
+        if let Some(known) = self.spans.as_mut() {
+            known.extend(spans);
+        }
+        Ok(())
+    }
+
+    /// The batch, if `need` more bytes fit the room left; else a typed
+    /// error (the buffer unchanged).
+    fn batch_with_room(&mut self, need: usize) -> Result<&mut RecordBatch, EngineError> {
         if need > self.room() {
             return Err(EngineError::RecordTooLarge {
                 record: need,
@@ -255,16 +239,7 @@ impl MapBuffer {
                 capacity: self.capacity,
             });
         }
-        match self.batch.as_mut() {
-            Some(b) => {
-                let spans = b.extend_checked(p)?;
-                if let Some(known) = self.spans.as_mut() {
-                    known.extend(spans);
-                }
-                Ok(())
-            }
-            None => Err(EngineError::UnknownBuffer { buffer: self.id }),
-        }
+        self.batch.as_mut().ok_or(EngineError::UnknownBuffer { buffer: self.id })
     }
 
     pub(crate) fn owner(&self) -> BufferOwner {
