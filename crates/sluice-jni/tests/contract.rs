@@ -27,6 +27,26 @@ fn enum_codes(source: &str) -> Vec<(String, i32)> {
         .collect()
 }
 
+/// The text after `=` of `static final <type> NAME = ...;` in a Java
+/// source, without the semicolon.
+fn java_value<'s>(source: &'s str, name: &str) -> &'s str {
+    let decl = format!(" {name} = ");
+    let line = source
+        .lines()
+        .find(|l| l.contains("static final") && l.contains(&decl))
+        .unwrap_or_else(|| panic!("{name} declared"));
+    line.split(&decl).nth(1).expect("= value").trim().trim_end_matches(';')
+}
+
+/// The value of `static final <type> NAME = N << S;` (`N` may carry Java's
+/// `L` suffix) in a Java source.
+fn java_shift(source: &str, name: &str) -> u64 {
+    let value = java_value(source, name);
+    let (n, shift) = value.split_once("<<").unwrap_or_else(|| panic!("{name} = N << S"));
+    let n: u64 = n.trim().trim_end_matches('L').parse().unwrap_or_else(|e| panic!("{name}: {e}"));
+    n << shift.trim().parse::<u32>().unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
 #[test]
 fn checksum_algorithm_codes_agree_with_java() {
     let codes = enum_codes(&java_source("ChecksumAlgorithm"));
@@ -41,17 +61,8 @@ fn checksum_algorithm_codes_agree_with_java() {
 
 #[test]
 fn the_trailer_flag_agrees_with_java() {
-    let source = java_source("SluiceBlockInputStream");
-    let line = source
-        .lines()
-        .find(|l| l.contains("static final long FRAME_TRAILER_FLAG"))
-        .expect("FRAME_TRAILER_FLAG declared");
-    let shift: u32 = line
-        .split("1L <<")
-        .nth(1)
-        .and_then(|r| r.trim().trim_end_matches(';').parse().ok())
-        .expect("1L << N");
-    assert_eq!(1i64 << shift, sluice_jni::segment::FRAME_TRAILER_FLAG);
+    let flag = java_shift(&java_source("SluiceBlockInputStream"), "FRAME_TRAILER_FLAG");
+    assert_eq!(flag as i64, sluice_jni::segment::FRAME_TRAILER_FLAG);
     // The bit is clear in every block's answer: the frame length below 2^32,
     // the uncompressed length (shifted up 32) at most the block limit.
     let max_answer = (sluice_core::format::limits::BLOCK_UNCOMPRESSED_BYTES_MAX as i64) << 32
@@ -61,16 +72,8 @@ fn the_trailer_flag_agrees_with_java() {
 
 #[test]
 fn the_record_limit_agrees_with_java() {
-    let source = java_source("NativeMapOutput");
-    let line = source
-        .lines()
-        .find(|l| l.contains("static final long RECORD_BYTES_MAX"))
-        .expect("RECORD_BYTES_MAX declared");
-    // "= NL << S;"
-    let value = line.split('=').nth(1).expect("= value").trim().trim_end_matches(';');
-    let (n, shift) = value.split_once("L <<").expect("NL << S");
-    let bytes = n.trim().parse::<usize>().expect("N") << shift.trim().parse::<u32>().expect("S");
-    assert_eq!(bytes, sluice_core::format::limits::RECORD_BYTES_MAX);
+    let bytes = java_shift(&java_source("NativeMapOutput"), "RECORD_BYTES_MAX");
+    assert_eq!(bytes as usize, sluice_core::format::limits::RECORD_BYTES_MAX);
 }
 
 /// The `NAME(a, b, c)` entries of a Java enum whose constructor takes ints.
@@ -91,12 +94,7 @@ fn enum_rows(source: &str) -> Vec<(String, Vec<i64>)> {
 
 /// The value of `static final <type> NAME = <integer>;` in a Java source.
 fn java_int(source: &str, name: &str) -> i64 {
-    let decl = format!(" {name} = ");
-    let line = source
-        .lines()
-        .find(|l| l.contains("static final") && l.contains(&decl))
-        .unwrap_or_else(|| panic!("{name} declared"));
-    let value = line.split(&decl).nth(1).expect("= value").trim().trim_end_matches(';');
+    let value = java_value(source, name);
     value.parse().unwrap_or_else(|e| panic!("{name} = {value}: {e}"))
 }
 
@@ -200,17 +198,8 @@ fn operator_and_codec_codes_agree_with_java() {
 
 #[test]
 fn the_partition_limit_agrees_with_java() {
-    let source = java_source("Coverage");
-    let line = source
-        .lines()
-        .find(|l| l.contains("static final int PARTITIONS_MAX"))
-        .expect("PARTITIONS_MAX declared");
-    let shift: u32 = line
-        .split("1 <<")
-        .nth(1)
-        .and_then(|r| r.trim().trim_end_matches(';').parse().ok())
-        .expect("1 << N");
-    assert_eq!(1u32 << shift, sluice_core::partition::function::PARTITIONS_MAX);
+    let max = java_shift(&java_source("Coverage"), "PARTITIONS_MAX");
+    assert_eq!(max as u32, sluice_core::partition::function::PARTITIONS_MAX);
 }
 
 #[test]
