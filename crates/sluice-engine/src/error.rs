@@ -12,6 +12,9 @@ use sluice_core::spill::SpillError;
 /// Identifier of a registered shuffle.
 pub type ShuffleId = u32;
 
+/// Result of an engine call.
+pub type EngineResult<T> = Result<T, EngineError>;
+
 /// An engine call that could not be carried out.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -126,6 +129,52 @@ pub enum EngineError {
         /// The first error's message.
         message: String,
     },
+    /// A block did not decode: corrupt, truncated or forged bytes.
+    #[error("corrupt Sluice block in {what}: {source}")]
+    Corrupt {
+        /// Which shuffle block (the host's block name) or buffer.
+        what: String,
+        /// What the decoder found.
+        source: FormatError,
+    },
+    /// A well-formed block whose records do not belong where it was found,
+    /// or a segment whose blocks do not add up to its trailer.
+    #[error("Sluice block in {what}: {detail}")]
+    Misplaced {
+        /// Which shuffle block.
+        what: String,
+        /// What did not match.
+        detail: String,
+    },
+    /// Encoding a block failed (a batch beyond the block limits).
+    #[error("encoding a block: {0}")]
+    Encode(FormatError),
+    /// Writing or reading a map output or spill file failed (a full disk,
+    /// a removed directory).
+    #[error("writing {path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A map attempt that lost output (a spill that could not be written)
+    /// and can no longer commit; the text names the cause and the file.
+    #[error("map attempt failed: {0}")]
+    AttemptFailed(String),
+    /// A value the host passed is out of range, or a call came out of
+    /// order (results read before the input ended).
+    #[error("{0}")]
+    Argument(String),
+    /// The shuffle's reduce side belongs to the other owner (a host-owned
+    /// shuffle read through the engine, or the reverse).
+    #[error("shuffle {shuffle}: its reduce side is owned by the {owner}")]
+    WrongOwner {
+        /// The shuffle.
+        shuffle: ShuffleId,
+        /// Who owns it (`"host"` or `"engine"`).
+        owner: &'static str,
+    },
     /// An operator failed.
     #[error(transparent)]
     Reorg(#[from] ReorgError),
@@ -146,6 +195,23 @@ pub enum EngineError {
     /// Starting a thread failed.
     #[error("starting an engine thread failed: {0}")]
     Thread(#[source] std::io::Error),
+}
+
+impl EngineError {
+    /// Whether the error is about the shuffle's bytes or files (corrupt,
+    /// misplaced or cut data, a failed write, an attempt that lost
+    /// output), which a host treats as an I/O fault: Spark turns one from
+    /// a fetched block into a fetch failure, so the map output is
+    /// recomputed rather than read wrong.
+    pub fn is_data_fault(&self) -> bool {
+        matches!(
+            self,
+            EngineError::Corrupt { .. }
+                | EngineError::Misplaced { .. }
+                | EngineError::Io { .. }
+                | EngineError::AttemptFailed(_)
+        )
+    }
 }
 
 /// The message of a caught panic.

@@ -14,8 +14,13 @@
 //! - `liquid`: the controller that moves work to host threads.
 //! - `node`: two-level partitioning (map side by node, reduce side by
 //!   reduce id).
-//! - `reduce`, `store`: the second round per reduce partition and its
-//!   persisted result (memory within the budget, then checksummed disk).
+//! - `reduce`: the reduce side, engine- or host-owned (the shuffle's
+//!   [`ReduceOwner`]), one final operator for both; `store`: an
+//!   engine-owned partition's persisted result (memory within the budget,
+//!   then checksummed disk).
+//! - `host_keys`, `file_task`, `output`: a host-owned shuffle's map side:
+//!   buffers keyed by the host's partition ids, checked once, and each map
+//!   attempt's data file (Spark's layout) with its spills and checksums.
 //!
 //! # Failures
 //! Misuse is a typed [`EngineError`] that leaves other shuffles alone. An
@@ -45,13 +50,16 @@ mod config;
 pub mod cpu;
 mod engine;
 mod error;
+pub mod file_task;
+pub mod host_keys;
 pub mod liquid;
 mod map_task;
 mod metrics;
 mod node;
+pub mod output;
 mod pages;
 mod pipeline;
-mod reduce;
+pub mod reduce;
 mod reduce_block;
 mod scheduler;
 mod segment;
@@ -65,16 +73,18 @@ pub use config::{
     RESULTS_SHARE_PERCENT, SEGMENT_BYTES_DEFAULT, SPILL_THRESHOLD_DEFAULT,
 };
 pub use engine::Engine;
-pub use error::{EngineError, ShuffleId};
+pub use error::{EngineError, EngineResult, ShuffleId};
+pub use file_task::FileMapTask;
 pub use liquid::Decision;
 pub use map_task::{DestinationRuns, MapTask};
 pub use metrics::EngineMetrics;
 pub use pages::PAGE_POOL_FREE_BYTES;
 pub use pipeline::{MapPipeline, PipelineStats, AGGREGATE_STAGE_BYTES_MAX, STAGE_BYTES};
+pub use reduce::{ReduceTask, REDUCE_STATE_FLOOR_BYTES};
 pub use reduce_block::ReduceBlock;
 pub use shuffle::{
-    page_bytes_for, Commit, MapSideStats, ShuffleSpec, OPEN_PAGES_BYTES, PAGE_BYTES_MAX,
-    REDUCE_STATE_MIN_BYTES,
+    page_bytes_for, Commit, MapSideStats, ReduceOwner, ShuffleSpec, OPEN_PAGES_BYTES,
+    PAGE_BYTES_MAX, REDUCE_STATE_MIN_BYTES,
 };
 pub use store::{StoreStats, BLOCK_BYTES};
 pub use worker::{HOST_IDLE_POLL, HOST_THREAD_NAME, OFFLOAD_THREAD_NAME, STEAL_BACKLOG_SEGMENTS};

@@ -16,7 +16,7 @@ use crate::error::EngineError;
 use crate::liquid::HostCredit;
 use crate::scheduler::{Job, Side};
 use crate::segment::SegmentTask;
-use crate::shuffle::{Commit, MapSideStats, ShuffleState};
+use crate::shuffle::{Commit, MapSideStats, ReduceOwner, ShuffleState};
 
 /// One map attempt's handle: acquire buffers, fill, produce, then commit.
 /// Dropping it without committing gives the attempt up; nothing of it
@@ -150,6 +150,7 @@ impl MapTask<'_> {
     /// the reduce side.
     pub fn commit(mut self) -> Result<Commit, EngineError> {
         let (shuffle, map, attempt) = (self.owner.shuffle, self.owner.map, self.owner.attempt);
+        self.state.owned_by(ReduceOwner::Engine)?;
         let (per_dest, stats) = self.collect_output()?;
         let deliveries: Vec<(usize, Vec<Vec<RecordBatch>>)> =
             per_dest.into_iter().enumerate().filter(|(_, r)| !r.is_empty()).collect();
@@ -238,6 +239,7 @@ impl MapTask<'_> {
         let (shuffle, map, attempt) = (self.owner.shuffle, self.owner.map, self.owner.attempt);
         let wrap =
             |e: EngineError| EngineError::Attempt { shuffle, map, attempt, source: Box::new(e) };
+        self.state.owned_by(ReduceOwner::Host)?;
         if self.done {
             return Err(wrap(EngineError::Invariant("output taken from an ended attempt".into())));
         }
@@ -279,6 +281,7 @@ impl MapTask<'_> {
     /// is claimed or delivered to this engine's reduce side; the host
     /// decides which attempt's output counts.
     pub fn finish_output(mut self) -> Result<(DestinationRuns, MapSideStats), EngineError> {
+        self.state.owned_by(ReduceOwner::Host)?;
         let out = self.collect_output()?;
         self.engine.inner.liquid.task_done(self.started.elapsed());
         Ok(out)

@@ -19,7 +19,7 @@ use crate::error::{EngineError, ShuffleId};
 use crate::node::{reduce_ids, split_runs, NodePartitioner};
 use crate::pages::PagePools;
 use crate::pipeline::{MapPipeline, PipelineStats};
-use crate::reduce::{ReducePartition, ReduceResources};
+use crate::reduce::partition::{ReducePartition, ReduceResources};
 
 /// Least state a reduce partition's final operator may hold before it
 /// spills (4 KiB), however many partitions share the budget; partitions
@@ -76,6 +76,35 @@ pub struct ShuffleSpec {
     /// reduce partitions on the reduce side (see `node`). `None`: one level,
     /// a destination per reduce partition.
     pub nodes: Option<u32>,
+    /// Who runs the reduce side: the engine (map outputs committed to it,
+    /// read with `buf_consume`) or the host (map outputs handed back with
+    /// [`MapTask::finish_output`](crate::MapTask::finish_output), reduce
+    /// tasks run as [`ReduceTask`](crate::ReduceTask)s on what the host
+    /// fetched). Nothing is allocated for the side that is not used.
+    pub reduce: ReduceOwner,
+}
+
+/// Who runs a shuffle's reduce side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReduceOwner {
+    /// The engine: commits deliver to its reduce partitions, which finish
+    /// when the map stage ends.
+    Engine,
+    /// The host: it stores each map attempt's output (a data file written
+    /// with `output`) and feeds the blocks its reduce tasks fetch to
+    /// [`ReduceTask`](crate::ReduceTask)s; the engine holds no reduce
+    /// partitions.
+    Host,
+}
+
+impl ReduceOwner {
+    /// The owner's name in errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOwner::Engine => "engine",
+            ReduceOwner::Host => "host",
+        }
+    }
 }
 
 /// What a commit did.
@@ -153,9 +182,12 @@ impl ShuffleState {
         // growing table and its successor coexist.
         let limit = (reduce_memory.budget() / 2 / parts as usize).max(REDUCE_STATE_MIN_BYTES);
         let with = ReduceResources { memory: reduce_memory, results, spill, limit };
-        let reduce = (0..parts)
-            .map(|r| Arc::new(ReducePartition::new(spec.id, r, spec.layout, &spec.op, &with)))
-            .collect();
+        let reduce = match spec.reduce {
+            ReduceOwner::Engine => (0..parts)
+                .map(|r| Arc::new(ReducePartition::new(spec.id, r, spec.layout, &spec.op, &with)))
+                .collect(),
+            ReduceOwner::Host => Vec::new(),
+        };
         // Partition-only pipelines hand full pages on as output (see
         // `MapPipeline`); an operator's pages are staged per input batch, so
         // they keep the default size.
@@ -215,11 +247,20 @@ impl ShuffleState {
     }
 
     pub(crate) fn check_reduce(&self, reduce: u32) -> Result<&Arc<ReducePartition>, EngineError> {
+        self.owned_by(ReduceOwner::Engine)?;
         self.reduce.get(reduce as usize).ok_or(EngineError::UnknownReduce {
             shuffle: self.spec.id,
             reduce,
             partitions: self.reduce.len() as u32,
         })
+    }
+
+    /// Refuses a call for the reduce side's other owner.
+    pub(crate) fn owned_by(&self, owner: ReduceOwner) -> Result<(), EngineError> {
+        if self.spec.reduce == owner {
+            return Ok(());
+        }
+        Err(EngineError::WrongOwner { shuffle: self.spec.id, owner: self.spec.reduce.name() })
     }
 
     /// Claims map id `map` for `attempt`; on success the caller must queue
@@ -290,6 +331,7 @@ impl ShuffleState {
     /// Ends the map stage once every map id committed, and waits for the
     /// deliveries in flight; returns the map side's totals.
     pub(crate) fn end_map_stage(&self) -> Result<MapSideStats, EngineError> {
+        self.owned_by(ReduceOwner::Engine)?;
         let mut m = self.lock();
         if m.ended {
             return Err(EngineError::MapStageEnded(self.spec.id));

@@ -11,7 +11,7 @@ use sluice_core::reorg::aggregate::{AggFn, AggSpec, SpillStrategy, ValueType};
 use sluice_core::reorg::distinct::DistinctBy;
 use sluice_core::reorg::StageSpec;
 use sluice_engine::{
-    Backpressure, Commit, Engine, EngineConfig, EngineError, MapTask, ShuffleSpec,
+    Backpressure, Commit, Engine, EngineConfig, EngineError, MapTask, ReduceOwner, ShuffleSpec,
 };
 
 type Rec = (Vec<u8>, Vec<u8>);
@@ -182,6 +182,7 @@ fn a_hosts_written_output_comes_back_as_pages_for_the_next_attempt() {
         partitioner: fold(8),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Host,
     };
     e.register_shuffle(spec).expect("register");
     let (out0, runs0) = host_map(&e, 1, 0, &maps[0]);
@@ -212,6 +213,7 @@ fn repartition_delivers_every_record_once_in_its_partition() {
         partitioner: f.clone(),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 3);
     for (r, recs) in parts.iter().enumerate() {
@@ -245,6 +247,7 @@ fn aggregate_spills_both_ways_and_stays_exact() {
             partitioner: f.clone(),
             op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), strategy),
             nodes: None,
+            reduce: ReduceOwner::Engine,
         };
         let parts = shuffle_all(&e, spec, &maps, 2);
         check_sums(&parts, &sums(&maps), &*f);
@@ -276,6 +279,7 @@ fn range_partitioned_sort_is_globally_ordered() {
         partitioner: f,
         op: StageSpec::Sort,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 2);
     let all: Vec<Rec> = parts.concat();
@@ -296,6 +300,7 @@ fn distinct_keys_come_out_once() {
         partitioner: fold(2),
         op: StageSpec::Distinct(DistinctBy::Key, SpillStrategy::State),
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 3);
     let mut keys: Vec<Vec<u8>> = parts.concat().into_iter().map(|(k, _)| k).collect();
@@ -324,6 +329,7 @@ fn concurrent_shuffles_keep_their_data_apart() {
         partitioner: fa.clone(),
         op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let sb = ShuffleSpec {
         id: 11,
@@ -332,6 +338,7 @@ fn concurrent_shuffles_keep_their_data_apart() {
         partitioner: fold(5),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let (pa, pb) = std::thread::scope(|s| {
         let ha = s.spawn(|| shuffle_all(&e, sa, &a, 2));
@@ -361,6 +368,7 @@ fn a_slow_device_moves_work_to_the_map_threads_and_results_stay_exact() {
         partitioner: f.clone(),
         op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 2);
     check_sums(&parts, &sums(&maps), &*f);
@@ -389,6 +397,7 @@ fn extra_host_threads_take_the_migrated_share() {
         partitioner: f.clone(),
         op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 1);
     check_sums(&parts, &sums(&maps), &*f);
@@ -422,6 +431,7 @@ fn host_threads_without_stealing_run_only_the_migrated_share() {
         partitioner: fold(3),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 1);
     assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
@@ -447,6 +457,7 @@ fn map_tasks_run_their_own_segments_while_they_fill_the_cores() {
             partitioner: fold(3),
             op: StageSpec::None,
             nodes: None,
+            reduce: ReduceOwner::Engine,
         };
         let parts = shuffle_all(&e, spec, &maps, threads);
         assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
@@ -474,6 +485,7 @@ fn without_migration_nothing_moves() {
         partitioner: fold(2),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 2);
     assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
@@ -495,6 +507,7 @@ fn a_failed_attempt_is_discarded_and_the_retry_leaves_no_duplicates() {
         partitioner: f,
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     e.register_shuffle(spec).expect("register");
     // Map 1, attempt 0, fails halfway: half its records produced, then the
@@ -535,6 +548,7 @@ fn misuse_gets_typed_errors_and_leaves_other_shuffles_alone() {
         partitioner: fold(2),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     e.register_shuffle(spec.clone()).expect("register");
     assert!(matches!(e.register_shuffle(spec), Err(EngineError::ShuffleExists(1))));
@@ -549,6 +563,7 @@ fn misuse_gets_typed_errors_and_leaves_other_shuffles_alone() {
         partitioner: fold(2),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     assert!(matches!(e.register_shuffle(bad), Err(EngineError::BadShuffle { .. })));
 
@@ -607,6 +622,7 @@ fn a_corrupt_persisted_partition_is_reported_with_file_and_offset() {
         partitioner: fold(1),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     e.register_shuffle(spec).expect("register");
     for (m, recs) in maps.iter().enumerate() {
@@ -651,6 +667,7 @@ fn two_level_partitioning_by_node_then_reduce_id_stays_exact() {
         partitioner: f.clone(),
         op: StageSpec::None,
         nodes: Some(3),
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 2);
     for (r, recs) in parts.iter().enumerate() {
@@ -666,6 +683,7 @@ fn two_level_partitioning_by_node_then_reduce_id_stays_exact() {
         partitioner: f.clone(),
         op: StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::State),
         nodes: Some(1),
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 2);
     check_sums(&parts, &sums(&maps), &*f);
@@ -681,6 +699,7 @@ fn two_level_partitioning_by_node_then_reduce_id_stays_exact() {
         partitioner: f,
         op: StageSpec::Sort,
         nodes: Some(4),
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 2);
     let all = parts.concat();
@@ -694,6 +713,7 @@ fn two_level_partitioning_by_node_then_reduce_id_stays_exact() {
         partitioner: fold(2),
         op: StageSpec::None,
         nodes: Some(3),
+        reduce: ReduceOwner::Engine,
     };
     assert!(matches!(e.register_shuffle(bad), Err(EngineError::BadShuffle { .. })));
 }
@@ -731,6 +751,7 @@ fn an_operator_panic_voids_its_attempt_and_the_engine_goes_on() {
         partitioner: Arc::new(PanicsOn(poison.clone())),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     e.register_shuffle(spec).expect("register");
     let mut t = e.map_task(30, 0, 0).expect("task");
@@ -756,6 +777,7 @@ fn an_operator_panic_voids_its_attempt_and_the_engine_goes_on() {
         partitioner: fold(3),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 1);
     assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
@@ -781,6 +803,7 @@ fn unregistering_wakes_reduce_tasks_waiting_on_unfinished_partitions() {
         partitioner: fold(8),
         op: StageSpec::Sort,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     e.register_shuffle(spec).expect("register");
     run_map(&e, 40, 0, 0, &maps[0], 64 << 10);
@@ -820,6 +843,7 @@ fn dropping_the_engine_removes_its_spill_files_with_work_still_queued() {
         partitioner: fold(3),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     let parts = shuffle_all(&e, spec, &maps, 2);
     assert_eq!(sorted(parts.concat()), sorted(maps.concat()));
@@ -850,6 +874,7 @@ fn an_idle_host_thread_steals_from_the_devices_backlog() {
         partitioner: fold(3),
         op: StageSpec::None,
         nodes: None,
+        reduce: ReduceOwner::Engine,
     };
     e.register_shuffle(spec).expect("register");
     let mut t = e.map_task(22, 0, 0).expect("map task");

@@ -18,13 +18,11 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use sluice_core::format::{Codec, Layout};
 use sluice_core::reorg::StageSpec;
-use sluice_engine::{Engine, EngineConfig, MapTask, ShuffleSpec};
+use sluice_engine::host_keys::PartitionIdPartitioner;
+use sluice_engine::output::{Algorithm, Written};
+use sluice_engine::{Engine, EngineConfig, FileMapTask, ReduceOwner, ShuffleSpec};
 
-use crate::checksum::Algorithm;
 use crate::error::{BridgeError, BridgeResult};
-use crate::map::check_buffer;
-use crate::output::{write_output, OutputOptions, Spilled, Written};
-use crate::partitioner::PartitionIdPartitioner;
 
 static ENGINE: OnceLock<(Engine, HostSettings)> = OnceLock::new();
 static ENGINE_INIT: Mutex<()> = Mutex::new(());
@@ -206,13 +204,13 @@ pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
 
 /// Bytes one reduce task's native operator may hold beyond what the host
 /// granted it: an aggregate's state floor
-/// ([`crate::ops::REDUCE_STATE_FLOOR_BYTES`]) and, at the end, the read
+/// ([`sluice_engine::REDUCE_STATE_FLOOR_BYTES`]) and, at the end, the read
 /// buffers of one merge of the most spilled runs it opens at once
 /// ([`sluice_core::reorg::MERGE_FAN_IN_MAX`] runs of
 /// [`sluice_core::reorg::MERGE_RUN_READ_BYTES`] each).
 pub fn unaccounted_task_bytes() -> u64 {
     let merge = sluice_core::reorg::MERGE_FAN_IN_MAX * sluice_core::reorg::MERGE_RUN_READ_BYTES;
-    (crate::ops::REDUCE_STATE_FLOOR_BYTES + merge) as u64
+    (sluice_engine::REDUCE_STATE_FLOOR_BYTES + merge) as u64
 }
 
 /// The engine, if it was opened.
@@ -226,7 +224,9 @@ pub fn engine() -> BridgeResult<&'static Engine> {
 /// Registers a host-partitioned shuffle of `partitions` reduce partitions
 /// and `maps` map tasks, with the engine operator `op`: none, an offloaded
 /// aggregation or a sort (whose records carry host keys after the
-/// partition id, see `ops` and `sorted`); returns its engine id.
+/// partition id); its reduce side is the host's
+/// ([`ReduceOwner::Host`]: the engine allocates no reduce partitions);
+/// returns its engine id.
 pub fn register_shuffle(partitions: u32, maps: u32, op: StageSpec) -> BridgeResult<u32> {
     if partitions == 0 || maps == 0 {
         return Err(BridgeError::Argument(format!(
@@ -241,6 +241,7 @@ pub fn register_shuffle(partitions: u32, maps: u32, op: StageSpec) -> BridgeResu
         partitioner: Arc::new(PartitionIdPartitioner::new(partitions)),
         op,
         nodes: None,
+        reduce: ReduceOwner::Host,
     })?;
     Ok(id)
 }
@@ -250,24 +251,17 @@ pub fn unregister_shuffle(id: u32) -> BridgeResult<()> {
     Ok(engine()?.unregister_shuffle(id)?)
 }
 
-/// One map attempt running for the host.
+/// One map attempt running for the host: the engine's [`FileMapTask`] on
+/// the process's engine, counted in [`live_map_attempts`] until dropped.
 #[derive(Debug)]
 pub struct HostMapTask {
-    task: MapTask<'static>,
-    partitions: u32,
-    host_keys: bool,
-    /// Output spilled so far, in spill order (files removed on drop).
-    spilled: Vec<Spilled>,
-    /// Why the attempt can no longer commit: a spill that failed took
-    /// records with it, so every later call fails with this.
-    failed: Option<String>,
+    task: FileMapTask<'static>,
     _live: LiveAttempt,
 }
 
 impl HostMapTask {
     /// Starts attempt `attempt` of map `map` of engine shuffle `shuffle`
-    /// with `partitions` reduce partitions; `host_keys` for an operator
-    /// shuffle (keys are the partition id and the host's key bytes).
+    /// (see [`FileMapTask::open`]).
     pub fn open(
         shuffle: u32,
         map: u32,
@@ -275,91 +269,33 @@ impl HostMapTask {
         partitions: u32,
         host_keys: bool,
     ) -> BridgeResult<Self> {
-        let task = engine()?.map_task(shuffle, map, attempt)?;
-        Ok(HostMapTask {
-            task,
-            partitions,
-            host_keys,
-            spilled: Vec::new(),
-            failed: None,
-            _live: LiveAttempt::count(),
-        })
+        let task = FileMapTask::open(engine()?, shuffle, map, attempt, partitions, host_keys)?;
+        Ok(HostMapTask { task, _live: LiveAttempt::count() })
     }
 
-    /// Checks a buffer of `count` records the host filled and hands it to
-    /// the offload workers (one copy into an engine buffer; returns once
-    /// it is queued, waiting while the buffer pool is full).
+    /// See [`FileMapTask::produce`].
     pub fn produce(&mut self, data: &[u8], count: u32) -> BridgeResult<()> {
-        self.check_alive()?;
-        if count == 0 {
-            return Ok(());
-        }
-        let segment_bytes = engine()?.config().segment_bytes;
-        let checked = check_buffer(data, count, self.partitions, self.host_keys, segment_bytes)?;
-        let mut buf = self.task.buf_acquire(data.len())?;
-        buf.extend_checked(&checked)?;
-        self.task.buf_produce(buf)?;
-        Ok(())
+        Ok(self.task.produce(data, count)?)
     }
 
-    /// Writes the output emitted so far to the spill file `path` and frees
-    /// it (the host's memory manager refused more); the attempt goes on.
-    /// Returns the bytes written.
-    ///
-    /// A spill that fails has lost the output it took (its pages are
-    /// recycled), so the attempt fails for good: this and every later
-    /// call return [`BridgeError::AttemptFailed`] naming the spill file.
+    /// See [`FileMapTask::spill`].
     pub fn spill(&mut self, path: &std::path::Path, codec: Codec) -> BridgeResult<u64> {
-        self.check_alive()?;
-        let taken = self.task.take_output_so_far();
-        let per_partition = taken.map_err(|e| self.fail(e.into()))?;
-        let written = Spilled::write(path, &per_partition, self.partitions as usize, codec);
-        engine()?.recycle_output(per_partition);
-        let s = written.map_err(|e| self.fail(e))?;
-        let bytes = s.bytes();
-        self.spilled.push(s);
-        Ok(bytes)
-    }
-
-    /// Marks the attempt failed by `cause`; returns the error to report.
-    fn fail(&mut self, cause: BridgeError) -> BridgeError {
-        let reason = format!("a map-side spill failed, its records are lost: {cause}");
-        self.failed = Some(reason.clone());
-        BridgeError::AttemptFailed(reason)
-    }
-
-    fn check_alive(&self) -> BridgeResult<()> {
-        match &self.failed {
-            Some(reason) => Err(BridgeError::AttemptFailed(reason.clone())),
-            None => Ok(()),
-        }
+        Ok(self.task.spill(path, codec)?)
     }
 
     /// Spills so far.
     pub fn spills(&self) -> usize {
-        self.spilled.len()
+        self.task.spills()
     }
 
-    /// Waits for the offload workers, writes the output (spilled segments
-    /// first, per partition) to `path` in Spark's data-file layout and
-    /// returns each partition's bytes and, with `checksum`, Spark's
-    /// checksum of each. The spill files are removed. An attempt whose
-    /// spill failed does not commit.
+    /// See [`FileMapTask::commit_to_file`].
     pub fn commit_to_file(
         self,
         path: &std::path::Path,
         codec: Codec,
         checksum: Option<Algorithm>,
     ) -> BridgeResult<Written> {
-        self.check_alive()?;
-        let partitions = self.partitions as usize;
-        let (per_partition, _stats) = self.task.finish_output()?;
-        let options = OutputOptions { codec, checksum, trailers: true };
-        let lengths = write_output(path, &per_partition, partitions, options, &self.spilled);
-        // The pages go back for the next attempt's records (see the
-        // engine's `recycle_output`).
-        engine()?.recycle_output(per_partition);
-        lengths
+        Ok(self.task.commit_to_file(path, codec, checksum)?)
     }
 }
 

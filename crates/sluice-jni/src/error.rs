@@ -7,9 +7,6 @@
 //! iterator turns an `IOException` from a fetched block's stream into a
 //! fetch failure, so the map output is recomputed rather than read wrong.
 
-use std::path::PathBuf;
-
-use sluice_core::format::FormatError;
 use sluice_engine::EngineError;
 
 /// Java class of engine misuse and internal failures.
@@ -22,44 +19,10 @@ pub const ILLEGAL_ARGUMENT: &str = "java/lang/IllegalArgumentException";
 /// What a bridge call can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
-    /// The engine refused (unknown shuffle, closed, a record too large...).
+    /// The engine refused or failed (an unknown shuffle, corrupt or
+    /// misplaced bytes, a failed write, an operator's error...).
     #[error(transparent)]
     Engine(#[from] EngineError),
-    /// A block did not decode: corrupt, truncated or forged bytes.
-    #[error("corrupt Sluice block in {what}: {source}")]
-    Corrupt {
-        /// Which shuffle block (Spark's block name) or buffer.
-        what: String,
-        /// What the decoder found.
-        source: FormatError,
-    },
-    /// A well-formed block whose records do not belong where it was found.
-    #[error("Sluice block in {what}: {detail}")]
-    Misplaced {
-        /// Which shuffle block.
-        what: String,
-        /// What did not match.
-        detail: String,
-    },
-    /// Encoding a block failed (a batch beyond the block limits).
-    #[error("encoding a block: {0}")]
-    Encode(FormatError),
-    /// Writing a map output file failed (a full disk, a removed directory).
-    #[error("writing {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// An offloaded operator failed (a value of the wrong width, a spill
-    /// that could not be written or read back).
-    #[error("offloaded operator: {0}")]
-    Operator(#[from] sluice_core::reorg::ReorgError),
-    /// A map attempt that lost output (a spill that could not be written)
-    /// and can no longer commit; the text names the cause and the file.
-    #[error("map attempt failed: {0}")]
-    AttemptFailed(String),
     /// A later host context asked the process's engine for other settings
     /// than it was opened with; the text names each one, the engine's value
     /// and the one asked for.
@@ -80,19 +43,19 @@ pub enum BridgeError {
 }
 
 impl BridgeError {
-    /// The Java exception class this error is thrown as.
+    /// The Java exception class this error is thrown as: the engine's data
+    /// faults ([`EngineError::is_data_fault`]) are `IOException`s, its
+    /// argument errors and the bridge's `IllegalArgumentException`s, the
+    /// rest `SluiceException`s.
     pub fn java_class(&self) -> &'static str {
         match self {
-            BridgeError::Corrupt { .. }
-            | BridgeError::Misplaced { .. }
-            | BridgeError::Io { .. }
-            | BridgeError::AttemptFailed(_) => IO_EXCEPTION,
-            BridgeError::Argument(_) | BridgeError::SettingsChanged(_) => ILLEGAL_ARGUMENT,
-            BridgeError::Engine(_)
-            | BridgeError::Encode(_)
-            | BridgeError::Operator(_)
-            | BridgeError::Jni(_)
-            | BridgeError::Panic(_) => SLUICE_EXCEPTION,
+            BridgeError::Engine(e) if e.is_data_fault() => IO_EXCEPTION,
+            BridgeError::Engine(EngineError::Argument(_))
+            | BridgeError::Argument(_)
+            | BridgeError::SettingsChanged(_) => ILLEGAL_ARGUMENT,
+            BridgeError::Engine(_) | BridgeError::Jni(_) | BridgeError::Panic(_) => {
+                SLUICE_EXCEPTION
+            }
         }
     }
 }

@@ -13,29 +13,22 @@
 //! a Java exception (see `error`), and the function returns a neutral value
 //! the Java side never reads because the exception is pending.
 //!
-//! - `bridge`: the process's engine and the map attempts it runs.
-//! - `map`: checks of the buffers map tasks hand over.
-//! - `output`: a map attempt's data file (and spill files) in Spark's
-//!   layout, with Spark's checksums.
-//! - `segment`: the trailer that ends each partition segment of a data
-//!   file, and its check on the reduce side.
-//! - `checksum`: Spark's per-partition checksum algorithms.
-//! - `read`: block decoding for the reduce side.
-//! - `ops`: offloaded operators (an aggregation run map side and reduce
-//!   side in the engine; `reduceOpen` .. `reduceClose`).
-//! - `sorted`: `sortByKey`'s reduce side, a merge of the map side's runs.
-//! - `partitioner`: the partition id the host chose, carried in the key.
+//! Everything the calls do is the engine's (`sluice_engine`): a Spark
+//! shuffle is a host-owned engine shuffle, its map attempts
+//! `FileMapTask`s writing data files (`sluice_engine::output`), its reduce
+//! side block checks and `ReduceTask`s (`sluice_engine::reduce`). This
+//! crate keeps the entry points, their argument checks and the mapping of
+//! errors to Java exceptions:
+//!
+//! - `bridge`: the process's engine (one per JVM, its settings) and the
+//!   map attempts it runs for the JVM.
+//! - `ops`: the host's operator codes (Java's `EngineOp`) checked into the
+//!   engine's operator spec.
+//! - `error`: errors and the Java exception each becomes.
 
 pub mod bridge;
-pub mod checksum;
 pub mod error;
-pub mod map;
 pub mod ops;
-pub mod output;
-pub mod partitioner;
-pub mod read;
-pub mod segment;
-pub mod sorted;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -45,11 +38,11 @@ use jni::sys::{jboolean, jint, jlong, jlongArray};
 use jni::JNIEnv;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
+use sluice_engine::output::{checksum, trailer};
+use sluice_engine::reduce::{self, BlockName, ReduceTask};
 
 use crate::bridge::{HostMapTask, HostSettings};
 use crate::error::{BridgeError, BridgeResult};
-use crate::ops::ReduceOp;
-use crate::read::BlockName;
 
 /// Runs `f`, turning an error or a panic into a pending Java exception and
 /// `fallback`.
@@ -407,7 +400,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_liveMapAttempts<'l>(
 /// `static native long frameInfo(byte[] header, int shuffle, long map, int reduce, int reduceEnd, long offset)`:
 /// `frameLength | uncompressedLength << 32` of the block whose header is
 /// the array's first 36 bytes; a segment trailer (checked) instead gives
-/// [`segment::FRAME_TRAILER_FLAG`] `|` its length.
+/// [`trailer::FRAME_TRAILER_FLAG`] `|` its length.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_frameInfo<'l>(
     mut env: JNIEnv<'l>,
@@ -424,11 +417,11 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_frameInfo<'l>(
         env.get_byte_array_region(&header, 0, &mut h)?;
         let bytes: [u8; HEADER_BYTES] = h.map(|b| b as u8);
         let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
-        if segment::SegmentTrailer::is_trailer(&bytes) {
-            segment::SegmentTrailer::parse(&bytes, &name)?;
-            return Ok(segment::FRAME_TRAILER_FLAG | segment::TRAILER_BYTES as i64);
+        if trailer::SegmentTrailer::is_trailer(&bytes) {
+            trailer::SegmentTrailer::parse(&bytes, &name)?;
+            return Ok(trailer::FRAME_TRAILER_FLAG | trailer::TRAILER_BYTES as i64);
         }
-        let info = read::frame_info(&bytes, &name)?;
+        let info = reduce::frame_info(&bytes, &name)?;
         Ok(info.frame_len as i64 | (info.uncompressed_len as i64) << 32)
     })
 }
@@ -471,17 +464,17 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_segmentEnd<'l>(
     expected: jint,
 ) -> jint {
     guard(&mut env, -1, |env| {
-        let mut h = [0i8; segment::TRAILER_BYTES];
+        let mut h = [0i8; trailer::TRAILER_BYTES];
         env.get_byte_array_region(&trailer, 0, &mut h)?;
-        let bytes: [u8; segment::TRAILER_BYTES] = h.map(|b| b as u8);
+        let bytes: [u8; trailer::TRAILER_BYTES] = h.map(|b| b as u8);
         let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
-        let counted = segment::Counted {
+        let counted = trailer::Counted {
             records: non_negative(records, "records")?,
             blocks: non_negative(blocks.into(), "blocks")? as u32,
             crc: crc as u32,
             expected: u32::try_from(expected).ok(),
         };
-        let next = segment::segment_end(&bytes, &name, &counted)?;
+        let next = trailer::segment_end(&bytes, &name, &counted)?;
         i32::try_from(next).map_err(|_| BridgeError::Argument(format!("partition {next}")))
     })
 }
@@ -505,7 +498,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_fetchEnd<'l>(
     guard(&mut env, (), |_| {
         let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
         let blocks = non_negative(blocks_after.into(), "blocks")? as u32;
-        segment::fetch_end(&name, u32::try_from(last_next).ok(), blocks)
+        Ok(trailer::fetch_end(&name, u32::try_from(last_next).ok(), blocks)?)
     })
 }
 
@@ -542,7 +535,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
             let output: &mut [u8] = unsafe {
                 std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut u8, output.len())
             };
-            let (bytes, records) = read::decode_values(frame, &name, output)?;
+            let (bytes, records) = reduce::decode_values(frame, &name, output)?;
             Ok(bytes as i64 | (records as i64) << 32)
         })
     })
@@ -553,9 +546,9 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
 /// # Safety
 /// `handle` must come from `reduceOpen` and not yet be passed to
 /// `reduceClose`; one Java reader uses it, from one thread at a time.
-unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceOp> {
-    let ptr = handle as *mut ReduceOp;
-    // SAFETY: the caller's contract: a live `Box<ReduceOp>` pointer.
+unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceTask> {
+    let ptr = handle as *mut ReduceTask;
+    // SAFETY: the caller's contract: a live `Box<ReduceTask>` pointer.
     unsafe { ptr.as_mut() }.ok_or_else(|| BridgeError::Argument("reduce handle is 0".into()))
 }
 
@@ -574,10 +567,10 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
     guard(&mut env, 0, |env| {
         let start = non_negative(start.into(), "start partition")? as u32;
         let end = non_negative(end.into(), "end partition")? as u32;
-        let op = ops::HostOp::read(env, &op)?;
+        let op = ops::HostOp::read(env, &op)?.reduce_spec()?;
         let dir: String = env.get_string(&spill_dir)?.into();
-        let op =
-            ReduceOp::open(op.function, op.value_type, start..end, std::path::Path::new(&dir))?;
+        bridge::engine()?;
+        let op = ReduceTask::open(&op, start..end, std::path::Path::new(&dir))?;
         Ok(Box::into_raw(Box::new(op)) as jlong)
     })
 }
@@ -654,14 +647,15 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceGrant<'l>(
     guard(&mut env, 0, |_| {
         let bytes = non_negative(bytes, "granted bytes")? as usize;
         // SAFETY: the handle contract of `reduce_mut`.
-        Ok(u8::from(unsafe { reduce_mut(handle) }?.grant(bytes)))
+        unsafe { reduce_mut(handle) }?.grant(bytes);
+        Ok(1)
     })
 }
 
 /// `static native long reduceShortfall(long handle, long upcoming)`: bytes
 /// the task must be granted before the operator takes a block of
 /// `upcoming` decoded bytes within its memory (0 if it has room; see
-/// `ReduceOp::shortfall`).
+/// `ReduceTask::shortfall`).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceShortfall<'l>(
     mut env: JNIEnv<'l>,
@@ -738,7 +732,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceClose<'l>(
     handle: jlong,
 ) {
     guard(&mut env, (), |_| {
-        let ptr = handle as *mut ReduceOp;
+        let ptr = handle as *mut ReduceTask;
         if ptr.is_null() {
             return Err(BridgeError::Argument("reduce handle is 0".into()));
         }

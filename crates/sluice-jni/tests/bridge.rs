@@ -9,14 +9,15 @@ use proptest::prelude::*;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
 use sluice_core::reorg::StageSpec;
+use sluice_engine::output::checksum::Algorithm;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
-use sluice_jni::checksum::Algorithm;
 
 mod common;
 use common::{settings, walk_segment};
+use sluice_engine::host_keys::check_buffer;
+use sluice_engine::reduce::{decode_values, frame_info, BlockName};
+use sluice_engine::EngineError;
 use sluice_jni::error::BridgeError;
-use sluice_jni::map::check_buffer;
-use sluice_jni::read::{decode_values, frame_info, BlockName};
 
 /// What the Java writer puts in its buffer for one record.
 fn put(buf: &mut Vec<u8>, partition: u32, value: &[u8]) {
@@ -28,7 +29,7 @@ fn put(buf: &mut Vec<u8>, partition: u32, value: &[u8]) {
 
 /// Reads one partition's segment of a data file the way the Java reader
 /// does: header, frame length, block, values; trailers checked.
-fn read_segment(data: &[u8], partition: u32) -> Result<Vec<u8>, BridgeError> {
+fn read_segment(data: &[u8], partition: u32) -> Result<Vec<u8>, EngineError> {
     read_batch(data, partition as i32, partition as i32 + 1)
 }
 
@@ -177,12 +178,16 @@ fn big_pages_are_blocks_of_their_own_and_small_ones_are_gathered() {
     let big = block_sizes(seg0, 0);
     assert!(big.len() >= 10, "3 MiB in {} blocks", big.len());
     assert!(
-        big.iter().filter(|&&b| b >= sluice_jni::output::DIRECT_BLOCK_MIN_BYTES).count() >= 10,
+        big.iter().filter(|&&b| b >= sluice_engine::output::file::DIRECT_BLOCK_MIN_BYTES).count()
+            >= 10,
         "{big:?}"
     );
-    assert!(big.iter().all(|&b| b <= sluice_jni::output::BLOCK_TARGET_BYTES));
+    assert!(big.iter().all(|&b| b <= sluice_engine::output::file::BLOCK_TARGET_BYTES));
     let small = block_sizes(seg1, 1);
-    assert!(small.iter().all(|&b| b < sluice_jni::output::DIRECT_BLOCK_MIN_BYTES), "{small:?}");
+    assert!(
+        small.iter().all(|&b| b < sluice_engine::output::file::DIRECT_BLOCK_MIN_BYTES),
+        "{small:?}"
+    );
     for (p, seg) in [(0u32, seg0), (1, seg1)] {
         let mut want: Vec<Vec<u8>> =
             records.iter().filter(|(q, _)| *q == p).map(|(_, v)| v[2..].to_vec()).collect();
@@ -213,8 +218,8 @@ fn a_flipped_byte_is_an_io_error_naming_block_and_offset() {
     let first = lengths[0] as usize;
     data[first / 2 + HEADER_BYTES / 2] ^= 0x40;
     let err = read_segment(&data[..first], 0).expect_err("corruption detected");
-    assert_eq!(err.java_class(), "java/io/IOException");
     let msg = err.to_string();
+    assert_eq!(BridgeError::from(err).java_class(), "java/io/IOException");
     assert!(msg.contains("shuffle_1_7_0 at byte"), "{msg}");
 }
 
@@ -227,7 +232,7 @@ fn a_truncated_segment_is_detected() {
     let info = frame_info(&data[..HEADER_BYTES], &name).expect("header");
     let mut out = vec![0u8; info.uncompressed_len];
     let err = decode_values(&data[..info.frame_len - 1], &name, &mut out).expect_err("truncated");
-    assert_eq!(err.java_class(), "java/io/IOException");
+    assert_eq!(BridgeError::from(err).java_class(), "java/io/IOException");
 }
 
 #[test]
@@ -237,27 +242,27 @@ fn a_block_read_for_the_wrong_partition_is_refused() {
     let (data, lengths) = run_map(dir.path(), 2, &records, Codec::Lz4);
     assert_eq!(lengths[0], 0);
     let err = read_segment(&data, 0).expect_err("partition 1's block read as partition 0");
-    assert!(matches!(err, BridgeError::Misplaced { .. }), "{err}");
+    assert!(matches!(err, EngineError::Misplaced { .. }), "{err}");
 }
 
 #[test]
 fn buffers_with_bad_partition_ids_or_lengths_are_refused() {
     let mut buf = Vec::new();
     put(&mut buf, 5, b"abc");
-    assert!(matches!(check_buffer(&buf, 1, 5, false, 64), Err(BridgeError::Argument(_))));
+    assert!(matches!(check_buffer(&buf, 1, 5, false, 64), Err(EngineError::Argument(_))));
     assert!(check_buffer(&buf, 1, 6, false, 64).is_ok());
     // A count that disagrees with the bytes.
-    assert!(matches!(check_buffer(&buf, 2, 6, false, 64), Err(BridgeError::Corrupt { .. })));
+    assert!(matches!(check_buffer(&buf, 2, 6, false, 64), Err(EngineError::Corrupt { .. })));
     // A length that runs past the buffer.
     let mut forged = buf.clone();
     forged[4..8].copy_from_slice(&1000u32.to_le_bytes());
-    assert!(matches!(check_buffer(&forged, 1, 6, false, 64), Err(BridgeError::Corrupt { .. })));
+    assert!(matches!(check_buffer(&forged, 1, 6, false, 64), Err(EngineError::Corrupt { .. })));
     // A key that is not 4 bytes.
     let mut odd = Vec::new();
     odd.extend_from_slice(&2u32.to_le_bytes());
     odd.extend_from_slice(&0u32.to_le_bytes());
     odd.extend_from_slice(&[0, 0]);
-    assert!(matches!(check_buffer(&odd, 1, 6, false, 64), Err(BridgeError::Argument(_))));
+    assert!(matches!(check_buffer(&odd, 1, 6, false, 64), Err(EngineError::Argument(_))));
 }
 
 #[test]
@@ -271,7 +276,7 @@ fn a_write_into_a_missing_directory_is_a_typed_io_error() {
     let err = task
         .commit_to_file(Path::new("/nonexistent-sluice-dir/shuffle.data"), Codec::Lz4, None)
         .expect_err("no such directory");
-    assert!(matches!(err, BridgeError::Io { .. }), "{err}");
+    assert!(matches!(err, BridgeError::Engine(EngineError::Io { .. })), "{err}");
     assert!(err.to_string().contains("/nonexistent-sluice-dir/shuffle.data"));
 }
 
@@ -290,7 +295,7 @@ fn a_failed_spill_fails_the_attempt_instead_of_losing_records() {
     task.produce(&buf, 1000).expect("produce");
     let bad = Path::new("/nonexistent-sluice-dir/spill_1");
     let err = task.spill(bad, Codec::Lz4).expect_err("spill into a missing directory");
-    assert!(matches!(err, BridgeError::AttemptFailed(_)), "{err}");
+    assert!(matches!(err, BridgeError::Engine(EngineError::AttemptFailed(_))), "{err}");
     assert!(err.to_string().contains("/nonexistent-sluice-dir/spill_1"), "{err}");
     assert_eq!(err.java_class(), "java/io/IOException");
     // Every later call fails the same way; nothing is committed.
@@ -302,13 +307,13 @@ fn a_failed_spill_fails_the_attempt_instead_of_losing_records() {
     assert!(again.to_string().contains("spill_1"), "{again}");
     let path = dir.path().join("shuffle.data");
     let commit = task.commit_to_file(&path, Codec::Lz4, None).expect_err("no commit");
-    assert!(matches!(commit, BridgeError::AttemptFailed(_)), "{commit}");
+    assert!(matches!(commit, BridgeError::Engine(EngineError::AttemptFailed(_))), "{commit}");
     assert!(!path.exists(), "a data file was written for a failed attempt");
 }
 
 /// Reads a batch segment (contiguous partitions `start..end`, as Spark's
 /// batch fetch reads them) block by block, trailers checked.
-fn read_batch(data: &[u8], start: i32, end: i32) -> Result<Vec<u8>, BridgeError> {
+fn read_batch(data: &[u8], start: i32, end: i32) -> Result<Vec<u8>, EngineError> {
     let mut out = Vec::new();
     walk_segment(data, (1, 7, start, end), |frame, name| {
         let mut values = vec![0u8; frame_info(frame, name)?.uncompressed_len];
@@ -340,7 +345,7 @@ fn a_batch_of_contiguous_partitions_reads_as_one_segment() {
     assert!(got == want, "batch 1..3 differs");
     // The same bytes claimed for a range that leaves out partition 1 are refused.
     let err = read_batch(batch, 2, 4).expect_err("partition 1 outside 2..4");
-    assert!(matches!(err, BridgeError::Misplaced { .. }), "{err}");
+    assert!(matches!(err, EngineError::Misplaced { .. }), "{err}");
     assert!(err.to_string().contains("shuffle_1_7_2_4"), "{err}");
 }
 
@@ -351,8 +356,8 @@ fn frame_starts(seg: &[u8], partition: u32) -> Vec<usize> {
     while at < seg.len() {
         starts.push(at);
         let head = &seg[at..at + HEADER_BYTES];
-        at += if sluice_jni::segment::SegmentTrailer::is_trailer(head) {
-            sluice_jni::segment::TRAILER_BYTES
+        at += if sluice_engine::output::trailer::SegmentTrailer::is_trailer(head) {
+            sluice_engine::output::trailer::TRAILER_BYTES
         } else {
             let name = BlockName::single(1, 7, partition as i32, at as i64);
             frame_info(head, &name).expect("header").frame_len
@@ -382,7 +387,7 @@ fn a_segment_cut_or_rearranged_at_block_boundaries_is_detected() {
     for &cut in &starts {
         let err = read_segment(&data[..cut], 0).expect_err("cut at a block boundary");
         assert!(err.to_string().contains("cut short"), "{err}");
-        assert_eq!(err.java_class(), "java/io/IOException");
+        assert_eq!(BridgeError::from(err).java_class(), "java/io/IOException");
     }
     // The second block dropped.
     let mut dropped = data[..starts[1]].to_vec();

@@ -3,7 +3,9 @@
 
 use std::path::PathBuf;
 
-use sluice_jni::checksum::{CHECKSUM_ADLER32, CHECKSUM_CRC32, CHECKSUM_CRC32C, CHECKSUM_NONE};
+use sluice_engine::output::checksum::{
+    CHECKSUM_ADLER32, CHECKSUM_CRC32, CHECKSUM_CRC32C, CHECKSUM_NONE,
+};
 
 fn java_source(class: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -62,12 +64,12 @@ fn checksum_algorithm_codes_agree_with_java() {
 #[test]
 fn the_trailer_flag_agrees_with_java() {
     let flag = java_shift(&java_source("SluiceBlockInputStream"), "FRAME_TRAILER_FLAG");
-    assert_eq!(flag as i64, sluice_jni::segment::FRAME_TRAILER_FLAG);
+    assert_eq!(flag as i64, sluice_engine::output::trailer::FRAME_TRAILER_FLAG);
     // The bit is clear in every block's answer: the frame length below 2^32,
     // the uncompressed length (shifted up 32) at most the block limit.
     let max_answer = (sluice_core::format::limits::BLOCK_UNCOMPRESSED_BYTES_MAX as i64) << 32
         | i64::from(u32::MAX);
-    assert_eq!(max_answer & sluice_jni::segment::FRAME_TRAILER_FLAG, 0);
+    assert_eq!(max_answer & sluice_engine::output::trailer::FRAME_TRAILER_FLAG, 0);
 }
 
 #[test]
@@ -213,7 +215,7 @@ fn the_record_layout_and_block_header_agree_with_java() {
     );
     assert_eq!(
         java_int(&output, "PARTITION_KEY_BYTES"),
-        sluice_jni::partitioner::PARTITION_KEY_BYTES as i64
+        sluice_engine::host_keys::PARTITION_KEY_BYTES as i64
     );
     // The reduce side's stream reads each block's header before its body.
     let stream = java_source("SluiceBlockInputStream");

@@ -20,11 +20,12 @@ use sluice_core::format::Codec;
 use sluice_core::reorg::aggregate::SpillStrategy;
 use sluice_core::reorg::StageSpec;
 use sluice_core::{BlockDecoder, BlockReader};
+use sluice_engine::host_keys::check_buffer;
+use sluice_engine::output::trailer::SegmentTrailer;
+use sluice_engine::reduce::decode_values;
+use sluice_engine::ReduceTask;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
-use sluice_jni::map::check_buffer;
-use sluice_jni::ops::{agg_spec, ReduceOp, OP_SORT};
-use sluice_jni::read::decode_values;
-use sluice_jni::segment::SegmentTrailer;
+use sluice_jni::ops::agg_spec;
 
 mod common;
 use common::{settings, walk_segment};
@@ -142,7 +143,7 @@ fn config() -> ProptestConfig {
 fn read_values(seg: &[u8], partitions: (i32, i32)) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     walk_segment(seg, (1, 7, partitions.0, partitions.1), |frame, name| {
-        let info = sluice_jni::read::frame_info(frame, name)?;
+        let info = sluice_engine::reduce::frame_info(frame, name)?;
         let mut values = vec![0u8; info.uncompressed_len];
         let (n, records) = decode_values(frame, name, &mut values)?;
         out.extend_from_slice(&values[..n]);
@@ -199,7 +200,7 @@ proptest! {
 
     #[test]
     fn segment_trailer((_seed, data) in input(&seeds("trailer"))) {
-        let name = sluice_jni::read::BlockName::single(1, 2, 3, 0);
+        let name = sluice_engine::reduce::BlockName::single(1, 2, 3, 0);
         if let Ok(t) = SegmentTrailer::parse(&data, &name) {
             prop_assert_eq!(&t.to_bytes()[..], &data[..36]);
         }
@@ -208,7 +209,7 @@ proptest! {
     #[test]
     fn reduce_aggregate_feed((_seed, data) in input(&seeds("aggregate_segment"))) {
         open_engine(&settings()).expect("engine");
-        let mut op = ReduceOp::open(0, 0, 0..1, &std::env::temp_dir()).expect("sum of i64");
+        let mut op = ReduceTask::open(&StageSpec::Aggregate(agg_spec(0, 0).expect("sum"), SpillStrategy::State), 0..1, &std::env::temp_dir()).expect("sum of i64");
         let fed = walk_segment(&data, (5, 0, 0, 1), |frame, name| op.feed(frame, name));
         if fed.is_ok() {
             op.finish().expect("finish after a clean feed");
@@ -218,7 +219,7 @@ proptest! {
     #[test]
     fn reduce_sort_feed((_seed, data) in input(&seeds("segment"))) {
         open_engine(&settings()).expect("engine");
-        let mut op = ReduceOp::open(OP_SORT, 0, 0..1, &std::env::temp_dir()).expect("sort");
+        let mut op = ReduceTask::open(&StageSpec::Sort, 0..1, &std::env::temp_dir()).expect("sort");
         let fed = walk_segment(&data, (1, 7, 0, 1), |frame, name| op.feed(frame, name));
         if fed.is_ok() {
             op.finish().expect("finish after a clean feed");

@@ -10,14 +10,15 @@ use std::path::Path;
 use proptest::prelude::*;
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::Codec;
-use sluice_core::reorg::aggregate::SpillStrategy;
+use sluice_core::reorg::aggregate::{AggSpec, SpillStrategy};
 use sluice_core::reorg::StageSpec;
 use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
 
 mod common;
 use common::{settings, walk_segment};
-use sluice_jni::error::BridgeError;
-use sluice_jni::ops::{agg_spec, spill_strategy, stage_spec, ReduceAggregate};
+use sluice_engine::EngineError;
+use sluice_engine::ReduceTask;
+use sluice_jni::ops::{agg_spec, spill_strategy, stage_spec};
 
 /// The writer's record: key = partition id ++ key bytes, value = i64 LE.
 fn put(buf: &mut Vec<u8>, partition: u32, key: &[u8], value: i64) {
@@ -59,8 +60,18 @@ fn partition_of(key: &[u8], partitions: u32) -> u32 {
     key.iter().fold(7u32, |h, &b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % partitions
 }
 
+/// A reduce task's final aggregate of `spec` (what `reduceOpen` opens for
+/// an aggregation).
+fn open_aggregate(
+    spec: AggSpec,
+    partitions: std::ops::Range<u32>,
+    dir: &Path,
+) -> Result<ReduceTask, EngineError> {
+    ReduceTask::open(&StageSpec::Aggregate(spec, SpillStrategy::State), partitions, dir)
+}
+
 /// Feeds one segment to a reduce aggregate the way the Java stream does.
-fn feed_segment(agg: &mut ReduceAggregate, seg: &[u8], reduce: u32) -> Result<(), BridgeError> {
+fn feed_segment(agg: &mut ReduceTask, seg: &[u8], reduce: u32) -> Result<(), EngineError> {
     // Spark fetches only the segments its index says are non-empty.
     if seg.is_empty() {
         return Ok(());
@@ -70,7 +81,7 @@ fn feed_segment(agg: &mut ReduceAggregate, seg: &[u8], reduce: u32) -> Result<()
 
 /// Every (key, 8-byte result) a reduce aggregate emits, read through a
 /// small buffer so that results span several calls.
-fn drain(agg: &mut ReduceAggregate) -> Vec<(Vec<u8>, [u8; 8])> {
+fn drain(agg: &mut ReduceTask) -> Vec<(Vec<u8>, [u8; 8])> {
     agg.finish().expect("finish");
     let mut out = Vec::new();
     let mut buf = vec![0u8; 16];
@@ -120,7 +131,7 @@ fn run(
         .collect();
     let mut results = BTreeMap::new();
     for p in 0..partitions {
-        let mut agg = ReduceAggregate::open(spec, p..p + 1, dir.path()).expect("open reduce");
+        let mut agg = open_aggregate(spec, p..p + 1, dir.path()).expect("open reduce");
         for (data, lengths) in &outputs {
             let start: u64 = lengths[..p as usize].iter().sum();
             let seg = &data[start as usize..(start + lengths[p as usize]) as usize];
@@ -171,7 +182,10 @@ fn spill_strategy_codes_are_the_hosts() {
     assert_eq!(spill_strategy(1).expect("input"), SpillStrategy::Input);
     assert_eq!(spill_strategy(2).expect("evict"), SpillStrategy::Evict);
     for bad in [-1, 3] {
-        assert!(matches!(spill_strategy(bad), Err(BridgeError::Argument(_))), "{bad}");
+        assert!(
+            matches!(spill_strategy(bad), Err(sluice_jni::error::BridgeError::Argument(_))),
+            "{bad}"
+        );
     }
 }
 
@@ -185,9 +199,9 @@ fn a_block_of_another_partition_is_refused() {
     let records: Vec<(Vec<u8>, i64)> = (0..50u8).map(|i| (vec![i], i64::from(i))).collect();
     let (data, lengths) = map_output(dir.path(), shuffle, 0, 2, &records);
     let seg0 = &data[..lengths[0] as usize];
-    let mut agg = ReduceAggregate::open(spec, 1..2, &std::env::temp_dir()).expect("open reduce");
+    let mut agg = open_aggregate(spec, 1..2, &std::env::temp_dir()).expect("open reduce");
     let err = feed_segment(&mut agg, seg0, 1).expect_err("partition 0's block fed to 1");
-    assert!(matches!(err, BridgeError::Misplaced { .. }), "{err}");
+    assert!(matches!(err, EngineError::Misplaced { .. }), "{err}");
 }
 
 #[test]
@@ -201,9 +215,9 @@ fn a_flipped_byte_is_corruption_naming_the_block() {
     let (mut data, _) = map_output(dir.path(), shuffle, 0, 1, &records);
     let mid = HEADER_BYTES + (data.len() - HEADER_BYTES) / 2;
     data[mid] ^= 0x40;
-    let mut agg = ReduceAggregate::open(spec, 0..1, &std::env::temp_dir()).expect("open reduce");
+    let mut agg = open_aggregate(spec, 0..1, &std::env::temp_dir()).expect("open reduce");
     let err = feed_segment(&mut agg, &data, 0).expect_err("corrupt block");
-    assert!(matches!(err, BridgeError::Corrupt { .. }), "{err}");
+    assert!(matches!(err, EngineError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("shuffle_3_0_0 at byte 0"), "{err}");
 }
 
@@ -241,10 +255,10 @@ fn a_reduce_aggregate_granted_each_shortfall_does_not_spill() {
     let records: Vec<(Vec<u8>, i64)> =
         (0..keys).map(|k| (k.to_le_bytes().to_vec(), k as i64)).collect();
     let (data, _) = map_output(dir.path(), shuffle, 0, 1, &records);
-    let mut agg = ReduceAggregate::open(spec, 0..1, dir.path()).expect("open");
+    let mut agg = open_aggregate(spec, 0..1, dir.path()).expect("open");
     let (mut blocks, mut granted) = (0, 0usize);
     walk_segment(&data, (3, 0, 0, 1), |frame, name| {
-        let info = sluice_jni::read::frame_info(frame, name)?;
+        let info = sluice_engine::reduce::frame_info(frame, name)?;
         let short = agg.shortfall(info.uncompressed_len);
         agg.grant(short);
         granted += short;
@@ -253,7 +267,7 @@ fn a_reduce_aggregate_granted_each_shortfall_does_not_spill() {
     })
     .expect("feed");
     assert!(blocks > 2, "{blocks} blocks: the test needs several");
-    assert!(agg.state_bytes() > sluice_jni::ops::REDUCE_STATE_FLOOR_BYTES);
+    assert!(agg.state_bytes() > sluice_engine::REDUCE_STATE_FLOOR_BYTES);
     assert!(granted > 0);
     let results = drain(&mut agg);
     assert_eq!(agg.spilled_runs(), 0, "granted {granted} bytes over {blocks} blocks");
@@ -282,8 +296,8 @@ fn reduce_aggregates_hold_what_they_are_granted_and_spill_beyond_it() {
     let records: Vec<(Vec<u8>, i64)> =
         (0..keys).map(|k| (k.to_le_bytes().to_vec(), k as i64)).collect();
     let outputs: Vec<_> = (0..2).map(|m| map_output(dir.path(), shuffle, m, 1, &records)).collect();
-    let mut granted = ReduceAggregate::open(spec, 0..1, dir.path()).expect("open granted");
-    let mut floor_only = ReduceAggregate::open(spec, 0..1, dir.path()).expect("open floor only");
+    let mut granted = open_aggregate(spec, 0..1, dir.path()).expect("open granted");
+    let mut floor_only = open_aggregate(spec, 0..1, dir.path()).expect("open floor only");
     let first = outputs[0].0.len();
     assert!(granted.shortfall(first) > 0, "the floor does not cover a whole segment");
     granted.grant(256 << 20);
@@ -294,7 +308,7 @@ fn reduce_aggregates_hold_what_they_are_granted_and_spill_beyond_it() {
         feed_segment(&mut floor_only, data, 0).expect("feed floor only");
     }
     assert!(granted.state_bytes() > 16 << 20, "{} bytes of state", granted.state_bytes());
-    assert!(floor_only.state_bytes() <= sluice_jni::ops::REDUCE_STATE_FLOOR_BYTES);
+    assert!(floor_only.state_bytes() <= sluice_engine::REDUCE_STATE_FLOOR_BYTES);
     for (agg, spills) in [(&mut granted, false), (&mut floor_only, true)] {
         let results = drain(agg);
         assert_eq!(agg.spilled_runs() > 0, spills, "spilled {} runs", agg.spilled_runs());

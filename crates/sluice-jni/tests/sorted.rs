@@ -12,7 +12,7 @@ use sluice_jni::bridge::{open_engine, register_shuffle, HostMapTask};
 
 mod common;
 use common::{settings, walk_segment};
-use sluice_jni::ops::{ReduceOp, OP_SORT};
+use sluice_engine::ReduceTask;
 
 /// The writer's record: key = partition id ++ sort key, value = the sort
 /// key again and the record's index (so order and identity can be checked
@@ -34,7 +34,7 @@ fn partition_of(key: &[u8], partitions: u32) -> u32 {
 
 /// Every (sort key, index) a reduce partition emits, in emitted order,
 /// read through a small buffer so values span several calls.
-fn drain(op: &mut ReduceOp) -> Vec<(Vec<u8>, u32)> {
+fn drain(op: &mut ReduceTask) -> Vec<(Vec<u8>, u32)> {
     op.finish().expect("finish");
     let mut out = Vec::new();
     let mut buf = vec![0u8; 8];
@@ -98,9 +98,9 @@ fn sort_through_bridge(
     }
     let mut got = Vec::new();
     for p in 0..partitions {
-        let mut op = ReduceOp::open(OP_SORT, 0, p..p + 1, dir.path()).expect("open reduce");
+        let mut op = ReduceTask::open(&StageSpec::Sort, p..p + 1, dir.path()).expect("open reduce");
         if granted {
-            assert!(op.grant(64 << 20), "a sort takes grants");
+            op.grant(64 << 20);
         }
         for (data, lengths) in &outputs {
             let start: u64 = lengths[..p as usize].iter().sum();
@@ -112,9 +112,9 @@ fn sort_through_bridge(
                 .expect("feed");
         }
         let out = drain(&mut op);
-        let ReduceOp::Sort(sort) = &op else { unreachable!("opened as a sort") };
-        let expect_spilled = if granted { 0 } else { sort.runs() };
-        assert_eq!(sort.spilled_runs(), expect_spilled, "partition {p}: runs on disk");
+        let expect_spilled = if granted { 0 } else { op.runs() };
+        assert!(op.runs() > 0, "partition {p}: no run taken");
+        assert_eq!(op.spilled_runs(), expect_spilled, "partition {p}: runs on disk");
         assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "partition {p} out of order");
         assert!(out.iter().all(|(k, _)| partition_of(k, partitions) == p));
         got.extend(out);

@@ -22,7 +22,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::sort::SortRuns;
 use sluice_core::reorg::Emitter;
-use sluice_engine::{cpu, Engine, EngineConfig, ReduceBlock, ShuffleSpec};
+use sluice_engine::{cpu, Engine, EngineConfig, ReduceBlock, ReduceOwner, ShuffleSpec};
 
 use workload::{check_all, generate, Input, PartitionCheck};
 pub(crate) use workload::{Kind, Spill};
@@ -126,6 +126,7 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
         partitioner: input.partitioner.clone(),
         op: input.op.clone(),
         nodes: (args.nodes > 0).then_some(args.nodes),
+        reduce: ReduceOwner::Engine,
     };
     engine.register_shuffle(spec).map_err(|e| e.to_string())?;
     let bar = ProgressBar::new(u64::from(args.maps) + u64::from(args.reduces));

@@ -21,9 +21,11 @@ pub(crate) fn settings() -> HostSettings {
 
 use sluice_core::format::checksum::Crc32c;
 use sluice_core::format::header::HEADER_BYTES;
-use sluice_jni::error::BridgeError;
-use sluice_jni::read::{frame_info, BlockName};
-use sluice_jni::segment::{fetch_end, segment_end, Counted, SegmentTrailer, TRAILER_BYTES};
+use sluice_engine::output::trailer::{
+    fetch_end, segment_end, Counted, SegmentTrailer, TRAILER_BYTES,
+};
+use sluice_engine::reduce::{frame_info, BlockName};
+use sluice_engine::EngineError;
 
 /// Walks a fetched segment of partitions `reduce..reduce_end` of shuffle
 /// `shuffle`, map `map` the way the Java stream does: each block goes to
@@ -34,15 +36,15 @@ use sluice_jni::segment::{fetch_end, segment_end, Counted, SegmentTrailer, TRAIL
 pub(crate) fn walk_segment(
     seg: &[u8],
     (shuffle, map, reduce, reduce_end): (i32, i64, i32, i32),
-    mut block: impl FnMut(&[u8], &BlockName) -> Result<usize, BridgeError>,
-) -> Result<(), BridgeError> {
+    mut block: impl FnMut(&[u8], &BlockName) -> Result<usize, EngineError>,
+) -> Result<(), EngineError> {
     let mut at = 0usize;
     let name = |at: usize| BlockName { shuffle, map, reduce, reduce_end, offset: at as i64 };
     let mut expected = (reduce_end == reduce + 1).then_some(reduce as u32);
     let (mut records, mut blocks, mut crc) = (0u64, 0u32, Crc32c::new());
     let mut last_next = None;
     while at < seg.len() {
-        let head = seg.get(at..at + HEADER_BYTES).ok_or_else(|| BridgeError::Misplaced {
+        let head = seg.get(at..at + HEADER_BYTES).ok_or_else(|| EngineError::Misplaced {
             what: name(at).to_string(),
             detail: "cut inside a header".into(),
         })?;
@@ -56,7 +58,7 @@ pub(crate) fn walk_segment(
             continue;
         }
         let info = frame_info(head, &name(at))?;
-        let frame = seg.get(at..at + info.frame_len).ok_or_else(|| BridgeError::Misplaced {
+        let frame = seg.get(at..at + info.frame_len).ok_or_else(|| EngineError::Misplaced {
             what: name(at).to_string(),
             detail: "cut inside a block".into(),
         })?;

@@ -307,7 +307,9 @@ impl SortMerge {
     /// the stream is dropped; spilled runs are read back a block at a time.
     pub fn into_stream(mut self) -> Result<MergeStream, ReorgError> {
         let tree = LoserTree::with_common_prefix(self.cursors()?, self.common);
-        Ok(MergeStream { tree, _reservation: self.reservation, emitted: 0 })
+        // After `cursors` sealed the spill file, so its bytes count.
+        let sealed = self.stats();
+        Ok(MergeStream { tree, _reservation: self.reservation, emitted: 0, sealed })
     }
 
     /// A cursor per run, in memory and on disk (the spill file sealed).
@@ -330,9 +332,17 @@ pub struct MergeStream {
     tree: LoserTree<AnyRun>,
     _reservation: Reservation,
     emitted: u64,
+    /// The merger's statistics once its runs were sealed.
+    sealed: SortStats,
 }
 
 impl MergeStream {
+    /// What the merger did before the merge began: runs taken and
+    /// spilled, spill bytes written (merge passes included).
+    pub fn sort_stats(&self) -> SortStats {
+        self.sealed
+    }
+
     /// Emits the next records in key order into `out` until `bytes` more
     /// payload bytes were emitted or the runs end. Returns whether records
     /// remain.

@@ -6,7 +6,7 @@ import org.apache.spark.SparkConf;
 /**
  * Spark's shuffle checksum algorithms ({@code spark.shuffle.checksum.algorithm}) with the codes
  * that cross JNI to {@code mapCommit}; the native side declares the same codes in {@code
- * crates/sluice-jni/src/checksum.rs}, and a Rust test reads this file to check that they agree.
+ * crates/sluice-engine/src/output/checksum.rs}, and a Rust test reads this file to check that they agree.
  * The engine computes each partition's checksum while it writes the data file; Spark writes them
  * to the map output's checksum file and uses them to tell a disk fault from a network fault when
  * a fetched block is corrupt.

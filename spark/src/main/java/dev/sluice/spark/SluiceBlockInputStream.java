@@ -19,7 +19,7 @@ import org.apache.spark.storage.ShuffleBlockId;
  * <p>Each non-empty partition's segment ends with a trailer that counts its records and blocks
  * and carries a CRC32C of their bytes; the stream checks each trailer natively, and that the
  * fetched bytes end right after one, so a segment cut at a block boundary, or a batch cut at a
- * partition boundary, is a fetch failure too (see {@code crates/sluice-jni/src/segment.rs}).
+ * partition boundary, is a fetch failure too (see {@code crates/sluice-engine/src/output/trailer.rs}).
  *
  * <p>For an offloaded operator shuffle the stream has a native reduce operator: each verified
  * block is merged into it instead, and the stream serves no bytes (it ends once the segment has
@@ -33,7 +33,7 @@ final class SluiceBlockInputStream extends InputStream {
 
   /**
    * The bit {@code frameInfo} sets for a segment trailer; the native side declares the same value
-   * ({@code FRAME_TRAILER_FLAG} in {@code crates/sluice-jni/src/segment.rs}), checked by a test.
+   * ({@code FRAME_TRAILER_FLAG} in {@code crates/sluice-engine/src/output/trailer.rs}), checked by a test.
    */
   static final long FRAME_TRAILER_FLAG = 1L << 62;
 

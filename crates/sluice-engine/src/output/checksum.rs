@@ -14,7 +14,7 @@
 
 use crc_fast::{CrcAlgorithm, Digest};
 
-use crate::error::{BridgeError, BridgeResult};
+use crate::error::{EngineError, EngineResult};
 
 /// No checksum file (`spark.shuffle.checksum.enabled=false`).
 pub const CHECKSUM_NONE: i32 = 0;
@@ -38,13 +38,13 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// The algorithm of a JNI code, `None` for [`CHECKSUM_NONE`].
-    pub fn from_code(code: i32) -> BridgeResult<Option<Algorithm>> {
+    pub fn from_code(code: i32) -> EngineResult<Option<Algorithm>> {
         match code {
             CHECKSUM_NONE => Ok(None),
             CHECKSUM_ADLER32 => Ok(Some(Algorithm::Adler32)),
             CHECKSUM_CRC32 => Ok(Some(Algorithm::Crc32)),
             CHECKSUM_CRC32C => Ok(Some(Algorithm::Crc32c)),
-            other => Err(BridgeError::Argument(format!("unknown checksum algorithm code {other}"))),
+            other => Err(EngineError::Argument(format!("unknown checksum algorithm code {other}"))),
         }
     }
 }

@@ -8,38 +8,37 @@
 //! ```
 //! Deliveries run on offload workers as commits arrive, so the second round
 //! overlaps the map stage; `finish` runs once every map task committed.
-//! The final operators keep their state in the engine's memory pool and
-//! spill sorted runs to disk when it refuses (see `sluice_core::reorg`);
-//! the result goes to a [`Store`] (memory while granted, then disk).
+//! The final operator ([`FinalOp`], the same one a host's reduce task
+//! drives) keeps its state in the engine's reduce-side memory pool and
+//! spills sorted runs to disk when it refuses (see `sluice_core::reorg`);
+//! the result goes to a [`Store`] (memory while granted, then disk), a
+//! batch at a time as the operator's drain hands them out.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
-use sluice_core::reorg::aggregate::FinalAggregate;
-use sluice_core::reorg::distinct::{distinct_layout, FinalDistinct};
-use sluice_core::reorg::sort::SortMerge;
+use sluice_core::reorg::SpillConfig;
 use sluice_core::reorg::StageSpec;
-use sluice_core::reorg::{Emitter, SpillConfig};
 
 use crate::error::{panic_message, EngineError, ShuffleId};
+use crate::reduce::final_op::FinalOp;
 use crate::store::{Store, StoreStats};
 
 /// The second-round operator of a partition.
 #[derive(Debug)]
 enum Second {
     /// Blocks kept as they come (partition only, filter).
-    Concat(Store),
-    Aggregate(Box<FinalAggregate>),
-    Sort(SortMerge),
-    Distinct(FinalDistinct),
+    Concat(Box<Store>),
+    /// A final aggregate, sorted merge or final distinct.
+    Final(FinalOp),
 }
 
 #[derive(Debug)]
 enum State {
     Collecting(Second),
-    Ready(Store),
+    Ready(Box<Store>),
     Failed(String),
     /// Transient, while an operation owns the state.
     Busy,
@@ -86,25 +85,16 @@ impl ReducePartition {
     ) -> Self {
         let (memory, results, limit) = (with.memory, with.results, with.limit);
         let spill = with.spill.clone();
-        let (second, out_layout) = match op {
-            StageSpec::None | StageSpec::Filter(_) => {
-                (Second::Concat(Store::new(layout, results, spill.clone())), layout)
-            }
-            StageSpec::Aggregate(spec, _) => {
-                let f = FinalAggregate::with_limit(*spec, layout, memory, spill.clone(), limit);
-                let l = f.output_layout();
-                (Second::Aggregate(Box::new(f)), l)
-            }
-            StageSpec::Sort => {
-                (Second::Sort(SortMerge::new(layout, memory, spill.clone())), layout)
-            }
-            StageSpec::Distinct(by, _) => {
-                let f =
-                    FinalDistinct::new(*by, distinct_layout(*by, layout), memory, spill.clone());
-                let l = f.output_layout();
-                (Second::Distinct(f), l)
-            }
-        };
+        let (second, out_layout) =
+            match FinalOp::new(op, layout, memory, spill.clone(), Some(limit)) {
+                Some(f) => {
+                    let l = f.output_layout();
+                    (Second::Final(f), l)
+                }
+                None => {
+                    (Second::Concat(Box::new(Store::new(layout, results, spill.clone()))), layout)
+                }
+            };
         ReducePartition {
             shuffle,
             reduce,
@@ -145,15 +135,7 @@ impl ReducePartition {
         let State::Collecting(second) = &mut *st else { return };
         let result = match second {
             Second::Concat(store) => runs.into_iter().flatten().try_for_each(|b| store.append(b)),
-            Second::Aggregate(f) => {
-                runs.iter().flatten().try_for_each(|b| f.push(&b.view())).map_err(EngineError::from)
-            }
-            Second::Sort(m) => {
-                runs.into_iter().try_for_each(|r| m.add_run(r)).map_err(EngineError::from)
-            }
-            Second::Distinct(f) => {
-                runs.iter().flatten().try_for_each(|b| f.push(&b.view())).map_err(EngineError::from)
-            }
+            Second::Final(f) => runs.into_iter().try_for_each(|r| f.add_run(r)),
         };
         if let Err(e) = result {
             *st = State::Failed(self.wrap(e).to_string());
@@ -212,35 +194,22 @@ impl ReducePartition {
         (self.spilled_runs.load(Ordering::Relaxed), self.spilled_bytes.load(Ordering::Relaxed))
     }
 
-    fn complete(&self, second: Second) -> Result<Store, EngineError> {
-        let mut out = Emitter::new(self.out_layout);
-        match second {
+    fn complete(&self, second: Second) -> Result<Box<Store>, EngineError> {
+        let f = match second {
             Second::Concat(mut store) => {
                 store.seal()?;
                 return Ok(store);
             }
-            Second::Aggregate(mut f) => {
-                f.finish(&mut out)?;
-                let s = f.stats();
-                self.record_spills(s.state_spills, s.spill_bytes);
-            }
-            Second::Sort(mut m) => {
-                m.finish(&mut out)?;
-                let s = m.stats();
-                self.record_spills(s.spilled_runs, s.spill_bytes);
-            }
-            Second::Distinct(mut f) => {
-                f.finish(&mut out)?;
-                let s = f.stats();
-                self.record_spills(s.state_spills, s.spill_bytes);
-            }
-        }
+            Second::Final(f) => f.finish()?,
+        };
+        self.record_spills(f.spilled_runs, f.spill_bytes);
+        let mut drain = f.drain;
         let mut store = Store::new(self.out_layout, &self.results, self.spill.clone());
-        for b in out.into_batches() {
+        while let Some(b) = drain.next_batch()? {
             store.append(b)?;
         }
         store.seal()?;
-        Ok(store)
+        Ok(Box::new(store))
     }
 
     /// The next output block, waiting until the partition is finished;
@@ -271,7 +240,8 @@ impl ReducePartition {
     /// What the partition's store did (after finishing).
     pub(crate) fn store_stats(&self) -> StoreStats {
         match &*self.lock() {
-            State::Ready(s) | State::Collecting(Second::Concat(s)) => s.stats(),
+            State::Ready(s) => s.stats(),
+            State::Collecting(Second::Concat(s)) => s.stats(),
             _ => StoreStats::default(),
         }
     }

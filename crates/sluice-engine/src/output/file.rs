@@ -6,13 +6,13 @@
 //! Spark's `IndexShuffleBlockResolver` writes from the lengths returned
 //! here. Inside a segment the bytes are Sluice blocks (36-byte header, lz4
 //! or zstd, CRC32C) and, ending every non-empty segment, a trailer that
-//! counts them ([`crate::segment`]). Small batches of a partition are
+//! counts them ([`crate::output::trailer`]). Small batches of a partition are
 //! coalesced into blocks of about [`BLOCK_TARGET_BYTES`] before encoding,
 //! batches of at least [`DIRECT_BLOCK_MIN_BYTES`] are encoded as they are,
 //! and the file is written in sequential chunks of at least
 //! [`WRITE_CHUNK_BYTES`]. With a checksum algorithm, each partition's
 //! segment (trailer included) is checksummed as it is written, for Spark's
-//! checksum file ([`crate::checksum`]).
+//! checksum file ([`crate::output::checksum`]).
 //!
 //! # Spills
 //! When the host's memory manager refuses a map task more memory, the
@@ -32,9 +32,9 @@ use std::path::{Path, PathBuf};
 use sluice_core::format::checksum::Crc32c;
 use sluice_core::format::{BlockEncoder, Codec, Layout, RecordBatch};
 
-use crate::checksum::{Algorithm, Running};
-use crate::error::{BridgeError, BridgeResult};
-use crate::segment::SegmentTrailer;
+use crate::error::{EngineError, EngineResult};
+use crate::output::checksum::{Algorithm, Running};
+use crate::output::trailer::SegmentTrailer;
 
 /// Uncompressed bytes a block of the output file holds at most, unless a
 /// single batch is larger (1 MiB).
@@ -93,7 +93,7 @@ impl Spilled {
         per_partition: &[Vec<Vec<RecordBatch>>],
         partitions: usize,
         codec: Codec,
-    ) -> BridgeResult<Spilled> {
+    ) -> EngineResult<Spilled> {
         let options = OutputOptions { codec, checksum: None, trailers: false };
         let written = write_output(path, per_partition, partitions, options, &[])?;
         Ok(Spilled { path: path.to_owned(), written })
@@ -121,9 +121,9 @@ pub fn write_output(
     partitions: usize,
     options: OutputOptions,
     spilled: &[Spilled],
-) -> BridgeResult<Written> {
+) -> EngineResult<Written> {
     let result = File::create(path)
-        .map_err(|source| BridgeError::Io { path: path.to_owned(), source })
+        .map_err(|source| EngineError::Io { path: path.to_owned(), source })
         .and_then(|file| {
             let mut out = SegmentWriter::new(file, path, options);
             write_segments(&mut out, per_partition, partitions, options.codec, spilled)?;
@@ -141,12 +141,12 @@ fn write_segments(
     partitions: usize,
     codec: Codec,
     spilled: &[Spilled],
-) -> BridgeResult<()> {
+) -> EngineResult<()> {
     let mut readers = spilled
         .iter()
         .map(|s| {
             if s.written.lengths.len() != partitions {
-                return Err(BridgeError::Argument(format!(
+                return Err(EngineError::Argument(format!(
                     "spill {} has {} partitions, the output {partitions}",
                     s.path.display(),
                     s.written.lengths.len()
@@ -154,9 +154,9 @@ fn write_segments(
             }
             File::open(&s.path)
                 .map(|file| (s, file))
-                .map_err(|source| BridgeError::Io { path: s.path.clone(), source })
+                .map_err(|source| EngineError::Io { path: s.path.clone(), source })
         })
-        .collect::<BridgeResult<Vec<_>>>()?;
+        .collect::<EngineResult<Vec<_>>>()?;
     let no_runs = Vec::new();
     let runs_of = |p: usize| per_partition.get(p).unwrap_or(&no_runs);
     let non_empty: Vec<bool> = (0..partitions)
@@ -165,7 +165,7 @@ fn write_segments(
                 || runs_of(p).iter().flatten().any(|b| !b.is_empty())
         })
         .collect();
-    let mut encoder = BlockEncoder::new(codec).map_err(BridgeError::Encode)?;
+    let mut encoder = BlockEncoder::new(codec).map_err(EngineError::Encode)?;
     let mut block = RecordBatch::with_capacity(Layout::Variable, BLOCK_TARGET_BYTES);
     for p in 0..partitions {
         out.start_partition();
@@ -183,7 +183,7 @@ fn write_segments(
             if direct {
                 out.encode(&mut encoder, batch)?;
             } else {
-                block.extend_view(&batch.view()).map_err(BridgeError::Encode)?;
+                block.extend_view(&batch.view()).map_err(EngineError::Encode)?;
             }
         }
         if !block.is_empty() {
@@ -239,7 +239,7 @@ impl<'p> SegmentWriter<'p> {
     /// Ends partition `p`'s segment: its trailer (if it is not empty and
     /// the file has trailers; `next` is the next non-empty partition) and
     /// its Spark checksum.
-    fn end_partition(&mut self, p: usize, next: usize) -> BridgeResult<()> {
+    fn end_partition(&mut self, p: usize, next: usize) -> EngineResult<()> {
         self.account();
         let i = self.written.lengths.len() - 1;
         if self.options.trailers && self.written.lengths[i] > 0 {
@@ -282,11 +282,11 @@ impl<'p> SegmentWriter<'p> {
     }
 
     /// Encodes `batch` as one block of the current partition.
-    fn encode(&mut self, encoder: &mut BlockEncoder, batch: &RecordBatch) -> BridgeResult<()> {
+    fn encode(&mut self, encoder: &mut BlockEncoder, batch: &RecordBatch) -> EngineResult<()> {
         if self.buf.len() >= WRITE_CHUNK_BYTES {
             self.flush()?;
         }
-        encoder.encode(batch, &mut self.buf).map_err(BridgeError::Encode)?;
+        encoder.encode(batch, &mut self.buf).map_err(EngineError::Encode)?;
         if let (Some(r), Some(b)) =
             (self.written.records.last_mut(), self.written.blocks.last_mut())
         {
@@ -299,14 +299,14 @@ impl<'p> SegmentWriter<'p> {
     /// Copies spill `s`'s segment of partition `p` (the next one in
     /// `from`) in pieces of at most [`WRITE_CHUNK_BYTES`], never the whole
     /// segment at once.
-    fn copy_spilled(&mut self, from: &mut File, s: &Spilled, p: usize) -> BridgeResult<()> {
+    fn copy_spilled(&mut self, from: &mut File, s: &Spilled, p: usize) -> EngineResult<()> {
         let mut left = s.written.lengths[p];
         while left > 0 {
             let piece = left.min(WRITE_CHUNK_BYTES as u64) as usize;
             let start = self.buf.len();
             self.buf.resize(start + piece, 0);
             from.read_exact(&mut self.buf[start..])
-                .map_err(|source| BridgeError::Io { path: s.path.clone(), source })?;
+                .map_err(|source| EngineError::Io { path: s.path.clone(), source })?;
             left -= piece as u64;
             if self.buf.len() >= WRITE_CHUNK_BYTES {
                 self.flush()?;
@@ -321,23 +321,23 @@ impl<'p> SegmentWriter<'p> {
         Ok(())
     }
 
-    fn flush(&mut self) -> BridgeResult<()> {
+    fn flush(&mut self) -> EngineResult<()> {
         self.account();
         self.file
             .write_all(&self.buf)
-            .map_err(|source| BridgeError::Io { path: self.path.to_owned(), source })?;
+            .map_err(|source| EngineError::Io { path: self.path.to_owned(), source })?;
         self.buf.clear();
         self.counted = 0;
         Ok(())
     }
 
     /// Writes what is still buffered and returns the per-partition figures.
-    fn finish(mut self) -> BridgeResult<Written> {
+    fn finish(mut self) -> EngineResult<Written> {
         self.flush()?;
         Ok(self.written)
     }
 }
 
-fn too_many(p: usize) -> BridgeError {
-    BridgeError::Argument(format!("partition {p} does not fit a u32"))
+fn too_many(p: usize) -> EngineError {
+    EngineError::Argument(format!("partition {p} does not fit a u32"))
 }

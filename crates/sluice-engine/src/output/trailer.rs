@@ -30,8 +30,8 @@
 use sluice_core::format::checksum::crc32c;
 use sluice_core::format::header::HEADER_BYTES;
 
-use crate::error::{BridgeError, BridgeResult};
-use crate::read::BlockName;
+use crate::error::{EngineError, EngineResult};
+use crate::reduce::block::BlockName;
 
 /// The four magic bytes of a segment trailer.
 pub const TRAILER_MAGIC: [u8; 4] = *b"SLSE";
@@ -86,8 +86,8 @@ impl SegmentTrailer {
     }
 
     /// Parses and checks a trailer (magic, version, reserved bytes, CRC).
-    pub fn parse(bytes: &[u8], what: &BlockName) -> BridgeResult<SegmentTrailer> {
-        let bad = |detail: String| BridgeError::Misplaced { what: what.to_string(), detail };
+    pub fn parse(bytes: &[u8], what: &BlockName) -> EngineResult<SegmentTrailer> {
+        let bad = |detail: String| EngineError::Misplaced { what: what.to_string(), detail };
         let b = bytes
             .get(..TRAILER_BYTES)
             .ok_or_else(|| bad(format!("segment trailer cut at {} bytes", bytes.len())))?;
@@ -142,9 +142,9 @@ pub struct Counted {
 
 /// Checks the trailer `bytes` that ends a segment of `what` against what
 /// the reader counted; returns the trailer's next partition.
-pub fn segment_end(bytes: &[u8], what: &BlockName, counted: &Counted) -> BridgeResult<u32> {
+pub fn segment_end(bytes: &[u8], what: &BlockName, counted: &Counted) -> EngineResult<u32> {
     let t = SegmentTrailer::parse(bytes, what)?;
-    let bad = |detail: String| BridgeError::Misplaced { what: what.to_string(), detail };
+    let bad = |detail: String| EngineError::Misplaced { what: what.to_string(), detail };
     if !what.holds(t.partition) {
         return Err(bad(format!(
             "segment trailer names partition {}, the segment holds {}..{}",
@@ -179,8 +179,8 @@ pub fn segment_end(bytes: &[u8], what: &BlockName, counted: &Counted) -> BridgeR
 /// must have been a trailer (`last_next` is its next partition, `None` if
 /// no trailer ended the bytes read) with no block after it, and the
 /// trailer's next partition must lie past the segment's partitions.
-pub fn fetch_end(what: &BlockName, last_next: Option<u32>, blocks_after: u32) -> BridgeResult<()> {
-    let bad = |detail: String| BridgeError::Misplaced { what: what.to_string(), detail };
+pub fn fetch_end(what: &BlockName, last_next: Option<u32>, blocks_after: u32) -> EngineResult<()> {
+    let bad = |detail: String| EngineError::Misplaced { what: what.to_string(), detail };
     match last_next {
         None if blocks_after == 0 => Err(bad(
             "the segment is empty, but Spark's index says it is not: the data file was cut short"

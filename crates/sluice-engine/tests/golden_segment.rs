@@ -1,13 +1,13 @@
 //! The segment trailer's bytes pinned by a golden file
 //! (`tests/golden/segment-trailer.bin`, documented in
 //! `docs/wire-format.md`): a change to the trailer's layout fails here.
-//! `SLUICE_BLESS=1 cargo test -p sluice-jni --test golden_segment`
+//! `SLUICE_BLESS=1 cargo test -p sluice-engine --test golden_segment`
 //! rewrites the file; review the diff, it is a wire-format change.
 
 use std::path::PathBuf;
 
-use sluice_jni::read::BlockName;
-use sluice_jni::segment::SegmentTrailer;
+use sluice_engine::output::trailer::SegmentTrailer;
+use sluice_engine::reduce::BlockName;
 
 fn sample() -> SegmentTrailer {
     SegmentTrailer {

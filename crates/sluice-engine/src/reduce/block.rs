@@ -1,22 +1,23 @@
-//! The reduce side: decode one Sluice block of a fetched shuffle segment
-//! into the serialized records it carries, for the JVM's deserializer.
+//! A fetched block of a host-owned shuffle: where it was read, its checks,
+//! and its records.
 //!
-//! The JVM reads a block's 36-byte header from the fetched stream, asks
+//! The host reads a block's 36-byte header from the fetched stream, asks
 //! [`frame_info`] how long the block is (the header is validated first:
 //! magic, version, header CRC, every length against its limit), reads the
-//! rest, and calls [`decode_values`]: the payload CRC is checked, the
-//! payload inflated and validated, and each record's key must name the
-//! partition the block was fetched for. The values, which the map side's
-//! serializer wrote and which a relocatable serializer can read back to
-//! back, are copied out in order.
+//! rest, and either calls [`decode_values`] (a plain shuffle: the values,
+//! which the map side's serializer wrote and which a relocatable
+//! serializer can read back to back, are copied out in order) or feeds it
+//! to its reduce task (an operator shuffle, `task`). Either way the payload
+//! CRC is checked, the payload inflated and validated, and each record's
+//! key must name a partition the block was fetched for.
 
 use std::cell::RefCell;
 
 use sluice_core::format::header::HEADER_BYTES;
 use sluice_core::format::{BatchView, BlockDecoder, BlockHeader};
 
-use crate::error::{BridgeError, BridgeResult};
-use crate::partitioner::{key_partition, PARTITION_KEY_BYTES};
+use crate::error::{EngineError, EngineResult};
+use crate::host_keys::{key_partition, PARTITION_KEY_BYTES};
 
 thread_local! {
     /// One decoder per reading thread, so its inflate buffer is reused.
@@ -83,9 +84,9 @@ pub struct FrameInfo {
 
 /// Validates the header at the start of `header` (at least
 /// [`HEADER_BYTES`]) of a block of `what`.
-pub fn frame_info(header: &[u8], what: &BlockName) -> BridgeResult<FrameInfo> {
+pub fn frame_info(header: &[u8], what: &BlockName) -> EngineResult<FrameInfo> {
     let h = BlockHeader::parse(header)
-        .map_err(|source| BridgeError::Corrupt { what: what.to_string(), source })?;
+        .map_err(|source| EngineError::Corrupt { what: what.to_string(), source })?;
     Ok(FrameInfo { frame_len: h.frame_len(), uncompressed_len: h.uncompressed_len as usize })
 }
 
@@ -95,15 +96,15 @@ pub fn frame_info(header: &[u8], what: &BlockName) -> BridgeResult<FrameInfo> {
 pub(crate) fn with_decoded_block<T>(
     frame: &[u8],
     what: &BlockName,
-    f: impl FnOnce(&BatchView<'_>) -> BridgeResult<T>,
-) -> BridgeResult<T> {
+    f: impl FnOnce(&BatchView<'_>) -> EngineResult<T>,
+) -> EngineResult<T> {
     DECODER.with(|d| {
         let mut decoder = d.borrow_mut();
         let block = decoder
             .decode(frame)
-            .map_err(|source| BridgeError::Corrupt { what: what.to_string(), source })?;
+            .map_err(|source| EngineError::Corrupt { what: what.to_string(), source })?;
         if block.frame_len != frame.len() {
-            return Err(BridgeError::Misplaced {
+            return Err(EngineError::Misplaced {
                 what: what.to_string(),
                 detail: format!(
                     "block is {} bytes, frame read was {}",
@@ -124,13 +125,13 @@ pub fn decode_values(
     frame: &[u8],
     what: &BlockName,
     out: &mut [u8],
-) -> BridgeResult<(usize, usize)> {
+) -> EngineResult<(usize, usize)> {
     debug_assert!(frame.len() >= HEADER_BYTES);
     with_decoded_block(frame, what, |records| {
         let mut at = 0usize;
         for (i, r) in records.iter().enumerate() {
             if r.key.len() != PARTITION_KEY_BYTES || !what.holds(key_partition(r.key)) {
-                return Err(BridgeError::Misplaced {
+                return Err(EngineError::Misplaced {
                     what: what.to_string(),
                     detail: format!(
                         "record {i} is keyed {:?}, not a partition of {}..{}",
@@ -140,7 +141,7 @@ pub fn decode_values(
             }
             let room = out.len();
             let dst = out.get_mut(at..at + r.value.len()).ok_or_else(|| {
-                BridgeError::Argument(format!(
+                EngineError::Argument(format!(
                     "output buffer of {room} bytes too small for block of {what}"
                 ))
             })?;
@@ -148,5 +149,34 @@ pub fn decode_values(
             at += r.value.len();
         }
         Ok((at, records.len()))
+    })
+}
+
+/// Decodes one fetched block (`frame`, exactly one block) with this
+/// thread's decoder, checks that every record carries the block's reduce
+/// partition (`what.reduce`, within the task's `partitions`) in its first
+/// four key bytes, and hands the records to `f`.
+pub(crate) fn with_checked_block<T>(
+    frame: &[u8],
+    what: &BlockName,
+    partitions: &std::ops::Range<u32>,
+    f: impl FnOnce(&BatchView<'_>) -> EngineResult<T>,
+) -> EngineResult<T> {
+    with_decoded_block(frame, what, |records| {
+        for (i, r) in records.iter().enumerate() {
+            if r.key.len() < PARTITION_KEY_BYTES
+                || !partitions.contains(&key_partition(r.key))
+                || !what.holds(key_partition(r.key))
+            {
+                return Err(EngineError::Misplaced {
+                    what: what.to_string(),
+                    detail: format!(
+                        "record {i} does not carry partition {} of the task's {partitions:?}",
+                        what.reduce
+                    ),
+                });
+            }
+        }
+        f(records)
     })
 }

@@ -1,0 +1,276 @@
+//! The final operator of a reduce side: one interface over the final
+//! aggregate, the sorted merge and the final distinct, driven the same way
+//! by the engine's own reduce partitions (`partition`) and by a host's
+//! reduce tasks (`task`).
+//!
+//! ```text
+//!  push(records) ──► aggregate: merge partials into the table
+//!                    distinct:  keep first occurrences
+//!                    sort:      cut into maximal non-decreasing runs ──► SortMerge
+//!  add_run(run)  ──► sort: one run as it is; others: push each batch
+//!  finish        ──► Finished { drain, records, spills }
+//! ```
+//! A sort's input either arrives as runs (the engine's deliveries are the
+//! map side's sorted runs) or as records in the order a host fetched them
+//! (blocks of several map outputs, back to back). The data file does not
+//! mark where one run ends, so pushed records are cut into maximal
+//! non-decreasing sequences, each of which is a sorted run by definition.
+//! Every map-side run is one such sequence or part of one (two runs join
+//! where the first's last key is not above the second's first), so the
+//! merge sees at most as many runs as the map side wrote, and an unsorted
+//! input would still come out sorted (with more runs).
+//!
+//! State lives in the memory pool the owner passes: a refused group or run
+//! goes to the spill directory as a sorted run (see `sluice_core::reorg`).
+
+use sluice_core::format::{BatchView, Layout, RecordBatch};
+use sluice_core::memory::MemoryPool;
+use sluice_core::reorg::aggregate::FinalAggregate;
+use sluice_core::reorg::distinct::{distinct_layout, FinalDistinct};
+use sluice_core::reorg::sort::SortMerge;
+use sluice_core::reorg::{Emitter, SpillConfig, StageSpec};
+
+use crate::error::{EngineError, EngineResult};
+use crate::reduce::drain::Drain;
+
+/// Bytes of a sort run's batch before a new one starts (1 MiB).
+pub const RUN_BATCH_BYTES: usize = 1 << 20;
+
+/// A shuffle's final operator over one reduce side's input.
+#[derive(Debug)]
+pub struct FinalOp {
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    Aggregate(Box<FinalAggregate>),
+    Sort(Box<SortRuns>),
+    Distinct(Box<FinalDistinct>),
+}
+
+/// What a finished operator hands on.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its results, in order, to be read a batch or a buffer at a time.
+    pub drain: Drain,
+    /// Result records (a sort: every record it took).
+    pub records: u64,
+    /// Sorted runs a sort took (0 for the other operators).
+    pub runs: u64,
+    /// Sorted runs it wrote to disk for want of memory.
+    pub spilled_runs: u64,
+    /// Bytes it wrote to disk.
+    pub spill_bytes: u64,
+}
+
+impl FinalOp {
+    /// The final operator of `op` over records in `layout`, its state in
+    /// `memory` and its spills under `spill`; an aggregate's table is
+    /// capped at `aggregate_limit` bytes when given. `None` for an
+    /// operator with no final step (partitioning, a filter): the blocks
+    /// are the result.
+    pub fn new(
+        op: &StageSpec,
+        layout: Layout,
+        memory: &MemoryPool,
+        spill: SpillConfig,
+        aggregate_limit: Option<usize>,
+    ) -> Option<FinalOp> {
+        let kind = match op {
+            StageSpec::None | StageSpec::Filter(_) => return None,
+            StageSpec::Aggregate(spec, _) => Kind::Aggregate(Box::new(match aggregate_limit {
+                Some(limit) => FinalAggregate::with_limit(*spec, layout, memory, spill, limit),
+                None => FinalAggregate::new(*spec, layout, memory, spill),
+            })),
+            StageSpec::Sort => Kind::Sort(Box::new(SortRuns::new(layout, memory, spill))),
+            StageSpec::Distinct(by, _) => Kind::Distinct(Box::new(FinalDistinct::new(
+                *by,
+                distinct_layout(*by, layout),
+                memory,
+                spill,
+            ))),
+        };
+        Some(FinalOp { kind })
+    }
+
+    /// Layout of the results.
+    pub fn output_layout(&self) -> Layout {
+        match &self.kind {
+            Kind::Aggregate(a) => a.output_layout(),
+            Kind::Sort(s) => s.layout,
+            Kind::Distinct(d) => d.output_layout(),
+        }
+    }
+
+    /// Declares that every key starts with the same `bytes` bytes (the
+    /// caller checked it), so a sort compares what follows first; other
+    /// operators ignore it.
+    pub fn set_common_key_prefix(&mut self, bytes: usize) {
+        if let Kind::Sort(s) = &mut self.kind {
+            s.merge.set_common_prefix(bytes);
+        }
+    }
+
+    /// Takes records in the order they arrived.
+    pub fn push(&mut self, records: &BatchView<'_>) -> EngineResult<()> {
+        match &mut self.kind {
+            Kind::Aggregate(a) => a.push(records)?,
+            Kind::Sort(s) => s.push(records)?,
+            Kind::Distinct(d) => d.push(records)?,
+        }
+        Ok(())
+    }
+
+    /// Takes one sorted run (a sort keeps it as a run; other operators
+    /// take its records).
+    pub fn add_run(&mut self, run: Vec<RecordBatch>) -> EngineResult<()> {
+        match &mut self.kind {
+            Kind::Sort(s) => s.add_run(run),
+            _ => run.iter().try_for_each(|b| self.push(&b.view())),
+        }
+    }
+
+    /// An aggregate's table allocation at the peak of taking `upcoming`
+    /// more bytes of records, every one a new group
+    /// (`FinalAggregate::peak_bytes_with`); `None` for the other operators,
+    /// whose state grows by at most the bytes they take.
+    pub fn peak_state_bytes_with(&self, upcoming: usize) -> Option<usize> {
+        match &self.kind {
+            Kind::Aggregate(a) => Some(a.peak_bytes_with(upcoming)),
+            _ => None,
+        }
+    }
+
+    /// Sorted runs a sort took so far (0 for the other operators).
+    pub fn runs(&self) -> u64 {
+        match &self.kind {
+            Kind::Sort(s) => s.merge.stats().runs,
+            _ => 0,
+        }
+    }
+
+    /// Sorted runs written to disk so far for want of memory.
+    pub fn spilled_runs(&self) -> u64 {
+        match &self.kind {
+            Kind::Aggregate(a) => a.stats().state_spills,
+            Kind::Sort(s) => s.merge.stats().spilled_runs,
+            Kind::Distinct(d) => d.stats().state_spills,
+        }
+    }
+
+    /// Ends the input. An aggregate or distinct emits every result now; a
+    /// sort starts the merge of its runs, which the drain pulls a batch at
+    /// a time, so its output is never in memory whole.
+    pub fn finish(self) -> EngineResult<Finished> {
+        let layout = self.output_layout();
+        let mut out = Emitter::new(layout);
+        match self.kind {
+            Kind::Aggregate(mut a) => {
+                a.finish(&mut out)?;
+                let s = a.stats();
+                let records = out.records();
+                Ok(Finished {
+                    drain: Drain::new(out.into_batches()),
+                    records,
+                    runs: 0,
+                    spilled_runs: s.state_spills,
+                    spill_bytes: s.spill_bytes,
+                })
+            }
+            Kind::Distinct(mut d) => {
+                d.finish(&mut out)?;
+                let s = d.stats();
+                let records = out.records();
+                Ok(Finished {
+                    drain: Drain::new(out.into_batches()),
+                    records,
+                    runs: 0,
+                    spilled_runs: s.state_spills,
+                    spill_bytes: s.spill_bytes,
+                })
+            }
+            Kind::Sort(mut s) => {
+                s.end_run()?;
+                let stream = s.merge.into_stream()?;
+                let stats = stream.sort_stats();
+                Ok(Finished {
+                    drain: Drain::streaming(stream, layout),
+                    records: stats.input_records,
+                    runs: stats.runs,
+                    spilled_runs: stats.spilled_runs,
+                    spill_bytes: stats.spill_bytes,
+                })
+            }
+        }
+    }
+}
+
+/// A sort's merge and the run being cut from pushed records.
+#[derive(Debug)]
+struct SortRuns {
+    layout: Layout,
+    merge: SortMerge,
+    /// The run being read: full batches, the open batch, its last key.
+    run: Vec<RecordBatch>,
+    open: RecordBatch,
+    last_key: Vec<u8>,
+}
+
+impl SortRuns {
+    fn new(layout: Layout, memory: &MemoryPool, spill: SpillConfig) -> Self {
+        SortRuns {
+            layout,
+            merge: SortMerge::new(layout, memory, spill),
+            run: Vec::new(),
+            open: RecordBatch::with_capacity(layout, RUN_BATCH_BYTES),
+            last_key: Vec::new(),
+        }
+    }
+
+    /// Appends records to the run being cut, starting a new run where a
+    /// key is below the one before.
+    fn push(&mut self, records: &BatchView<'_>) -> EngineResult<()> {
+        for r in records.iter() {
+            let in_run = !self.open.is_empty() || !self.run.is_empty();
+            if in_run && r.key < self.last_key.as_slice() {
+                self.end_run()?;
+            }
+            if !self.open.is_empty() && self.open.payload_len() >= RUN_BATCH_BYTES {
+                let fresh = self.fresh_batch();
+                let full = std::mem::replace(&mut self.open, fresh);
+                self.run.push(full);
+            }
+            self.open.push(r.key, r.value).map_err(EngineError::Encode)?;
+            self.last_key.clear();
+            self.last_key.extend_from_slice(r.key);
+        }
+        Ok(())
+    }
+
+    fn fresh_batch(&self) -> RecordBatch {
+        RecordBatch::with_capacity(self.layout, RUN_BATCH_BYTES)
+    }
+
+    /// A run that arrives whole: the run being cut ends first.
+    fn add_run(&mut self, run: Vec<RecordBatch>) -> EngineResult<()> {
+        self.end_run()?;
+        if !run.is_empty() {
+            self.merge.add_run(run)?;
+        }
+        Ok(())
+    }
+
+    /// Hands the run being cut to the merge.
+    fn end_run(&mut self) -> EngineResult<()> {
+        let mut run = std::mem::take(&mut self.run);
+        if !self.open.is_empty() {
+            let fresh = self.fresh_batch();
+            run.push(std::mem::replace(&mut self.open, fresh));
+        }
+        if !run.is_empty() {
+            self.merge.add_run(run)?;
+        }
+        Ok(())
+    }
+}
