@@ -1,12 +1,12 @@
 package dev.sluice.spark;
 
 /**
- * A reduce task's native operator (a final aggregate or a sort-merge, {@code ops.rs} and {@code
- * sorted.rs}) as the fetch path feeds it: the native handle together with the task's memory for
- * it, so that every verified block is accounted before it is merged ({@link ReduceMemory}). Passed
- * through Spark's reader as this object ({@link SluiceShuffleManager#fetchReader}, {@link
- * SluiceSerializerManager}, {@link SluiceBlockInputStream}) rather than as a bare handle; a plain
- * shuffle's reader has none (null).
+ * A reduce task's native operator (a final aggregate or a sort-merge: the engine's {@code
+ * ReduceTask}, {@code crates/sluice-engine/src/reduce/task.rs}) as the fetch path feeds it: the
+ * native handle together with the task's memory for it, so that every verified block is accounted
+ * before it is merged ({@link ReduceMemory}). Passed through Spark's reader as this object ({@link
+ * SluiceShuffleManager#fetchReader}, {@link SluiceSerializerManager}, {@link
+ * SluiceBlockInputStream}) rather than as a bare handle; a plain shuffle's reader has none (null).
  */
 final class ReduceOperator {
   /** The native operator; owned and freed by the reader that opened it. */
