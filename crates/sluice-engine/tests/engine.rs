@@ -14,6 +14,9 @@ use sluice_engine::{
     Backpressure, Commit, Engine, EngineConfig, EngineError, MapTask, ReduceOwner, ShuffleSpec,
 };
 
+mod common;
+use common::small_config;
+
 type Rec = (Vec<u8>, Vec<u8>);
 
 /// `maps` map inputs of `per_map` records: 8-byte big-endian keys from a
@@ -108,16 +111,6 @@ fn sorted(mut v: Vec<Rec>) -> Vec<Rec> {
 
 fn fold(parts: u32) -> Arc<dyn Partitioner> {
     Arc::new(FoldHash::new(parts).expect("fold"))
-}
-
-fn small_config(dir: &std::path::Path) -> EngineConfig {
-    EngineConfig {
-        offload_threads: 2,
-        buffer_pool_bytes: 1 << 20,
-        segment_bytes: 8 << 10,
-        spill_dir: dir.to_path_buf(),
-        ..EngineConfig::default()
-    }
 }
 
 /// A spill directory of its own, removed with what is left in it when the

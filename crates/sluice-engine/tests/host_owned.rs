@@ -15,22 +15,13 @@ use sluice_core::reorg::StageSpec;
 use sluice_engine::host_keys::PartitionIdPartitioner;
 use sluice_engine::output::trailer::{SegmentTrailer, TRAILER_BYTES};
 use sluice_engine::reduce::{frame_info, BlockName};
-use sluice_engine::{
-    Engine, EngineConfig, EngineError, FileMapTask, ReduceOwner, ReduceTask, ShuffleSpec,
-};
+use sluice_engine::{Engine, EngineError, FileMapTask, ReduceOwner, ReduceTask, ShuffleSpec};
+
+mod common;
+use common::small_config as config;
 
 const PARTITIONS: u32 = 4;
 const MAPS: u32 = 3;
-
-fn config(dir: &Path) -> EngineConfig {
-    EngineConfig {
-        offload_threads: 2,
-        buffer_pool_bytes: 1 << 20,
-        segment_bytes: 8 << 10,
-        spill_dir: dir.to_path_buf(),
-        ..EngineConfig::default()
-    }
-}
 
 fn spec(id: u32, op: StageSpec, reduce: ReduceOwner) -> ShuffleSpec {
     ShuffleSpec {

@@ -64,6 +64,21 @@ pub struct Finished {
     pub spill_bytes: u64,
 }
 
+impl Finished {
+    /// Results emitted whole into `out` by an operator that spilled
+    /// `spilled_runs` runs of `spill_bytes` bytes.
+    fn emitted(out: Emitter, spilled_runs: u64, spill_bytes: u64) -> Self {
+        let records = out.records();
+        Finished {
+            drain: Drain::new(out.into_batches()),
+            records,
+            runs: 0,
+            spilled_runs,
+            spill_bytes,
+        }
+    }
+}
+
 impl FinalOp {
     /// The final operator of `op` over records in `layout`, its state in
     /// `memory` and its spills under `spill`; an aggregate's table is
@@ -169,26 +184,12 @@ impl FinalOp {
             Kind::Aggregate(mut a) => {
                 a.finish(&mut out)?;
                 let s = a.stats();
-                let records = out.records();
-                Ok(Finished {
-                    drain: Drain::new(out.into_batches()),
-                    records,
-                    runs: 0,
-                    spilled_runs: s.state_spills,
-                    spill_bytes: s.spill_bytes,
-                })
+                Ok(Finished::emitted(out, s.state_spills, s.spill_bytes))
             }
             Kind::Distinct(mut d) => {
                 d.finish(&mut out)?;
                 let s = d.stats();
-                let records = out.records();
-                Ok(Finished {
-                    drain: Drain::new(out.into_batches()),
-                    records,
-                    runs: 0,
-                    spilled_runs: s.state_spills,
-                    spill_bytes: s.spill_bytes,
-                })
+                Ok(Finished::emitted(out, s.state_spills, s.spill_bytes))
             }
             Kind::Sort(mut s) => {
                 s.end_run()?;
