@@ -1,5 +1,5 @@
 //! Sluice's JNI bridge: the embedded engine under Apache Spark (the Java
-//! side is the `spark/` Maven module, class `dev.sluice.spark.SluiceNative`).
+//! side is the `spark/` Maven module, class `dev.sluice.spark.jni.SluiceNative`).
 //!
 //! The JVM crosses into Rust once per buffer, never per record: a map task
 //! serializes records into a direct buffer and hands it over whole
@@ -24,11 +24,19 @@
 //!   map attempts it runs for the JVM.
 //! - `ops`: the host's operator codes (Java's `EngineOp`) checked into the
 //!   engine's operator spec.
+//! - `settings`: the engine's settings (Java's `EngineSettings`) read by
+//!   field into the bridge's.
+//! - `format`: how a map attempt's output is written (Java's
+//!   `OutputFormat`: codec, level, checksum) checked into the engine's.
+//! - `fields`: reading those typed objects by field name and type.
 //! - `error`: errors and the Java exception each becomes.
 
 pub mod bridge;
 pub mod error;
+pub mod fields;
+pub mod format;
 pub mod ops;
+pub mod settings;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -37,12 +45,12 @@ use jni::objects::{JByteArray, JByteBuffer, JClass, JObject, JString, ReleaseMod
 use jni::sys::{jboolean, jint, jlong, jlongArray};
 use jni::JNIEnv;
 use sluice_core::format::header::HEADER_BYTES;
-use sluice_core::format::Codec;
-use sluice_engine::output::{checksum, trailer};
+use sluice_engine::output::trailer;
 use sluice_engine::reduce::{self, BlockName, ReduceTask};
 
 use crate::bridge::{HostMapTask, HostSettings};
 use crate::error::{BridgeError, BridgeResult};
+use crate::format::HostFormat;
 
 /// Runs `f`, turning an error or a panic into a pending Java exception and
 /// `fallback`.
@@ -78,27 +86,10 @@ fn non_negative(v: i64, what: &str) -> BridgeResult<u64> {
     u64::try_from(v).map_err(|_| BridgeError::Argument(format!("{what} is negative ({v})")))
 }
 
-/// The codec a host names by the block format's codec id (`Codec::ID_*`).
-fn codec_from(id: jint, level: jint) -> BridgeResult<Codec> {
-    match u8::try_from(id) {
-        Ok(Codec::ID_NONE) => Ok(Codec::None),
-        Ok(Codec::ID_LZ4) => Ok(Codec::Lz4),
-        Ok(Codec::ID_ZSTD) => Codec::zstd(level)
-            .map_err(|e| BridgeError::Argument(format!("zstd level {level}: {e}"))),
-        _ => Err(BridgeError::Argument(format!("unknown codec id {id}"))),
-    }
-}
-
-/// A file path and codec the Java side passed (`codec`, `level` as
-/// [`codec_from`] reads them).
-fn path_and_codec(
-    env: &mut JNIEnv<'_>,
-    path: &JString<'_>,
-    codec: jint,
-    level: jint,
-) -> BridgeResult<(PathBuf, Codec)> {
+/// A file path the Java side passed.
+fn path_from(env: &mut JNIEnv<'_>, path: &JString<'_>) -> BridgeResult<PathBuf> {
     let path: String = env.get_string(path)?.into();
-    Ok((PathBuf::from(path), codec_from(codec, level)?))
+    Ok(PathBuf::from(path))
 }
 
 /// The whole memory of a direct buffer, as (address, capacity).
@@ -159,7 +150,7 @@ unsafe fn task_take(handle: jlong) -> BridgeResult<Box<HostMapTask>> {
 /// the engine's [`bridge::unaccounted_bytes`] plus `reduceTasks` times
 /// [`bridge::unaccounted_task_bytes`].
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_unaccountedBytes<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     buffer_pool_bytes: jlong,
@@ -185,7 +176,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unaccountedBytes<'l>(
 /// settings a host passes to `openEngine` ([`bridge::host_defaults`]), for
 /// the host's test that its own defaults agree.
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_engineDefaults<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_engineDefaults<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
 ) -> jlongArray {
@@ -207,66 +198,43 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_engineDefaults<'l>(
     })
 }
 
-/// `static native void openEngine(int offloadThreads, long bufferPoolBytes, long memoryBudget, long operatorStateBytes, String spillDir, int inlineAtTasks, boolean pinOffloadThreads, long segmentBytes, boolean liquidOffload)`
+/// `static native void openEngine(EngineSettings settings)`: the settings
+/// read by field ([`settings::read`]).
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_openEngine<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_openEngine<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
-    offload_threads: jint,
-    buffer_pool_bytes: jlong,
-    memory_budget: jlong,
-    operator_state_bytes: jlong,
-    spill_dir: JString<'l>,
-    inline_at_tasks: jint,
-    pin_offload_threads: jboolean,
-    segment_bytes: jlong,
-    liquid_offload: jboolean,
+    settings: JObject<'l>,
 ) {
     guard(&mut env, (), |env| {
-        let dir: String = env.get_string(&spill_dir)?.into();
-        let settings = HostSettings {
-            offload_threads: non_negative(offload_threads.into(), "offload threads")? as usize,
-            buffer_pool_bytes: non_negative(buffer_pool_bytes, "buffer pool bytes")? as usize,
-            memory_budget: non_negative(memory_budget, "memory budget")? as usize,
-            operator_state_bytes: non_negative(operator_state_bytes, "operator state bytes")?
-                as usize,
-            spill_dir: PathBuf::from(dir),
-            inline_at_tasks: non_negative(inline_at_tasks.into(), "inline at tasks")? as usize,
-            pin_offload_threads: pin_offload_threads != 0,
-            segment_bytes: match non_negative(segment_bytes, "segment bytes")? as usize {
-                0 => return Err(BridgeError::Argument("segment bytes is 0".into())),
-                n => n,
-            },
-            liquid_offload: liquid_offload != 0,
-        };
+        let settings = settings::read(env, &settings)?;
         bridge::open_engine(&settings).map(|_| ())
     })
 }
 
-/// `static native int registerShuffle(int partitions, int maps, EngineOp op, int spill)`:
+/// `static native int registerShuffle(int partitions, int maps, EngineOp op)`:
 /// the engine id. `op` is read by field ([`ops::HostOp::read`]): none,
 /// a sort ([`ops::OP_SORT`]), or an offloaded aggregation (codes of
-/// [`ops::agg_spec`]) spilling by `spill` ([`ops::spill_strategy`]).
+/// [`ops::agg_spec`]) spilling by its strategy ([`ops::spill_strategy`]).
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_registerShuffle<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_registerShuffle<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     partitions: jint,
     maps: jint,
     op: JObject<'l>,
-    spill: jint,
 ) -> jint {
     guard(&mut env, -1, |env| {
         let p = non_negative(partitions.into(), "partitions")? as u32;
         let m = non_negative(maps.into(), "map count")? as u32;
-        let op = ops::HostOp::read(env, &op)?.stage_spec(ops::spill_strategy(spill)?)?;
+        let op = ops::HostOp::read(env, &op)?.stage_spec()?;
         Ok(bridge::register_shuffle(p, m, op)? as jint)
     })
 }
 
 /// `static native void unregisterShuffle(int engineShuffle)`
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unregisterShuffle<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_unregisterShuffle<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     shuffle: jint,
@@ -276,7 +244,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_unregisterShuffle<'l>(
 
 /// `static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions, boolean hostKeys)`
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapOpen<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapOpen<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     shuffle: jint,
@@ -299,7 +267,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapOpen<'l>(
 
 /// `static native void mapProduce(long task, ByteBuffer direct, int bytes, int records)`
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapProduce<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapProduce<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     task: jlong,
@@ -325,27 +293,25 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapProduce<'l>(
     })
 }
 
-/// `static native long[] mapCommit(long task, String dataFile, int codec, int level, int checksum)`:
-/// each partition's bytes in the file, then (unless `checksum` is
-/// [`checksum::CHECKSUM_NONE`]) each partition's Spark checksum. Frees the
-/// task.
+/// `static native long[] mapCommit(long task, String dataFile, OutputFormat format)`:
+/// each partition's bytes in the file, then (if `format` has a checksum,
+/// [`format::HostFormat::checksum`]) each partition's Spark checksum. Frees
+/// the task.
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapCommit<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapCommit<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     task: jlong,
     path: JString<'l>,
-    codec: jint,
-    level: jint,
-    checksum: jint,
+    format: JObject<'l>,
 ) -> jlongArray {
     guard(&mut env, std::ptr::null_mut(), |env| {
         // SAFETY: the handle contract of `task_take`; taken first so that
         // the attempt is freed whatever fails below.
         let task = unsafe { task_take(task) }?;
-        let (path, codec) = path_and_codec(env, &path, codec, level)?;
-        let algorithm = checksum::Algorithm::from_code(checksum)?;
-        let written = task.commit_to_file(&path, codec, algorithm)?;
+        let path = path_from(env, &path)?;
+        let format = HostFormat::read(env, &format)?;
+        let written = task.commit_to_file(&path, format.codec()?, format.checksum()?)?;
         let as_i64: Vec<i64> =
             written.lengths.iter().chain(&written.checksums).map(|&l| l as i64).collect();
         let out = env.new_long_array(as_i64.len() as i32)?;
@@ -354,20 +320,20 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapCommit<'l>(
     })
 }
 
-/// `static native long mapSpill(long task, String spillFile, int codec, int level)`:
-/// writes the output so far to the spill file and frees it; returns the
-/// bytes written.
+/// `static native long mapSpill(long task, String spillFile, OutputFormat format)`:
+/// writes the output so far to the spill file in the format's codec and
+/// frees it; returns the bytes written.
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapSpill<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapSpill<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     task: jlong,
     path: JString<'l>,
-    codec: jint,
-    level: jint,
+    format: JObject<'l>,
 ) -> jlong {
     guard(&mut env, -1, |env| {
-        let (path, codec) = path_and_codec(env, &path, codec, level)?;
+        let path = path_from(env, &path)?;
+        let codec = HostFormat::read(env, &format)?.codec()?;
         // SAFETY: the handle contract of `task_mut`.
         let task = unsafe { task_mut(task) }?;
         Ok(task.spill(&path, codec)? as jlong)
@@ -376,7 +342,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapSpill<'l>(
 
 /// `static native void mapAbort(long task)`: drops the attempt's output.
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapAbort<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapAbort<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     task: jlong,
@@ -390,7 +356,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_mapAbort<'l>(
 
 /// `static native long liveMapAttempts()`: see [`bridge::live_map_attempts`].
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_liveMapAttempts<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_liveMapAttempts<'l>(
     _env: JNIEnv<'l>,
     _class: JClass<'l>,
 ) -> jlong {
@@ -402,7 +368,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_liveMapAttempts<'l>(
 /// the array's first 36 bytes; a segment trailer (checked) instead gives
 /// [`trailer::FRAME_TRAILER_FLAG`] `|` its length.
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_frameInfo<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_frameInfo<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     header: JByteArray<'l>,
@@ -449,7 +415,7 @@ fn batch_name(
 /// range); returns the trailer's next partition.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_segmentEnd<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_segmentEnd<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     trailer: JByteArray<'l>,
@@ -484,7 +450,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_segmentEnd<'l>(
 /// (`lastNext` -1: no trailer was read); throws if it was cut short.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_fetchEnd<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_fetchEnd<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     shuffle: jint,
@@ -507,7 +473,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_fetchEnd<'l>(
 /// records must belong to partitions `reduce..reduceEnd`.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_decodeValues<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_decodeValues<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     frame: JByteArray<'l>,
@@ -556,7 +522,7 @@ unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceTask> {
 /// a reduce task's final aggregate, or its sort-merge for a sort, spilling
 /// to `spillDir` (freed by `reduceClose`).
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceOpen<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     op: JObject<'l>,
@@ -584,7 +550,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceOpen<'l>(
 /// as long as that write takes.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFeed<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceFeed<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     handle: jlong,
@@ -638,7 +604,7 @@ fn copy_frame(
 /// Spark granted the task for the operator's state (a sort's runs, an
 /// aggregate's table); true when the operator took it.
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceGrant<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceGrant<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     handle: jlong,
@@ -657,7 +623,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceGrant<'l>(
 /// `upcoming` decoded bytes within its memory (0 if it has room; see
 /// `ReduceTask::shortfall`).
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceShortfall<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceShortfall<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     handle: jlong,
@@ -674,7 +640,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceShortfall<'l>(
 /// `static native long reduceSpilledRuns(long handle)`: runs the operator
 /// wrote to disk for want of granted memory (after `reduceFinish`).
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceSpilledRuns<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpilledRuns<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     handle: jlong,
@@ -688,7 +654,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceSpilledRuns<'l>(
 /// `static native long reduceFinish(long handle)`: emits every key's
 /// result; returns how many.
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFinish<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceFinish<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     handle: jlong,
@@ -705,7 +671,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceFinish<'l>(
 /// the end, and the bytes the next result needs (records 0) when it does
 /// not fit the buffer.
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceNext<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceNext<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     handle: jlong,
@@ -726,7 +692,7 @@ pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceNext<'l>(
 /// `static native void reduceClose(long handle)`: frees the aggregate
 /// (its memory and spill files).
 #[no_mangle]
-pub extern "system" fn Java_dev_sluice_spark_SluiceNative_reduceClose<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceClose<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     handle: jlong,

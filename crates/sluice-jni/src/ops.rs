@@ -13,6 +13,7 @@ use sluice_core::reorg::aggregate::{AggFn, AggSpec, Lanes, SpillStrategy, ValueT
 use sluice_core::reorg::StageSpec;
 
 use crate::error::{BridgeError, BridgeResult};
+use crate::fields;
 
 /// The aggregation a JVM names by two small codes: `func` 0 sum, 1 count,
 /// 2 min, 3 max, 4 exact sum (Spark SQL's ANSI `sum`: its result carries an
@@ -54,7 +55,7 @@ pub const OP_NONE: i32 = -1;
 pub const OP_SORT: i32 = -2;
 
 /// The map-side spilling strategy of host code `code`
-/// (`SpillStrategy.java`): 0 state, 1 input, 2 evict.
+/// (`jni/SpillStrategy.java`): 0 state, 1 input, 2 evict.
 pub fn spill_strategy(code: i32) -> BridgeResult<SpillStrategy> {
     match code {
         0 => Ok(SpillStrategy::State),
@@ -74,17 +75,17 @@ pub struct HostOp {
     pub function: i32,
     /// An aggregate's value type code, else 0; Java's `EngineOp.valueType`.
     pub value_type: i32,
+    /// An aggregation's map-side spilling strategy ([`spill_strategy`]'s
+    /// codes); Java's `EngineOp.spill`.
+    pub spill: i32,
 }
 
 impl HostOp {
     /// Reads a Java `EngineOp`; a null object is an argument error.
     pub fn read(env: &mut jni::JNIEnv<'_>, op: &jni::objects::JObject<'_>) -> BridgeResult<Self> {
-        if op.is_null() {
-            return Err(BridgeError::Argument("no engine operator (null EngineOp)".into()));
-        }
-        let function = env.get_field(op, "function", "I")?.i()?;
-        let value_type = env.get_field(op, "valueType", "I")?.i()?;
-        Ok(HostOp { function, value_type })
+        let [function, value_type, spill] =
+            fields::ints(env, op, "EngineOp", ["function", "valueType", "spill"])?;
+        Ok(HostOp { function, value_type, spill })
     }
 
     /// The operator of a reduce task: a sort or an aggregation (its
@@ -97,9 +98,10 @@ impl HostOp {
         stage_spec(self.function, self.value_type, SpillStrategy::State)
     }
 
-    /// The map-side operator, an aggregation spilling by `spill`.
-    pub fn stage_spec(self, spill: SpillStrategy) -> BridgeResult<StageSpec> {
-        stage_spec(self.function, self.value_type, spill)
+    /// The map-side operator: an aggregation spills by its strategy (an
+    /// unknown code is an argument error whatever the operator).
+    pub fn stage_spec(self) -> BridgeResult<StageSpec> {
+        stage_spec(self.function, self.value_type, spill_strategy(self.spill)?)
     }
 }
 

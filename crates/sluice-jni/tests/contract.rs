@@ -7,6 +7,8 @@ use sluice_engine::output::checksum::{
     CHECKSUM_ADLER32, CHECKSUM_CRC32, CHECKSUM_CRC32C, CHECKSUM_NONE,
 };
 
+/// The source of a class of the plugin, named by its path under
+/// `dev/sluice/spark` (`"jni/EngineOp"`).
 fn java_source(class: &str) -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../spark/src/main/java/dev/sluice/spark")
@@ -51,7 +53,7 @@ fn java_shift(source: &str, name: &str) -> u64 {
 
 #[test]
 fn checksum_algorithm_codes_agree_with_java() {
-    let codes = enum_codes(&java_source("ChecksumAlgorithm"));
+    let codes = enum_codes(&java_source("jni/ChecksumAlgorithm"));
     let want = vec![
         ("NONE".to_owned(), CHECKSUM_NONE),
         ("ADLER32".to_owned(), CHECKSUM_ADLER32),
@@ -63,7 +65,7 @@ fn checksum_algorithm_codes_agree_with_java() {
 
 #[test]
 fn the_trailer_flag_agrees_with_java() {
-    let flag = java_shift(&java_source("SluiceBlockInputStream"), "FRAME_TRAILER_FLAG");
+    let flag = java_shift(&java_source("shuffle/SluiceBlockInputStream"), "FRAME_TRAILER_FLAG");
     assert_eq!(flag as i64, sluice_engine::output::trailer::FRAME_TRAILER_FLAG);
     // The bit is clear in every block's answer: the frame length below 2^32,
     // the uncompressed length (shifted up 32) at most the block limit.
@@ -74,7 +76,7 @@ fn the_trailer_flag_agrees_with_java() {
 
 #[test]
 fn the_record_limit_agrees_with_java() {
-    let bytes = java_shift(&java_source("NativeMapOutput"), "RECORD_BYTES_MAX");
+    let bytes = java_shift(&java_source("shuffle/NativeMapOutput"), "RECORD_BYTES_MAX");
     assert_eq!(bytes as usize, sluice_core::format::limits::RECORD_BYTES_MAX);
 }
 
@@ -105,7 +107,7 @@ fn lane_codes_widths_and_flags_agree_with_java() {
     use sluice_core::reorg::aggregate::lanes::{
         LaneKind, Lanes, LANES_MAX, LANE_CODE_BITS, OVERFLOW, SEEN,
     };
-    let source = java_source("Lane");
+    let source = java_source("ops/Lane");
     let java = enum_rows(&source);
     let rust = [
         ("COUNT", LaneKind::Count),
@@ -150,7 +152,7 @@ fn aggregate_function_and_value_codes_agree_with_java() {
         };
         assert_eq!(agg_spec(*code, 0).expect("known code").func, want, "Agg.{name}({code})");
     }
-    let op = java_source("OpSpec");
+    let op = java_source("ops/OpSpec");
     let exact = i32::try_from(java_int(&op, "CODE_SUM_EXACT")).expect("an int");
     assert_eq!(agg_spec(exact, 0).expect("known code").func, AggFn::SumExact);
     assert_eq!(java_int(&op, "CODE_LANES"), i64::from(FUNC_LANES));
@@ -168,7 +170,7 @@ fn aggregate_function_and_value_codes_agree_with_java() {
 fn spill_strategy_codes_agree_with_java() {
     use sluice_core::reorg::aggregate::SpillStrategy;
     use sluice_jni::ops::spill_strategy;
-    let java = enum_codes(&java_source("SpillStrategy"));
+    let java = enum_codes(&java_source("jni/SpillStrategy"));
     let want = [
         ("STATE", SpillStrategy::State),
         ("INPUT", SpillStrategy::Input),
@@ -186,21 +188,59 @@ fn spill_strategy_codes_agree_with_java() {
 fn operator_and_codec_codes_agree_with_java() {
     use sluice_core::format::Codec;
     use sluice_jni::ops::{OP_NONE, OP_SORT};
-    let op = java_source("EngineOp");
+    let op = java_source("jni/EngineOp");
     assert_eq!(java_int(&op, "OP_NONE"), i64::from(OP_NONE));
     assert_eq!(java_int(&op, "OP_SORT"), i64::from(OP_SORT));
     // The fields the native side reads (`HostOp::read`).
     assert!(op.contains("  final int function;"), "EngineOp.function");
     assert!(op.contains("  final int valueType;"), "EngineOp.valueType");
-    let conf = java_source("SluiceConf");
-    assert_eq!(java_int(&conf, "CODEC_NONE"), i64::from(Codec::ID_NONE));
-    assert_eq!(java_int(&conf, "CODEC_LZ4"), i64::from(Codec::ID_LZ4));
-    assert_eq!(java_int(&conf, "CODEC_ZSTD"), i64::from(Codec::ID_ZSTD));
+    assert!(op.contains("  final int spill;"), "EngineOp.spill");
+    assert!(op.contains("this.spill = spill.code;"), "EngineOp.spill holds a SpillStrategy's code");
+    let codecs = enum_codes(&java_source("jni/BlockCodec"));
+    let want = [("NONE", Codec::ID_NONE), ("LZ4", Codec::ID_LZ4), ("ZSTD", Codec::ID_ZSTD)];
+    assert_eq!(codecs.len(), want.len(), "BlockCodec.java: {codecs:?}");
+    for ((name, code), (want_name, id)) in codecs.iter().zip(want) {
+        assert_eq!((name.as_str(), *code), (want_name, i32::from(id)), "BlockCodec.{name}");
+    }
+}
+
+#[test]
+fn the_output_format_is_read_as_java_declares_it() {
+    use sluice_core::format::Codec;
+    use sluice_engine::output::checksum::Algorithm;
+    use sluice_jni::format::HostFormat;
+    let java = java_source("jni/OutputFormat");
+    // The fields the native side reads (`HostFormat::read`), each holding
+    // an enum's code.
+    for (field, from) in
+        [("codec", "codec.code"), ("level", "level"), ("checksum", "checksum.code")]
+    {
+        assert!(java.contains(&format!("  final int {field};")), "OutputFormat.{field}");
+        assert!(java.contains(&format!("this.{field} = {from};")), "OutputFormat.{field}");
+    }
+    // Every Java code reads back as the codec and algorithm it names.
+    let format = |codec, level, checksum| HostFormat { codec, level, checksum };
+    let codecs = enum_codes(&java_source("jni/BlockCodec"));
+    let want = [Codec::None, Codec::Lz4, Codec::zstd(3).expect("level 3")];
+    for ((name, code), want) in codecs.iter().zip(want) {
+        let level = if name == "ZSTD" { 3 } else { 0 };
+        assert_eq!(format(*code, level, 0).codec().expect(name), want, "{name}");
+    }
+    let algorithms = enum_codes(&java_source("jni/ChecksumAlgorithm"));
+    let want = [None, Some(Algorithm::Adler32), Some(Algorithm::Crc32), Some(Algorithm::Crc32c)];
+    for ((name, code), want) in algorithms.iter().zip(want) {
+        assert_eq!(format(0, 0, *code).checksum().expect(name), want, "{name}");
+    }
+    // Codes Java never sends are refused, not taken for a default.
+    assert!(format(3, 0, 0).codec().is_err(), "codec 3");
+    assert!(format(-1, 0, 0).codec().is_err(), "codec -1");
+    assert!(format(2, 99, 0).codec().is_err(), "zstd level 99");
+    assert!(format(0, 0, 4).checksum().is_err(), "checksum 4");
 }
 
 #[test]
 fn the_partition_limit_agrees_with_java() {
-    let max = java_shift(&java_source("Coverage"), "PARTITIONS_MAX");
+    let max = java_shift(&java_source("shuffle/Coverage"), "PARTITIONS_MAX");
     assert_eq!(max as u32, sluice_core::partition::function::PARTITIONS_MAX);
 }
 
@@ -208,7 +248,7 @@ fn the_partition_limit_agrees_with_java() {
 fn the_record_layout_and_block_header_agree_with_java() {
     // An engine record as the map task writes it: `klen vlen` (u32 LE
     // each), then the key, which starts with the partition id (u32 LE).
-    let output = java_source("NativeMapOutput");
+    let output = java_source("shuffle/NativeMapOutput");
     assert_eq!(
         java_int(&output, "LENGTHS_BYTES"),
         sluice_core::format::limits::VARIABLE_RECORD_PREFIX_BYTES as i64
@@ -218,6 +258,31 @@ fn the_record_layout_and_block_header_agree_with_java() {
         sluice_engine::host_keys::PARTITION_KEY_BYTES as i64
     );
     // The reduce side's stream reads each block's header before its body.
-    let stream = java_source("SluiceBlockInputStream");
+    let stream = java_source("shuffle/SluiceBlockInputStream");
     assert_eq!(java_int(&stream, "HEADER_BYTES"), sluice_core::format::header::HEADER_BYTES as i64);
+}
+
+#[test]
+fn the_engine_settings_fields_are_the_ones_read_natively() {
+    let java = java_source("jni/EngineSettings");
+    let declared: Vec<(String, String)> = java
+        .lines()
+        .filter_map(|l| l.strip_prefix("  final ")?.strip_suffix(';'))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(t, n)| (n.to_owned(), t.to_owned()))
+        .collect();
+    let want: Vec<(String, String)> = sluice_jni::settings::FIELDS
+        .iter()
+        .map(|(name, sig)| {
+            let java_type = match *sig {
+                "I" => "int",
+                "J" => "long",
+                "Z" => "boolean",
+                "Ljava/lang/String;" => "String",
+                other => panic!("no Java type for {other}"),
+            };
+            ((*name).to_owned(), java_type.to_owned())
+        })
+        .collect();
+    assert_eq!(declared, want, "EngineSettings.java's fields against settings::FIELDS");
 }

@@ -18,7 +18,7 @@ mod common;
 use common::{settings, walk_segment};
 use sluice_engine::EngineError;
 use sluice_engine::ReduceTask;
-use sluice_jni::ops::{agg_spec, spill_strategy, stage_spec};
+use sluice_jni::ops::{agg_spec, spill_strategy, HostOp, OP_SORT};
 
 /// The writer's record: key = partition id ++ key bytes, value = i64 LE.
 fn put(buf: &mut Vec<u8>, partition: u32, key: &[u8], value: i64) {
@@ -121,7 +121,7 @@ fn run(
 ) -> BTreeMap<Vec<u8>, i64> {
     open_engine(&settings()).expect("engine");
     let dir = tempfile::tempdir().expect("tmp");
-    let op = stage_spec(func, 0, spill_strategy(spill).expect("strategy")).expect("op");
+    let op = HostOp { function: func, value_type: 0, spill }.stage_spec().expect("op");
     let StageSpec::Aggregate(spec, _) = op else { panic!("{op:?} is no aggregation") };
     let shuffle = register_shuffle(partitions, maps.len() as u32, op).expect("register");
     let outputs: Vec<_> = maps
@@ -174,6 +174,23 @@ proptest! {
         }
         prop_assert_eq!(got, want);
     }
+}
+
+#[test]
+fn an_engine_op_carries_its_spill_strategy_to_the_map_side_only() {
+    let sum = |spill| HostOp { function: 0, value_type: 0, spill };
+    let StageSpec::Aggregate(_, strategy) = sum(1).stage_spec().expect("map op") else {
+        panic!("no aggregation")
+    };
+    assert_eq!(strategy, SpillStrategy::Input);
+    assert!(
+        matches!(sum(7).stage_spec(), Err(sluice_jni::error::BridgeError::Argument(_))),
+        "an unknown strategy is refused at registration"
+    );
+    let sort = HostOp { function: OP_SORT, value_type: 0, spill: 7 };
+    assert!(sort.stage_spec().is_err(), "whatever the operator");
+    // A reduce task's operator does not spill map-side: the code is not read.
+    assert!(matches!(sum(7).reduce_spec(), Ok(StageSpec::Aggregate(..))));
 }
 
 #[test]

@@ -15,7 +15,7 @@ public enum Agg {
   MAX(3);
 
   /** The native side's code for the function. */
-  final int code;
+  public final int code;
 
   Agg(int code) {
     this.code = code;

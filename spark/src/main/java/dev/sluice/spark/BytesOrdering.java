@@ -1,5 +1,6 @@
 package dev.sluice.spark;
 
+import dev.sluice.spark.sort.SortKind;
 import java.util.Arrays;
 import scala.math.Ordering;
 
@@ -8,7 +9,7 @@ import scala.math.Ordering;
  * before any longer key it starts (as {@link Arrays#compareUnsigned(byte[], byte[])}, Hadoop's
  * {@code WritableComparator.compareBytes} and TeraSort's key order). Scala has no implicit ordering
  * for arrays, so a {@code sortByKey} over {@code byte[]} keys names one; naming this one lets
- * Sluice sort those keys in the engine ({@link SortKeys}), where any other ordering leaves the sort
+ * Sluice sort those keys in the engine ({@link SortKind}), where any other ordering leaves the sort
  * to Spark's reader.
  *
  * <pre>{@code

@@ -1,5 +1,8 @@
 package dev.sluice.spark;
 
+import dev.sluice.spark.ops.OpSpec;
+import dev.sluice.spark.ops.SluiceOpSerializer;
+import dev.sluice.spark.shuffle.Coverage;
 import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.spark.HashPartitioner;
 import org.apache.spark.SparkConf;

@@ -1,5 +1,10 @@
 package dev.sluice.spark;
 
+import dev.sluice.spark.combine.GroupedCombine;
+import dev.sluice.spark.combine.MapCombiner;
+import dev.sluice.spark.jni.SluiceNative;
+import dev.sluice.spark.shuffle.ReduceMemory;
+import dev.sluice.spark.shuffle.UnsafeRowFastPath;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -8,20 +13,20 @@ import java.util.concurrent.atomic.AtomicLong;
  * carried.
  */
 public final class SluiceMetrics {
-  static final AtomicLong MAP_OUTPUTS = new AtomicLong();
-  static final AtomicLong BYTES_WRITTEN = new AtomicLong();
-  static final AtomicLong RECORDS_WRITTEN = new AtomicLong();
-  static final AtomicLong BLOCKS_DECODED = new AtomicLong();
-  static final AtomicLong MAP_SPILLS = new AtomicLong();
-  static final AtomicLong SORTED_READS = new AtomicLong();
-  static final AtomicLong SPILL_BYTES = new AtomicLong();
-  static final AtomicLong SQL_ROWS_DIRECT = new AtomicLong();
-  static final AtomicLong REDUCE_SHORT_GRANTS = new AtomicLong();
-  static final AtomicLong REDUCE_SPILLED_RUNS = new AtomicLong();
-  static final AtomicLong GROUPED_READS = new AtomicLong();
-  static final AtomicLong MAP_COMBINES_OFF = new AtomicLong();
-  static final AtomicLong MAP_COMBINES_BY_SPARK = new AtomicLong();
-  static final AtomicLong OP_FIRST_LEVELS_OFF = new AtomicLong();
+  public static final AtomicLong MAP_OUTPUTS = new AtomicLong();
+  public static final AtomicLong BYTES_WRITTEN = new AtomicLong();
+  public static final AtomicLong RECORDS_WRITTEN = new AtomicLong();
+  public static final AtomicLong BLOCKS_DECODED = new AtomicLong();
+  public static final AtomicLong MAP_SPILLS = new AtomicLong();
+  public static final AtomicLong SORTED_READS = new AtomicLong();
+  public static final AtomicLong SPILL_BYTES = new AtomicLong();
+  public static final AtomicLong SQL_ROWS_DIRECT = new AtomicLong();
+  public static final AtomicLong REDUCE_SHORT_GRANTS = new AtomicLong();
+  public static final AtomicLong REDUCE_SPILLED_RUNS = new AtomicLong();
+  public static final AtomicLong GROUPED_READS = new AtomicLong();
+  public static final AtomicLong MAP_COMBINES_OFF = new AtomicLong();
+  public static final AtomicLong MAP_COMBINES_BY_SPARK = new AtomicLong();
+  public static final AtomicLong OP_FIRST_LEVELS_OFF = new AtomicLong();
 
   private SluiceMetrics() {}
 

@@ -1,5 +1,7 @@
 package dev.sluice.spark;
 
+import dev.sluice.spark.shuffle.NativeMapOutput;
+import dev.sluice.spark.shuffle.SluiceConf;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;

@@ -1,5 +1,20 @@
 package dev.sluice.spark;
 
+import dev.sluice.spark.jni.EngineSettings;
+import dev.sluice.spark.jni.SluiceNative;
+import dev.sluice.spark.jni.SpillStrategy;
+import dev.sluice.spark.ops.OpSpec;
+import dev.sluice.spark.ops.SluiceOpReader;
+import dev.sluice.spark.ops.SluiceOpSerializer;
+import dev.sluice.spark.ops.SluiceOpWriter;
+import dev.sluice.spark.shuffle.Coverage;
+import dev.sluice.spark.shuffle.ReduceOperator;
+import dev.sluice.spark.shuffle.SluiceConf;
+import dev.sluice.spark.shuffle.SluiceSerializerManager;
+import dev.sluice.spark.shuffle.SluiceShuffleHandle;
+import dev.sluice.spark.shuffle.SluiceShuffleWriter;
+import dev.sluice.spark.sort.SortKind;
+import dev.sluice.spark.sort.SortedRowSerializer;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.ShuffleDependency;
@@ -39,8 +54,8 @@ public class SluiceShuffleManager extends SortShuffleManager {
   public static final int PARTITIONS_MAX = Coverage.PARTITIONS_MAX;
 
   private final SparkConf conf;
-  /** {@link SluiceConf#OPERATOR_SPILL}, checked when the manager starts. */
-  private final int operatorSpill;
+  /** {@link SluiceSetting#OPERATOR_SPILL}, checked when the manager starts. */
+  private final SpillStrategy operatorSpill;
   /** Spark shuffle id to the engine's id for it, in this process. */
   private final ConcurrentHashMap<Integer, Integer> engineIds = new ConcurrentHashMap<>();
   /** Map task ids whose output files this process wrote, per Sluice shuffle. */
@@ -60,7 +75,8 @@ public class SluiceShuffleManager extends SortShuffleManager {
       // An offloaded operator (Sluice.reduceByKey): only the engine can run it; Sluice's API
       // checked the settings before it built the shuffle.
       OpSpec op = ((SluiceOpSerializer) dependency.serializer()).op;
-      return new SluiceShuffleHandle<>(shuffleId, dependency, maps, op, SortKeys.NONE);
+      return new SluiceShuffleHandle<>(
+          shuffleId, dependency, maps, op, operatorSpill, SortKind.NONE);
     }
     String reason = Coverage.fallbackReason(conf, dependency);
     if (dependency.serializer() instanceof SortedRowSerializer) {
@@ -71,27 +87,28 @@ public class SluiceShuffleManager extends SortShuffleManager {
             "Sluice: shuffle " + shuffleId + " was planned as a native sort, but " + reason);
       }
       LOG.info("Sluice: shuffle {} (Spark SQL rows) is sorted by the engine", shuffleId);
-      return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null, SortKeys.ROWS);
+      return new SluiceShuffleHandle<>(
+          shuffleId, dependency, maps, null, operatorSpill, SortKind.ROWS);
     }
     if (reason != null) {
       LOG.info("Sluice: shuffle {} runs on Spark's sort shuffle: {}", shuffleId, reason);
       return super.registerShuffle(shuffleId, dependency);
     }
-    int sortKind = SortKeys.NONE;
+    SortKind sortKind = SortKind.NONE;
     if (dependency.keyOrdering().isDefined()
         && dependency.aggregator().isEmpty()
         && !dependency.mapSideCombine()) {
-      sortKind = SortKeys.kindOf(dependency.keyOrdering().get());
-      if (sortKind != SortKeys.NONE) {
+      sortKind = SortKind.of(dependency.keyOrdering().get());
+      if (sortKind != SortKind.NONE) {
         LOG.info("Sluice: shuffle {} is sorted by the engine (map runs, reduce merge)", shuffleId);
       }
     } else if (dependency.aggregator().isDefined()
         && dependency.keyOrdering().isEmpty()
         && SluiceSetting.GROUPED_COMBINE.flag(conf)) {
-      sortKind = SortKeys.HASH;
+      sortKind = SortKind.HASH;
       LOG.info("Sluice: shuffle {} is grouped by key hash in the engine", shuffleId);
     }
-    return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null, sortKind);
+    return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null, operatorSpill, sortKind);
   }
 
   @Override
@@ -129,7 +146,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
           handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
     SluiceShuffleHandle<K, ?, C> h = (SluiceShuffleHandle<K, ?, C>) handle;
-    if (h.op() != null || h.sortKind() != SortKeys.NONE) {
+    if (h.op() != null || h.sortKind() != SortKind.NONE) {
       openEngine(new SluiceConf(SparkEnv.get().conf()));
       return new SluiceOpReader<>(
           h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
@@ -144,7 +161,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
    * operator {@code operator} when it is not null (which accounts each block first).
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
-  static <K, C> BlockStoreShuffleReader<K, C> fetchReader(
+  public static <K, C> BlockStoreShuffleReader<K, C> fetchReader(
       SluiceShuffleHandle<K, ?, C> handle,
       int startMapIndex,
       int endMapIndex,
@@ -227,15 +244,16 @@ public class SluiceShuffleManager extends SortShuffleManager {
           tasks);
     }
     SluiceNative.openEngine(
-        s.offloadThreads,
-        s.bufferPoolBytes,
-        s.memoryBudget,
-        s.operatorStateBytes,
-        System.getProperty("java.io.tmpdir", "/tmp"),
-        s.inlineWhenBusy ? concurrentTasks() : 0,
-        s.pinOffloadThreads,
-        s.segmentBytes,
-        s.liquidOffload);
+        new EngineSettings(
+            s.offloadThreads,
+            s.bufferPoolBytes,
+            s.memoryBudget,
+            s.operatorStateBytes,
+            System.getProperty("java.io.tmpdir", "/tmp"),
+            s.inlineWhenBusy ? concurrentTasks() : 0,
+            s.pinOffloadThreads,
+            s.segmentBytes,
+            s.liquidOffload));
   }
 
   /** Tasks this executor runs at once: its cores over the cores a task takes. */
@@ -253,8 +271,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
           return SluiceNative.registerShuffle(
               h.dependency().partitioner().numPartitions(),
               h.numMaps(),
-              h.engineOp(),
-              operatorSpill);
+              h.engineOp());
         });
   }
 }

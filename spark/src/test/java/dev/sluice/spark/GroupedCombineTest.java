@@ -3,6 +3,9 @@ package dev.sluice.spark;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.combine.GroupedCombine;
+import dev.sluice.spark.combine.HashGroups;
+import dev.sluice.spark.combine.MapCombiner;
 import java.io.IOException;
 import java.io.Serializable;
 import java.math.BigInteger;

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.shuffle.SluiceConf;
 import org.apache.spark.SparkConf;
 import org.junit.jupiter.api.Test;
 
@@ -14,7 +15,7 @@ class SluiceConfTest {
     if (value != null) {
       conf.set(SluiceSetting.OPERATOR_SPILL.key, value);
     }
-    return SluiceConf.spillStrategy(conf);
+    return SluiceConf.spillStrategy(conf).code;
   }
 
   @Test

@@ -1,6 +1,6 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.GroupKey;
+import dev.sluice.spark.ops.GroupKey;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.ArrayDeque;

@@ -1,6 +1,6 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.Lane;
+import dev.sluice.spark.ops.Lane;
 import java.io.Serializable;
 import java.math.BigInteger;
 import java.nio.ByteBuffer;

@@ -1,8 +1,8 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.RowSortKey;
 import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.sort.RowSortKey;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.catalyst.expressions.Alias;

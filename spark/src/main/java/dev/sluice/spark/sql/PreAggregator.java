@@ -1,8 +1,8 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.Agg;
-import dev.sluice.spark.FoldTable;
-import dev.sluice.spark.SqlAggregates;
+import dev.sluice.spark.combine.FoldTable;
+import dev.sluice.spark.ops.SqlAggregates;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;

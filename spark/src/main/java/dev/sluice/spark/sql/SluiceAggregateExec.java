@@ -1,8 +1,8 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.Agg;
-import dev.sluice.spark.RangeShuffledRDD;
-import dev.sluice.spark.SqlAggregates;
+import dev.sluice.spark.ops.SqlAggregates;
+import dev.sluice.spark.sort.RangeShuffledRDD;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.Iterator;

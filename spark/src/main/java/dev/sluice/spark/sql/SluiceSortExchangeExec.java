@@ -1,16 +1,18 @@
 package dev.sluice.spark.sql;
 
+import static scala.jdk.javaapi.CollectionConverters.asJava;
+
 import dev.sluice.spark.BytesOrdering;
-import dev.sluice.spark.RowSortKey;
-import dev.sluice.spark.SortedRowPartitioner;
-import dev.sluice.spark.SortedRowSerializer;
+import dev.sluice.spark.sort.RowSortKey;
+import dev.sluice.spark.sort.SortedRowPartitioner;
+import dev.sluice.spark.sort.SortedRowSerializer;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.List;
 import org.apache.spark.RangePartitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
-import java.util.ArrayList;
-import java.util.Iterator;
-import java.util.List;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
@@ -24,13 +26,12 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnsafeRowSerializer;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
-import scala.collection.immutable.IndexedSeq;
-import scala.collection.immutable.Map;
 import scala.Option;
 import scala.Tuple2;
+import scala.collection.immutable.IndexedSeq;
+import scala.collection.immutable.Map;
 import scala.collection.immutable.Seq;
 import scala.reflect.ClassTag$;
-import static scala.jdk.javaapi.CollectionConverters.asJava;
 
 /**
  * A global sort whose exchange is sorted by the Sluice engine: it stands for Spark SQL's {@code

@@ -1,0 +1,211 @@
+package dev.sluice.spark.jni;
+
+import dev.sluice.spark.SluiceException;
+import dev.sluice.spark.shuffle.SluiceBlockInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+
+/**
+ * The native engine's entry points (crate {@code sluice-jni}). Crossed once per buffer or block,
+ * never per record. Every method turns a native error or panic into an exception: {@link
+ * IOException} for corrupt or truncated data and failed writes, {@link SluiceException} for the
+ * rest.
+ *
+ * <p>The library travels inside the jar ({@value #RESOURCE}) and is copied to a temporary file
+ * and loaded the first time this class is used, so nothing is installed on the nodes. The system
+ * property {@code sluice.native.library} names a library file to load instead.
+ */
+public final class SluiceNative {
+  /** Where the jar carries the linux x86-64 library. */
+  static final String RESOURCE = "/native/linux-x86_64/libsluice_jni.so";
+
+  static {
+    load();
+  }
+
+  private SluiceNative() {}
+
+  private static void load() {
+    String override = System.getProperty("sluice.native.library");
+    if (override != null && !override.isEmpty()) {
+      System.load(override);
+      return;
+    }
+    String os = System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT);
+    String arch = System.getProperty("os.arch", "");
+    if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
+      throw new UnsatisfiedLinkError(
+          "Sluice's jar carries a native library for linux x86-64 only, not " + os + "/" + arch);
+    }
+    try (InputStream in = SluiceNative.class.getResourceAsStream(RESOURCE)) {
+      if (in == null) {
+        throw new UnsatisfiedLinkError("the jar does not carry " + RESOURCE);
+      }
+      Path tmp = Files.createTempFile("libsluice_jni", ".so");
+      Files.copy(in, tmp, StandardCopyOption.REPLACE_EXISTING);
+      tmp.toFile().deleteOnExit();
+      System.load(tmp.toAbsolutePath().toString());
+    } catch (IOException e) {
+      UnsatisfiedLinkError err = new UnsatisfiedLinkError("extracting " + RESOURCE + ": " + e);
+      err.initCause(e);
+      throw err;
+    }
+  }
+
+  /**
+   * Opens the process's engine; a later call gets the same engine, with its {@code inlineAtTasks}
+   * applied (map tasks run their partitioning themselves while that many of them are open; 0:
+   * never) and fails naming each other setting that differs from the engine's.
+   */
+  public static native void openEngine(EngineSettings settings);
+
+  /**
+   * Registers a host-partitioned shuffle running {@code op} on its map side (an offloaded
+   * aggregation spilling by its {@link EngineOp#aggregate strategy}); returns its engine id.
+   */
+  public static native int registerShuffle(int partitions, int maps, EngineOp op);
+
+  public static native void unregisterShuffle(int engineShuffle);
+
+  /** Starts a map attempt; returns its handle (freed by mapCommit or mapAbort). */
+  public static native long mapOpen(
+      int engineShuffle, int mapIndex, int attempt, int partitions, boolean hostKeys);
+
+  /**
+   * Hands {@code records} records in {@code bytes} bytes of a direct buffer (variable layout, key
+   * = partition id) to the engine; the buffer may be reused when this returns.
+   */
+  public static native void mapProduce(long task, ByteBuffer direct, int bytes, int records)
+      throws IOException;
+
+  /**
+   * Writes the attempt's output to {@code dataFile} in {@code format}; returns each partition's
+   * bytes, followed, if the format {@link OutputFormat#checksums has checksums}, by each
+   * partition's checksum. Frees the attempt, whether it succeeds or not.
+   */
+  public static native long[] mapCommit(long task, String dataFile, OutputFormat format)
+      throws IOException;
+
+  /**
+   * Writes the attempt's output so far to {@code spillFile} in {@code format}'s codec and frees it;
+   * returns its bytes.
+   */
+  public static native long mapSpill(long task, String spillFile, OutputFormat format)
+      throws IOException;
+
+  public static native void mapAbort(long task);
+
+  /**
+   * Bytes of native memory Sluice may hold outside Spark's memory manager with these settings
+   * (buffer pool, free page pools, engine budget) and {@code reduceTasks} concurrent reduce tasks
+   * (each an aggregate's state floor and one merge's read buffers).
+   */
+  public static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget, int reduceTasks);
+
+  /**
+   * The engine's defaults for {@link #openEngine}'s settings: offload threads, buffer pool bytes,
+   * memory budget bytes, operator state bytes, pin offload threads (0 or 1), segment bytes, liquid
+   * offloading (0 or 1) ({@code bridge::host_defaults}); a test checks that {@link
+   * SluiceSetting}'s defaults agree.
+   */
+  public static native long[] engineDefaults();
+
+  /** Map attempts opened and not yet committed or aborted, in this process. */
+  public static native long liveMapAttempts();
+
+  /**
+   * {@code frameLength | uncompressedLength << 32} of the block whose header starts the array, or
+   * {@link SluiceBlockInputStream#FRAME_TRAILER_FLAG} {@code |} its length for a segment trailer.
+   */
+  public static native long frameInfo(
+      byte[] header, int shuffle, long map, int reduce, int reduceEnd, long offset)
+      throws IOException;
+
+  /**
+   * Checks the segment trailer that starts the array against the records, blocks and CRC32C of
+   * the blocks read since the last one ({@code expected}: the partition it must name, -1 for any);
+   * returns its next non-empty partition.
+   */
+  public static native int segmentEnd(
+      byte[] trailer,
+      int shuffle,
+      long map,
+      int reduce,
+      int reduceEnd,
+      long offset,
+      long records,
+      int blocks,
+      int crc,
+      int expected)
+      throws IOException;
+
+  /**
+   * Checks that a fetched segment ended right after a trailer ({@code lastNext}: its next
+   * partition, -1 if none was read; {@code blocksAfter}: blocks read since) that leaves no
+   * partition of the range unread.
+   */
+  public static native void fetchEnd(
+      int shuffle, long map, int reduce, int reduceEnd, long offset, int lastNext, int blocksAfter)
+      throws IOException;
+
+  /**
+   * Decodes one block of a segment of partitions {@code reduce} to {@code reduceEnd} (exclusive;
+   * more than one for a batch fetch); returns {@code bytes | records << 32} of the values written
+   * to out.
+   */
+  public static native long decodeValues(
+      byte[] frame,
+      int frameLength,
+      int shuffle,
+      long map,
+      int reduce,
+      int reduceEnd,
+      long offset,
+      byte[] out)
+      throws IOException;
+
+  /**
+   * A reduce task's native final aggregate or sort-merge, whose spill files go to {@code
+   * spillDir} (freed by reduceClose).
+   */
+  public static native long reduceOpen(
+      EngineOp op, int startPartition, int endPartition, String spillDir);
+
+  /** Decodes, verifies and merges one fetched block; returns its partial records. */
+  public static native int reduceFeed(
+      long aggregate, byte[] frame, int frameLength, int shuffle, long map, int reduce, long offset)
+      throws IOException;
+
+  /**
+   * Memory Spark granted the reduce task for the operator's state (a sort keeps its runs in it, an
+   * aggregate its table); true when the operator took it.
+   */
+  public static native boolean reduceGrant(long operator, long bytes);
+
+  /**
+   * Bytes the task must be granted before the operator takes a block of {@code upcoming} decoded
+   * bytes within its memory (0 if it has room).
+   */
+  public static native long reduceShortfall(long operator, long upcoming);
+
+  /**
+   * Sorted runs the reduce operator wrote to disk for want of granted memory (after {@link
+   * #reduceFinish}).
+   */
+  public static native long reduceSpilledRuns(long operator);
+
+  /** Emits every key's result; returns how many. */
+  public static native long reduceFinish(long aggregate) throws IOException;
+
+  /**
+   * Copies results into the buffer; returns {@code bytes | records << 32}, 0 at the end, or the
+   * bytes the next result needs (records 0) when it does not fit the buffer.
+   */
+  public static native long reduceNext(long aggregate, ByteBuffer direct);
+
+  public static native void reduceClose(long aggregate);
+}

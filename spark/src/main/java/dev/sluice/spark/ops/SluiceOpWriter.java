@@ -1,0 +1,101 @@
+package dev.sluice.spark.ops;
+
+import dev.sluice.spark.Sluice;
+import dev.sluice.spark.shuffle.NativeMapOutput;
+import dev.sluice.spark.shuffle.NativeShuffleWriter;
+import dev.sluice.spark.shuffle.SluiceConf;
+import dev.sluice.spark.shuffle.SluiceShuffleHandle;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import org.apache.spark.Partitioner;
+import org.apache.spark.TaskContext;
+import org.apache.spark.shuffle.IndexShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import scala.Product2;
+
+/**
+ * A map task's writer for an offloaded operator shuffle ({@link Sluice}): no Java serialization;
+ * each (key, value) pair is written into the engine's buffer as the engine's own record (see
+ * {@link OpSpec}), and the engine partitions and partially aggregates it on its offload threads,
+ * after a small first level on the task thread ({@link OpPreAggregator}) where the operator has
+ * one.
+ */
+public final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
+  private final Partitioner partitioner;
+
+  public SluiceOpWriter(
+      SluiceShuffleHandle<K, V, ?> handle,
+      int engineShuffle,
+      long mapId,
+      TaskContext context,
+      ShuffleWriteMetricsReporter metrics,
+      SluiceConf settings,
+      IndexShuffleBlockResolver resolver) {
+    super(handle, engineShuffle, mapId, context, metrics, settings, resolver);
+    this.partitioner = handle.dependency().partitioner();
+  }
+
+  @Override
+  public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
+    OpSpec op = handle.op();
+    NativeMapOutput output = openOutput(true);
+    if (op.lanes != null) {
+      writeLanes(records, output, op.valueBytes());
+      return;
+    }
+    OpPreAggregator first = op.firstLevel ? new OpPreAggregator(op) : null;
+    while (records.hasNext()) {
+      Product2<K, V> r = records.next();
+      K key = r._1();
+      long v = op.engineValue(r._2());
+      if (first == null || !first.offer(key, v)) {
+        put(output, op, key, v);
+      }
+    }
+    if (first != null) {
+      first.drain((k, state) -> put(output, op, k, state));
+    }
+    status = output.commit();
+  }
+
+  /**
+   * Writes the records of a lanes aggregate: {@link GroupKey} keys carry their partition, values
+   * are the lanes' inputs.
+   */
+  private void writeLanes(
+      scala.collection.Iterator<Product2<K, V>> records, NativeMapOutput output, int valueBytes)
+      throws IOException {
+    while (records.hasNext()) {
+      Product2<K, V> r = records.next();
+      GroupKey key = (GroupKey) r._1();
+      byte[] value = (byte[]) r._2();
+      if (value.length != valueBytes) {
+        throw new IllegalArgumentException(
+            "a lanes value of " + value.length + " bytes, the operator takes " + valueBytes);
+      }
+      int keyBytes = 4 + 1 + key.bytes().length;
+      ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);
+      b.putInt(keyBytes).putInt(valueBytes).putInt(key.partition());
+      b.put(OpSpec.KEY_STRING).put(key.bytes()).put(value);
+      output.added();
+    }
+    status = output.commit();
+  }
+
+  /** Writes one engine record: the key's partition and encoding, then the value. */
+  private void put(NativeMapOutput output, OpSpec op, Object key, long value)
+      throws IOException {
+    byte[] utf8 =
+        key instanceof String s
+            ? s.getBytes(StandardCharsets.UTF_8)
+            : key instanceof byte[] bytes ? bytes : null;
+    int keyBytes = 4 + OpSpec.keyBytes(key, utf8);
+    int valueBytes = op.valueBytes();
+    ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);
+    b.putInt(keyBytes).putInt(valueBytes).putInt(partitioner.getPartition(key));
+    OpSpec.putKey(b, key, utf8);
+    op.putValue(b, value);
+    output.added();
+  }
+}

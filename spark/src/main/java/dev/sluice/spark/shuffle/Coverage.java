@@ -1,0 +1,75 @@
+package dev.sluice.spark.shuffle;
+
+import dev.sluice.spark.Sluice;
+import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.combine.HashGroups;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkConf;
+
+/**
+ * Which shuffles Sluice runs. A shuffle it does not cover goes to Spark's sort shuffle, alone.
+ *
+ * <ul>
+ *   <li>The serializer must allow relocating serialized records (Kryo, Spark SQL's row
+ *       serializer): the engine regroups records as bytes, and the reduce side reads one
+ *       partition's records back to back as one stream. Java serialization does not allow it.
+ *   <li>No I/O encryption (Sluice blocks are checksummed and compressed, not encrypted).
+ *   <li>No push-based shuffle (the merged-block path is Spark's own).
+ *   <li>At most {@link #PARTITIONS_MAX} partitions (the engine's limit).
+ * </ul>
+ *
+ * <p>Key orderings and aggregators are covered: a natural ordering is sorted by the engine ({@link
+ * SortKind}), another one by Spark's reader after decoding; an aggregator's functions run on the
+ * task threads over records the engine groups by key hash ({@link HashGroups}), or, with {@code
+ * spark.sluice.groupedCombine=false}, as Spark runs them (map-side combine before the engine, the
+ * reader's aggregation after decoding).
+ */
+public final class Coverage {
+  /** The engine's partition limit (2^24). */
+  public static final int PARTITIONS_MAX = 1 << 24;
+
+  private Coverage() {}
+
+  /** Why the shuffle falls back to the sort shuffle, or null if Sluice runs it. */
+  public static String fallbackReason(SparkConf conf, ShuffleDependency<?, ?, ?> dep) {
+    if (!dep.serializer().supportsRelocationOfSerializedObjects()) {
+      return "serializer "
+          + dep.serializer().getClass().getName()
+          + " cannot relocate serialized records (use Kryo: spark.serializer="
+          + "org.apache.spark.serializer.KryoSerializer)";
+    }
+    String settings = settingsReason(conf);
+    if (settings != null) {
+      return settings;
+    }
+    int partitions = dep.partitioner().numPartitions();
+    if (partitions > PARTITIONS_MAX) {
+      return partitions + " partitions, more than the engine's " + PARTITIONS_MAX;
+    }
+    return null;
+  }
+
+  /** Why no shuffle of this application can run on Sluice, or null if they can. */
+  public static String settingsReason(SparkConf conf) {
+    if (conf.getBoolean("spark.io.encryption.enabled", false)) {
+      return "I/O encryption is on (spark.io.encryption.enabled)";
+    }
+    if (conf.getBoolean("spark.shuffle.push.enabled", false)) {
+      return "push-based shuffle is on (spark.shuffle.push.enabled)";
+    }
+    return null;
+  }
+
+  /**
+   * Why {@link Sluice}'s offloaded operators run as Spark's own operators here, or null if the
+   * engine runs them: they need Sluice as the shuffle manager and the settings above.
+   */
+  public static String operatorFallbackReason(SparkConf conf, Object shuffleManager) {
+    if (!(shuffleManager instanceof SluiceShuffleManager)) {
+      return "the shuffle manager is not Sluice (spark.shuffle.manager="
+          + SluiceShuffleManager.class.getName()
+          + ")";
+    }
+    return settingsReason(conf);
+  }
+}

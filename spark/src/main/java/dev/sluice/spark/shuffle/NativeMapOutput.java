@@ -1,0 +1,280 @@
+package dev.sluice.spark.shuffle;
+
+import dev.sluice.spark.SluiceException;
+import dev.sluice.spark.SluiceMetrics;
+import dev.sluice.spark.SluiceSetting;
+import dev.sluice.spark.jni.SluiceNative;
+import java.io.File;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.memory.MemoryConsumer;
+import org.apache.spark.memory.SparkOutOfMemoryError;
+import org.apache.spark.scheduler.MapStatus;
+import org.apache.spark.scheduler.MapStatus$;
+import org.apache.spark.shuffle.IndexShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+
+/**
+ * One map attempt's side of the engine: a direct buffer the writer fills with engine records
+ * ({@code klen:u32le vlen:u32le key value}), handed over whole when full (one JNI call per
+ * buffer), and the commit that has the engine write Spark's data file and Spark write the index.
+ *
+ * <p>The output the engine holds for the attempt (about the bytes handed over) is accounted in
+ * the task's execution memory: each buffer's bytes are acquired from Spark's task memory manager
+ * before it crosses. When Spark cannot grant them, even after spilling other consumers and
+ * calling this one's {@link #spill}, the engine writes the output so far to a spill file in
+ * Spark's local directories and frees it; the commit then puts each partition's spilled segments
+ * ahead of the rest. Only the task's own thread spills its output (a request from another
+ * consumer gets nothing), so the engine is asked to spill only between two hand-overs.
+ */
+public final class NativeMapOutput extends MemoryConsumer {
+  /** Bytes of the two lengths in front of each record. */
+  public static final int LENGTHS_BYTES = 8;
+
+  /** Bytes of the partition id that starts every record's key. */
+  static final int PARTITION_KEY_BYTES = 4;
+
+  /**
+   * The largest engine record, lengths included (768 MiB): a record must fit one Sluice block,
+   * whose payload is at most {@code BLOCK_UNCOMPRESSED_BYTES_MAX} in {@code
+   * crates/sluice-core/src/format/limits.rs} ({@code RECORD_BYTES_MAX} there; a test checks that
+   * the two agree). {@code spark.sluice.recordBytesMax} may set a lower limit.
+   */
+  public static final long RECORD_BYTES_MAX = 768L << 20;
+
+  private final int shuffleId;
+  private final long mapId;
+  private final ShuffleWriteMetricsReporter metrics;
+  private final SluiceConf settings;
+  private final IndexShuffleBlockResolver resolver;
+  private final ByteBuffer buf;
+
+  private long task;
+  /** Records in {@code buf}, and in all. */
+  private int inBuffer;
+
+  private long records;
+  /** A buffer of its own for a record larger than {@code buf}, handed over once it is written. */
+  private ByteBuffer oversized;
+
+  private File dataTmp;
+  private long[] lengths;
+  private long[] checksums = new long[0];
+  /** Execution memory held for the engine's output: bytes handed over since the last spill. */
+  private long held;
+
+  private boolean handingOver;
+  /** A spill that failed: its records are lost, so the attempt must fail. */
+  private IOException spillFailure;
+
+  NativeMapOutput(
+      int engineShuffle,
+      int shuffleId,
+      long mapId,
+      int partitions,
+      boolean hostKeys,
+      TaskContext context,
+      ShuffleWriteMetricsReporter metrics,
+      SluiceConf settings,
+      IndexShuffleBlockResolver resolver) {
+    super(
+        context.taskMemoryManager(),
+        context.taskMemoryManager().pageSizeBytes(),
+        SluiceConf.nativeMemoryMode());
+    this.shuffleId = shuffleId;
+    this.mapId = mapId;
+    this.metrics = metrics;
+    this.settings = settings;
+    this.resolver = resolver;
+    this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
+    this.task =
+        SluiceNative.mapOpen(
+            engineShuffle, context.partitionId(), context.attemptNumber(), partitions, hostKeys);
+  }
+
+  /**
+   * A little-endian buffer with room for one record of {@code need} bytes (lengths included) at
+   * its position; the caller writes the record and then calls {@link #added}.
+   */
+  public ByteBuffer room(int need) throws IOException {
+    if (need <= buf.remaining()) {
+      return buf;
+    }
+    if (need > settings.recordBytesMax) {
+      throw new SluiceException(
+          "Sluice: a shuffle record of "
+              + need
+              + " bytes (serialized, with its key) is larger than the record limit of "
+              + SluiceConf.sizeText(settings.recordBytesMax)
+              + " ("
+              + SluiceSetting.RECORD_BYTES_MAX.key
+              + ", at most "
+              + SluiceConf.sizeText(RECORD_BYTES_MAX)
+              + "); raise it, or run this job on Spark's sort shuffle"
+              + " (spark.shuffle.manager=sort)");
+    }
+    flush();
+    if (need <= buf.capacity()) {
+      return buf;
+    }
+    oversized = ByteBuffer.allocateDirect(need).order(ByteOrder.LITTLE_ENDIAN);
+    return oversized;
+  }
+
+  /**
+   * Room for one engine record of partition {@code partition} whose key is the partition id
+   * (u32) followed by {@code keyExtra} bytes and whose value is {@code valueBytes} bytes: writes
+   * the two lengths and the partition id and returns the buffer, positioned at the rest of the
+   * key; the caller writes it and the value, then calls {@link #added}.
+   */
+  ByteBuffer startRecord(int partition, int keyExtra, int valueBytes) throws IOException {
+    long need = (long) LENGTHS_BYTES + PARTITION_KEY_BYTES + keyExtra + valueBytes;
+    ByteBuffer b = room((int) Math.min(need, Integer.MAX_VALUE));
+    b.putInt(PARTITION_KEY_BYTES + keyExtra).putInt(valueBytes).putInt(partition);
+    return b;
+  }
+
+  /** The record just written to the buffer {@link #room} gave is complete. */
+  public void added() throws IOException {
+    records++;
+    if (oversized != null) {
+      ByteBuffer big = oversized;
+      oversized = null;
+      handOver(big, big.position(), 1);
+      return;
+    }
+    inBuffer++;
+  }
+
+  private void flush() throws IOException {
+    if (inBuffer > 0) {
+      handOver(buf, buf.position(), inBuffer);
+      buf.clear();
+      inBuffer = 0;
+    }
+  }
+
+  /** Accounts {@code bytes} more engine output (spilling when Spark grants less); hands over. */
+  private void handOver(ByteBuffer b, int bytes, int count) throws IOException {
+    long got;
+    try {
+      handingOver = true;
+      got = acquireMemory(bytes);
+    } catch (SparkOutOfMemoryError e) {
+      got = 0;
+    } finally {
+      handingOver = false;
+    }
+    if (spillFailure != null) {
+      // Spark's memory manager turned the failed spill into an out-of-memory error (caught
+      // above); the records it took are gone, so the task fails with the spill's own error.
+      throw spillFailure;
+    }
+    held += got;
+    SluiceNative.mapProduce(task, b, bytes, count);
+    if (got < bytes) {
+      // Not even a spill of everything else made room: the output so far, this buffer included,
+      // goes to disk now.
+      spillOutput();
+    }
+  }
+
+  /**
+   * Spark asks for memory back: only a request from this task's own hand-over (on its thread,
+   * between two buffers) spills the engine's output.
+   */
+  @Override
+  public long spill(long size, MemoryConsumer trigger) throws IOException {
+    if (trigger != this || !handingOver || task == 0 || held == 0) {
+      return 0;
+    }
+    return spillOutput();
+  }
+
+  /** Has the engine write the output so far to a spill file; frees its memory. */
+  private long spillOutput() throws IOException {
+    if (spillFailure != null) {
+      throw spillFailure;
+    }
+    File f = SparkEnv.get().blockManager().diskBlockManager().createTempShuffleBlock()._2();
+    long t0 = System.nanoTime();
+    long bytes;
+    try {
+      bytes = SluiceNative.mapSpill(task, f.getAbsolutePath(), settings.output);
+    } catch (IOException e) {
+      spillFailure = e;
+      throw e;
+    }
+    metrics.incWriteTime(System.nanoTime() - t0);
+    SluiceMetrics.MAP_SPILLS.incrementAndGet();
+    SluiceMetrics.SPILL_BYTES.addAndGet(bytes);
+    long freed = held;
+    if (freed > 0) {
+      freeMemory(freed);
+      held = 0;
+    }
+    return freed;
+  }
+
+  private void releaseMemory() {
+    if (held > 0) {
+      freeMemory(held);
+      held = 0;
+    }
+  }
+
+  /**
+   * Hands over the last buffer, has the engine write the data file and Spark the index (which
+   * settles racing attempts), reports the write metrics, and returns the map status.
+   */
+  public MapStatus commit() throws IOException {
+    flush();
+    long t0 = System.nanoTime();
+    File dataFile = resolver.getDataFile(shuffleId, mapId);
+    dataTmp = resolver.createTempFile(dataFile);
+    long handle = task;
+    task = 0;
+    try {
+      long[] written =
+          SluiceNative.mapCommit(handle, dataTmp.getAbsolutePath(), settings.output);
+      int partitions = settings.output.checksums() ? written.length / 2 : written.length;
+      lengths = java.util.Arrays.copyOf(written, partitions);
+      checksums = java.util.Arrays.copyOfRange(written, partitions, written.length);
+    } finally {
+      releaseMemory();
+    }
+    // Spark writes the index and, with checksums, the checksum file (as its own writers do).
+    resolver.writeMetadataFileAndCommit(shuffleId, mapId, lengths, checksums, dataTmp);
+    long total = 0;
+    for (long l : lengths) {
+      total += l;
+    }
+    SluiceMetrics.MAP_OUTPUTS.incrementAndGet();
+    SluiceMetrics.BYTES_WRITTEN.addAndGet(total);
+    SluiceMetrics.RECORDS_WRITTEN.addAndGet(records);
+    metrics.incBytesWritten(total);
+    metrics.incRecordsWritten(records);
+    metrics.incWriteTime(System.nanoTime() - t0);
+    return MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId);
+  }
+
+  /** Drops an attempt that did not commit, and its temporary file. */
+  void abort() {
+    if (task != 0) {
+      long t = task;
+      task = 0;
+      SluiceNative.mapAbort(t);
+    }
+    releaseMemory();
+    if (dataTmp != null && dataTmp.exists() && !dataTmp.delete()) {
+      dataTmp.deleteOnExit();
+    }
+  }
+
+  long[] lengths() {
+    return lengths;
+  }
+}

@@ -1,0 +1,83 @@
+package dev.sluice.spark.shuffle;
+
+import org.apache.spark.TaskContext;
+import org.apache.spark.scheduler.MapStatus;
+import org.apache.spark.shuffle.IndexShuffleBlockResolver;
+import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.shuffle.ShuffleWriter;
+import scala.Option;
+
+/**
+ * What Sluice's map-side writers share: the map attempt's engine output ({@link
+ * NativeMapOutput}), its status once committed, and Spark's end-of-task protocol (an attempt
+ * that did not commit is dropped, its memory and spill files freed).
+ */
+public abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
+  protected final SluiceShuffleHandle<K, V, ?> handle;
+  private final int engineShuffle;
+  private final long mapId;
+  protected final TaskContext context;
+  private final ShuffleWriteMetricsReporter metrics;
+  protected final SluiceConf settings;
+  private final IndexShuffleBlockResolver resolver;
+
+  protected NativeMapOutput output;
+  protected MapStatus status;
+
+  protected NativeShuffleWriter(
+      SluiceShuffleHandle<K, V, ?> handle,
+      int engineShuffle,
+      long mapId,
+      TaskContext context,
+      ShuffleWriteMetricsReporter metrics,
+      SluiceConf settings,
+      IndexShuffleBlockResolver resolver) {
+    this.handle = handle;
+    this.engineShuffle = engineShuffle;
+    this.mapId = mapId;
+    this.context = context;
+    this.metrics = metrics;
+    this.settings = settings;
+    this.resolver = resolver;
+  }
+
+  /**
+   * Opens the attempt's engine output; {@code hostKeys} when keys carry more than the id. The
+   * output is dropped when the task ends if it did not commit, whatever way the task ended (an
+   * {@code Error} thrown in {@code write} skips Spark's {@code stop}), so no native attempt
+   * outlives its task.
+   */
+  protected final NativeMapOutput openOutput(boolean hostKeys) {
+    NativeMapOutput opened =
+        new NativeMapOutput(
+            engineShuffle,
+            handle.shuffleId(),
+            mapId,
+            handle.dependency().partitioner().numPartitions(),
+            hostKeys,
+            context,
+            metrics,
+            settings,
+            resolver);
+    output = opened;
+    context.addTaskCompletionListener(
+        (org.apache.spark.util.TaskCompletionListener) ctx -> opened.abort());
+    return opened;
+  }
+
+  @Override
+  public final Option<MapStatus> stop(boolean success) {
+    if (output != null) {
+      output.abort();
+    }
+    if (success && status != null) {
+      return Option.apply(status);
+    }
+    return Option.empty();
+  }
+
+  @Override
+  public final long[] getPartitionLengths() {
+    return output == null ? null : output.lengths();
+  }
+}

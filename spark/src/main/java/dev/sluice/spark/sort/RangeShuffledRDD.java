@@ -1,0 +1,78 @@
+package dev.sluice.spark.sort;
+
+import java.util.List;
+import org.apache.spark.Dependency;
+import org.apache.spark.Partition;
+import org.apache.spark.ShuffleDependency;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import scala.Product2;
+import scala.collection.Iterator;
+import scala.reflect.ClassTag$;
+
+/**
+ * The reduce side of a shuffle read in ranges of consecutive partitions, as adaptive execution
+ * reads a coalesced shuffle: task {@code i} reads partitions {@code [bounds[i], bounds[i + 1])}
+ * through the shuffle manager's reader (one reader per task, so an offloaded operator's reduce
+ * state spans the whole range, and keys of different partitions never meet). The map stage is the
+ * dependency's, run once however the reads are cut.
+ */
+public final class RangeShuffledRDD<K, C> extends RDD<Product2<K, C>> {
+  private static final long serialVersionUID = 1L;
+
+  private final ShuffleDependency<K, ?, C> dependency;
+  private final int[] bounds;
+
+  /** One partition of the reads: a range of the shuffle's partitions. */
+  private record Range(int index) implements Partition {}
+
+  /**
+   * Reads {@code dependency}'s shuffle in {@code bounds.length - 1} tasks; {@code bounds} starts at
+   * 0, rises strictly and ends at the dependency's partition count.
+   */
+  public RangeShuffledRDD(ShuffleDependency<K, ?, C> dependency, int[] bounds) {
+    super(
+        dependency.rdd().context(),
+        scala.jdk.javaapi.CollectionConverters.asScala(List.<Dependency<?>>of(dependency))
+            .toList(),
+        ClassTag$.MODULE$.apply(Product2.class));
+    int n = dependency.partitioner().numPartitions();
+    if (bounds.length < 2 || bounds[0] != 0 || bounds[bounds.length - 1] != n) {
+      throw new IllegalArgumentException(
+          "partition ranges must cover 0.." + n + ", got " + java.util.Arrays.toString(bounds));
+    }
+    for (int i = 1; i < bounds.length; i++) {
+      if (bounds[i] <= bounds[i - 1]) {
+        throw new IllegalArgumentException(
+            "partition ranges must rise strictly: " + java.util.Arrays.toString(bounds));
+      }
+    }
+    this.dependency = dependency;
+    this.bounds = bounds.clone();
+  }
+
+  @Override
+  public Partition[] getPartitions() {
+    Partition[] parts = new Partition[bounds.length - 1];
+    for (int i = 0; i < parts.length; i++) {
+      parts[i] = new Range(i);
+    }
+    return parts;
+  }
+
+  @Override
+  @SuppressWarnings("unchecked")
+  public Iterator<Product2<K, C>> compute(Partition split, TaskContext context) {
+    int i = split.index();
+    ShuffleReadMetricsReporter metrics = context.taskMetrics().createTempShuffleReadMetrics();
+    return (Iterator<Product2<K, C>>)
+        (Iterator<?>)
+            SparkEnv.get()
+                .shuffleManager()
+                .getReader(
+                    dependency.shuffleHandle(), bounds[i], bounds[i + 1], context, metrics)
+                .read();
+  }
+}

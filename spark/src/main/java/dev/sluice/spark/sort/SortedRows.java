@@ -1,0 +1,64 @@
+package dev.sluice.spark.sort;
+
+import dev.sluice.spark.ops.SluiceOpReader;
+import dev.sluice.spark.shuffle.UnsafeRowFastPath;
+import java.nio.ByteBuffer;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.unsafe.Platform;
+import scala.Tuple2;
+
+/**
+ * A native sort's Spark SQL rows, in key order, straight from the merge's result buffers: each
+ * buffer holds whole records in the row serializer's format (the row's size, big-endian, then the
+ * row), is copied once into a heap array, and each row is pointed at its bytes there. This skips
+ * what the row serializer's deserialization stream costs per row (a buffered stream read byte by
+ * byte for the size, and a copy of the row). As with that stream, the row object is reused: it
+ * is valid until the next call to {@link #next}.
+ */
+public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<Object, Object>> {
+  private final SluiceOpReader.Native in;
+  private final UnsafeRow row;
+  private final Tuple2<Object, Object> pair;
+  private byte[] chunk = new byte[SluiceOpReader.RESULT_BUFFER_BYTES];
+  private int pos;
+  private int left;
+
+  public SortedRows(SluiceOpReader.Native in, int numFields) {
+    this.in = in;
+    this.row = new UnsafeRow(numFields);
+    this.pair = new Tuple2<>(null, row);
+  }
+
+  @Override
+  public boolean hasNext() {
+    if (left == 0) {
+      left = in.refill();
+      if (left > 0) {
+        ByteBuffer b = in.buf;
+        int n = b.remaining();
+        if (chunk.length < n) {
+          chunk = new byte[n];
+        }
+        b.get(chunk, 0, n);
+        pos = 0;
+      }
+    }
+    return left > 0;
+  }
+
+  @Override
+  public Tuple2<Object, Object> next() {
+    if (!hasNext()) {
+      throw new java.util.NoSuchElementException();
+    }
+    int size =
+        (chunk[pos] & 0xff) << 24
+            | (chunk[pos + 1] & 0xff) << 16
+            | (chunk[pos + 2] & 0xff) << 8
+            | (chunk[pos + 3] & 0xff);
+    row.pointTo(chunk, Platform.BYTE_ARRAY_OFFSET + pos + UnsafeRowFastPath.SIZE_BYTES, size);
+    pos += UnsafeRowFastPath.SIZE_BYTES + size;
+    left--;
+    return pair;
+  }
+}
