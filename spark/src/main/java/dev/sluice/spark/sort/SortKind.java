@@ -70,10 +70,8 @@ public enum SortKind {
         return ((byte[]) key).length;
       case HASH:
         return HashGroups.KEY_BYTES;
-      case STRING:
+      default: // STRING (NONE and ROWS never encode a key here)
         return 2 * ((String) key).length();
-      default:
-        throw new IllegalStateException(this + " keys are not encoded one by one");
     }
   }
 
@@ -92,14 +90,11 @@ public enum SortKind {
       case HASH:
         HashGroups.put(b, key);
         return;
-      case STRING:
+      default: // STRING (NONE and ROWS never encode a key here)
         String s = (String) key;
         for (int i = 0; i < s.length(); i++) {
           b.putShort(Short.reverseBytes((short) s.charAt(i)));
         }
-        return;
-      default:
-        throw new IllegalStateException(this + " keys are not encoded one by one");
     }
   }
 }
