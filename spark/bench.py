@@ -28,7 +28,10 @@ other's JIT-compiled code), a warm-up job first; both processes stay up,
 and each workload's --reps runs alternate between them (the one going
 first swaps every rep), so that a slow stretch of a shared VM falls on
 both alike. The fastest run of each is kept; the median ratio is printed
-beside it."""
+beside it. Each process's own luck (what its JIT inlines) is part of all
+its runs, so a comparison of two builds that must resolve a few per cent
+takes --processes N: N fresh pairs of processes, started in alternating
+order, their runs pooled (docs/benchmarks.md has the spread of one pair)."""
 
 import argparse
 import json
@@ -345,34 +348,39 @@ def ask(worker, **cmd):
 
 
 def run_interleaved(a):
-    """Each workload's runs alternate between the two managers (the first
-    one to run swaps every rep), so that the VM's drift over a long run
-    falls on both alike; the fastest run of each is kept."""
-    workers = {m: start_worker(a, m) for m in a.managers}
+    """Each workload's runs alternate between the managers (the first one
+    to run swaps every rep), so that the VM's drift over a long run falls
+    on all alike. With --processes N the whole set is repeated in N fresh
+    sets of worker processes, started in the opposite order each round, and
+    the runs are pooled: one JVM's luck (its JIT's inlining choices, where
+    its heap landed) is otherwise part of every run of its manager."""
     results = {}
-    try:
-        for name in a.workloads:
+    for round_ in range(a.processes):
+        managers = a.managers if round_ % 2 == 0 else a.managers[::-1]
+        workers = {m: start_worker(a, m) for m in managers}
+        try:
+            for name in a.workloads:
+                for w in workers.values():
+                    ask(w, op="prepare", workload=name)
+                order = list(managers)
+                for rep in range(a.reps):
+                    for manager in order:
+                        run = ask(workers[manager], op="run")
+                        print(f"  {manager:11} {name:17} process {round_ + 1} run {rep + 1}: "
+                              f"{run['seconds']:7.2f} s, "
+                              f"JVM CPU {run['process_cpu_s']:7.2f} s, "
+                              f"task CPU {run['task_cpu_s']:7.2f} s, "
+                              f"page faults {run['minor_faults'] / 1e3:7.1f} K", flush=True)
+                        results.setdefault(name, {}).setdefault(manager, []).append(run)
+                    order.reverse()
+                for w in workers.values():
+                    ask(w, op="release")
+        finally:
             for w in workers.values():
-                ask(w, op="prepare", workload=name)
-            order = list(a.managers)
-            for rep in range(a.reps):
-                for manager in order:
-                    run = ask(workers[manager], op="run")
-                    print(f"  {manager:11} {name:17} run {rep + 1}: {run['seconds']:7.2f} s, "
-                          f"JVM CPU {run['process_cpu_s']:7.2f} s, "
-                          f"task CPU {run['task_cpu_s']:7.2f} s, "
-                          f"page faults {run['minor_faults'] / 1e3:7.1f} K", flush=True)
-                    runs = results.setdefault(name, {}).setdefault(manager, [])
-                    runs.append(run)
-                order.reverse()
-            for w in workers.values():
-                ask(w, op="release")
-    finally:
-        for w in workers.values():
-            if w.poll() is None:
-                w.stdin.write(json.dumps({"op": "stop"}) + "\n")
-                w.stdin.close()
-                w.wait()
+                if w.poll() is None:
+                    w.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                    w.stdin.close()
+                    w.wait()
     return results
 
 
@@ -401,6 +409,9 @@ def main():
     ap.add_argument("--gb", type=float, default=1.0, help="input of the other workloads (GB)")
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--reps", type=int, default=2, help="runs of each workload; the fastest is kept")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="fresh worker processes per manager, one after the other, started in "
+                         "alternating order; --reps runs in each, all pooled (default 1)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help=f"comma-separated subset of {','.join(WORKLOADS)}")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, a smoke run")
@@ -432,6 +443,8 @@ def main():
     if not a.manager and (BASELINE in a.managers) != (
             a.baseline_jar is not None or bool(a.baseline_conf)):
         ap.error(f"--baseline-jar or --baseline-conf and the '{BASELINE}' manager go together")
+    if a.processes < 1:
+        ap.error("--processes takes 1 or more")
     if a.quick:
         a.terasort_gb, a.gb, a.reps = 0.05, 0.02, 1
     for jar in (JAR, EXAMPLES_JAR):
