@@ -34,6 +34,7 @@ takes --processes N: N fresh pairs of processes, started in alternating
 order, their runs pooled (docs/benchmarks.md has the spread of one pair)."""
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -347,18 +348,34 @@ def ask(worker, **cmd):
     return json.loads(line)
 
 
+@contextlib.contextmanager
+def worker_set(a, round_, start):
+    """Round `round_` of --processes: one fresh worker per manager, started
+    (by `start(a, manager)`) in the order of a.managers in even rounds and
+    the opposite order in odd ones; yields that order and the workers, and
+    stops them at the end whatever happened."""
+    managers = a.managers if round_ % 2 == 0 else a.managers[::-1]
+    workers = {m: start(a, m) for m in managers}
+    try:
+        yield managers, workers
+    finally:
+        for w in workers.values():
+            if w.poll() is None:
+                w.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                w.stdin.close()
+                w.wait()
+
+
 def run_interleaved(a):
     """Each workload's runs alternate between the managers (the first one
     to run swaps every rep), so that the VM's drift over a long run falls
     on all alike. With --processes N the whole set is repeated in N fresh
-    sets of worker processes, started in the opposite order each round, and
-    the runs are pooled: one JVM's luck (its JIT's inlining choices, where
-    its heap landed) is otherwise part of every run of its manager."""
+    sets of worker processes (worker_set), and the runs are pooled: one
+    JVM's luck (its JIT's inlining choices, where its heap landed) is
+    otherwise part of every run of its manager."""
     results = {}
     for round_ in range(a.processes):
-        managers = a.managers if round_ % 2 == 0 else a.managers[::-1]
-        workers = {m: start_worker(a, m) for m in managers}
-        try:
+        with worker_set(a, round_, start_worker) as (managers, workers):
             for name in a.workloads:
                 for w in workers.values():
                     ask(w, op="prepare", workload=name)
@@ -375,12 +392,6 @@ def run_interleaved(a):
                     order.reverse()
                 for w in workers.values():
                     ask(w, op="release")
-        finally:
-            for w in workers.values():
-                if w.poll() is None:
-                    w.stdin.write(json.dumps({"op": "stop"}) + "\n")
-                    w.stdin.close()
-                    w.wait()
     return results
 
 

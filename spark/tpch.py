@@ -11,8 +11,12 @@ JIT-compiled code), adaptive execution on (Spark's default); after an
 untimed pass over the queries (--warmup), for each
 shuffle partition count (--partitions) every query's --reps runs alternate
 between the managers, the one going first swapping each rep, so that a slow
-stretch of a shared VM falls on both alike. The fastest run of each is
-kept. Per query it prints wall time, the ratio (sort / sluice: above 1 is
+stretch of a shared VM falls on both alike. --processes N repeats all of
+it (warm-up included) in N fresh sets of processes, started in
+alternating order, and pools the runs: one JVM's own luck is otherwise in
+all its runs. The fastest run of each is kept, and the sum of the
+medians printed under the totals. Per query it prints wall time, the
+ratio (sort / sluice: above 1 is
 Sluice faster), task CPU and JVM CPU, shuffle bytes written, driver time
 outside jobs (wall time not covered by any of the query's jobs: planning,
 adaptive re-planning, waits between jobs), and which exchanges the final
@@ -233,45 +237,50 @@ def start_worker(a, manager):
 
 
 def run_interleaved(a):
-    workers = {m: start_worker(a, m) for m in a.managers}
+    """Each query's runs alternate between the managers (the first one to
+    run swaps every rep). With --processes N the whole pass, warm-up
+    included, is repeated in N fresh sets of worker processes
+    (bench.worker_set), and the runs are pooled, so that no one JVM's luck
+    (what its JIT inlined) is part of every run of its manager."""
     runs = {}
     wrong = []
-    try:
-        # Untimed: every query once per manager, so that the timed runs
-        # compare JIT-compiled code on both sides (the first pass over
-        # the queries runs up to 2x slower than later ones).
-        for _ in range(a.warmup):
-            for q in a.queries:
-                for m in a.managers:
-                    ask(workers[m], query=q, partitions=a.partitions[0])
-        for partitions in a.partitions:
-            order = list(a.managers)
-            for q in a.queries:
-                for rep in range(a.reps):
-                    for m in order:
-                        r = ask(workers[m], query=q, partitions=partitions)
-                        print(f"  {m:11} p={partitions:<5} {label(q):7} run {rep + 1}: "
-                              f"{r['seconds']:7.2f} s, task CPU {r['task_cpu_s']:6.2f} s, "
-                              f"driver {r['driver_s']:5.2f} s, {r['jobs']} jobs, "
-                              f"{r['tasks']} tasks, {r['paths']}", flush=True)
-                        answer = r.pop("answer")
-                        ref = runs.get((partitions, q), {}).get("answer")
-                        if ref is None:
-                            runs.setdefault((partitions, q), {})["answer"] = answer
-                        elif answer != ref:
-                            wrong.append((partitions, q, m))
-                            print(f"  WRONG ANSWER: {label(q)} p={partitions} under {m} differs from "
-                                  f"{a.managers[0]}'s ({len(answer)} rows against {len(ref)})",
-                                  flush=True)
-                        runs[(partitions, q)].setdefault(m, []).append(r)
-                    order.reverse()
-    finally:
-        for w in workers.values():
-            if w.poll() is None:
-                w.stdin.write(json.dumps({"op": "stop"}) + "\n")
-                w.stdin.close()
-                w.wait()
+    for round_ in range(a.processes):
+        with bench.worker_set(a, round_, start_worker) as (managers, workers):
+            # Untimed: every query once per manager, so that the timed runs
+            # compare JIT-compiled code on both sides (the first pass over
+            # the queries runs up to 2x slower than later ones).
+            for _ in range(a.warmup):
+                for q in a.queries:
+                    for m in managers:
+                        ask(workers[m], query=q, partitions=a.partitions[0])
+            for partitions in a.partitions:
+                order = list(managers)
+                for q in a.queries:
+                    for rep in range(a.reps):
+                        for m in order:
+                            r = ask(workers[m], query=q, partitions=partitions)
+                            print(f"  {m:11} p={partitions:<5} {label(q):7} "
+                                  f"process {round_ + 1} run {rep + 1}: "
+                                  f"{r['seconds']:7.2f} s, task CPU {r['task_cpu_s']:6.2f} s, "
+                                  f"driver {r['driver_s']:5.2f} s, {r['jobs']} jobs, "
+                                  f"{r['tasks']} tasks, {r['paths']}", flush=True)
+                            check_answer(a, runs, wrong, partitions, q, m, r.pop("answer"))
+                            runs[(partitions, q)].setdefault(m, []).append(r)
+                        order.reverse()
     return runs, wrong
+
+
+def check_answer(a, runs, wrong, partitions, q, m, answer):
+    """The first answer of a query at a partition count (the first
+    manager's, in the first set of processes) is the reference; every later
+    one, of any manager or process, must equal it."""
+    ref = runs.get((partitions, q), {}).get("answer")
+    if ref is None:
+        runs.setdefault((partitions, q), {})["answer"] = answer
+    elif answer != ref:
+        wrong.append((partitions, q, m))
+        print(f"  WRONG ANSWER: {label(q)} p={partitions} under {m} differs from "
+              f"{a.managers[0]}'s ({len(answer)} rows against {len(ref)})", flush=True)
 
 
 def report(a, runs):
@@ -279,7 +288,8 @@ def report(a, runs):
     first manager to each other, CPU, shuffle bytes, driver time, paths."""
     first, rows = a.managers[0], []
     for partitions in a.partitions:
-        print(f"\nshuffle partitions {partitions}, scale factor {a.sf}, best of {a.reps}")
+        print(f"\nshuffle partitions {partitions}, scale factor {a.sf}, "
+              f"best of {a.reps * a.processes} ({a.processes} processes per manager)")
         head = "".join(f" {m + ' s':>10} {'ratio':>6} {'tCPU':>6} {'drv':>5} {'MB':>7} "
                        f"{'paths':>10}" for m in a.managers)
         print(f"{'query':7}{head}")
@@ -299,6 +309,7 @@ def report(a, runs):
                          f"{b['driver_s']:5.2f} {b['shuffle_bytes'] / 1e6:7.1f} {b['paths']:>10}")
                 row[m] = {**b, "ratio": ratio,
                           "median_s": statistics.median(x["seconds"] for x in r[m])}
+                totals[m + " median"] += row[m]["median_s"]
             rows.append(row)
             print(line)
         line = "total  "
@@ -306,6 +317,9 @@ def report(a, runs):
             line += (f" {totals[m]:10.2f} {totals[first] / totals[m]:6.2f} "
                      f"{totals[m + ' cpu']:6.2f} {'':5} {'':7} {'':>10}")
         print(line)
+        print("sum of medians: " + ", ".join(
+            f"{m} {totals[m + ' median']:.2f} s ({totals[first + ' median'] / totals[m + ' median']:.2f})"
+            for m in a.managers))
         print("JVM CPU (all threads): " + ", ".join(
             f"{m} {totals[m + ' jvm']:.1f} s" for m in a.managers))
         worst = min(rows[-len(a.queries):], key=lambda r: r[a.managers[-1]]["ratio"])
@@ -344,6 +358,9 @@ def main():
                     help="comma-separated spark.sql.shuffle.partitions to run at")
     ap.add_argument("--queries", default="", help="comma-separated query numbers (all 22)")
     ap.add_argument("--reps", type=int, default=2, help="runs of each query; the fastest is kept")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="fresh worker processes per manager, one set after the other, started "
+                         "in alternating order; warm-up and --reps in each, all pooled")
     ap.add_argument("--warmup", type=int, default=1,
                     help="untimed passes over the queries before the timed ones")
     ap.add_argument("--cores", type=int, default=2)
@@ -385,6 +402,8 @@ def main():
         ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}")
     if (BASELINE in a.managers) != (a.baseline_jar is not None or bool(a.baseline_conf)):
         ap.error(f"--baseline-jar or --baseline-conf and the '{BASELINE}' manager go together")
+    if a.processes < 1:
+        ap.error("--processes takes 1 or more")
     if not JAR.exists():
         sys.exit(f"{JAR} is missing: run spark/build.sh")
     generate(a.sf, a.data)

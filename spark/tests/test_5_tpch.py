@@ -1,6 +1,8 @@
 """TPC-H through Spark SQL under Sluice: spark/tpch.py at scale factor 0.01,
-both shuffle managers in their own JVMs, every one of the 22 answers checked
-against Spark's sort shuffle (tpch.py exits 1 on a difference)."""
+both shuffle managers in their own JVMs, two sets of them (--processes 2,
+the second started in the other order), every one of the 22 answers of
+each checked against Spark's sort shuffle's first (tpch.py exits 1 on a
+difference)."""
 
 import json
 import pathlib
@@ -14,10 +16,15 @@ def test_tpch_answers_match_the_sort_shuffle(tmp_path):
     out = tmp_path / "tpch.json"
     run = subprocess.run(
         [sys.executable, str(HERE.parent / "tpch.py"), "--sf", "0.01", "--partitions", "200",
-         "--reps", "1", "--warmup", "0", "--driver-memory", "1g", "--tmp", str(tmp_path), "--json", str(out)],
+         "--reps", "1", "--processes", "2", "--warmup", "0", "--driver-memory", "1g", "--tmp", str(tmp_path), "--json", str(out)],
         capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
     assert "22 query settings, 0 wrong answers" in run.stdout, run.stdout[-4000:]
+    for manager in ("sort", "sluice"):
+        for process in (1, 2):
+            runs = [line for line in run.stdout.splitlines()
+                    if line.split()[:1] == [manager] and f"process {process} run 1:" in line]
+            assert len(runs) == 22, (manager, process, len(runs))
     rows = json.loads(out.read_text())["rows"]
     assert sorted(r["query"] for r in rows) == list(range(1, 23))
     for r in rows:
