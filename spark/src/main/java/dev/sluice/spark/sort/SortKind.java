@@ -70,8 +70,10 @@ public enum SortKind {
         return ((byte[]) key).length;
       case HASH:
         return HashGroups.KEY_BYTES;
-      default: // STRING (NONE and ROWS never encode a key here)
+      case STRING:
         return 2 * ((String) key).length();
+      default:
+        throw new IllegalStateException(this + " keys are not encoded one by one");
     }
   }
 
@@ -90,11 +92,14 @@ public enum SortKind {
       case HASH:
         HashGroups.put(b, key);
         return;
-      default: // STRING (NONE and ROWS never encode a key here)
+      case STRING:
         String s = (String) key;
         for (int i = 0; i < s.length(); i++) {
           b.putShort(Short.reverseBytes((short) s.charAt(i)));
         }
+        return;
+      default:
+        throw new IllegalStateException(this + " keys are not encoded one by one");
     }
   }
 }
