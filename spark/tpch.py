@@ -57,6 +57,9 @@ PATHS = (
     ("Exchange RoundRobinPartitioning", "X"),
     ("AQEShuffleRead coalesced", "c"),
 )
+# The issue's per-query bound (issue 23): no query under this ratio to the
+# sort shuffle; the report names the queries under it by best and median.
+SLOW_RATIO = 0.95
 # Queries of the benchmark's own beside TPC-H's: `groupby` is the small
 # aggregate whose cost should not grow with the shuffle partition count
 # (run it with --queries groupby --partitions 16,200,2000,10000).
@@ -309,6 +312,7 @@ def report(a, runs):
                          f"{b['driver_s']:5.2f} {b['shuffle_bytes'] / 1e6:7.1f} {b['paths']:>10}")
                 row[m] = {**b, "ratio": ratio,
                           "median_s": statistics.median(x["seconds"] for x in r[m])}
+                row[m]["median_ratio"] = row[first]["median_s"] / row[m]["median_s"]
                 totals[m + " median"] += row[m]["median_s"]
             rows.append(row)
             print(line)
@@ -322,9 +326,21 @@ def report(a, runs):
             for m in a.managers))
         print("JVM CPU (all threads): " + ", ".join(
             f"{m} {totals[m + ' jvm']:.1f} s" for m in a.managers))
-        worst = min(rows[-len(a.queries):], key=lambda r: r[a.managers[-1]]["ratio"])
-        print(f"slowest ratio: {label(worst['query'])} {worst[a.managers[-1]]['ratio']:.2f}x")
+        print(slowest(rows[-len(a.queries):], a.managers[-1]))
     return rows
+
+
+def slowest(rows, m):
+    """The lowest ratio of manager `m` by best time and by median time, and
+    the queries under SLOW_RATIO by both (one JVM's luck moves a query's
+    best or its median, seldom both: docs/benchmarks.md)."""
+    best = min(rows, key=lambda r: r[m]["ratio"])
+    median = min(rows, key=lambda r: r[m]["median_ratio"])
+    both = [label(r["query"]) for r in rows
+            if r[m]["ratio"] < SLOW_RATIO and r[m]["median_ratio"] < SLOW_RATIO]
+    return (f"slowest ratio: {label(best['query'])} {best[m]['ratio']:.2f}x by best time, "
+            f"{label(median['query'])} {median[m]['median_ratio']:.2f}x by median; "
+            f"under {SLOW_RATIO}x by both: {', '.join(both) or 'none'}")
 
 
 def plot(a, rows, path):
