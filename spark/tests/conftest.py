@@ -54,6 +54,7 @@ def sluice_metrics(spark):
         "blocks_decoded": m.blocksDecoded(),
         "records": m.recordsWritten(),
         "sql_rows_direct": m.sqlRowsDirect(),
+        "sql_rows_read": m.sqlRowsRead(),
     }
 
 

@@ -26,8 +26,9 @@ def test_default_serializer_still_uses_sluice(tmp_path, reference):
 
 def test_sql_rows_bypass_the_serializer_unless_turned_off(tmp_path, reference):
     # Spark SQL's rows are written into the engine buffer as the exact bytes
-    # UnsafeRowSerializer would write; with the setting off they go through
-    # the serializer. Both give Spark's answer.
+    # UnsafeRowSerializer would write, and read back by pointing each row at
+    # its bytes in the decoded block (RowShuffleReader); with the setting off
+    # they go through the serializer both ways. Both give Spark's answer.
     for direct in ("true", "false"):
         s = session("local[2]", SLUICE, tmp_path / direct, extra={"spark.sluice.sqlRowsDirect": direct})
         try:
@@ -38,8 +39,35 @@ def test_sql_rows_bypass_the_serializer_unless_turned_off(tmp_path, reference):
             assert after["map_outputs"] > before["map_outputs"]
             rows = after["sql_rows_direct"] - before["sql_rows_direct"]
             assert (rows > 0) == (direct == "true"), (direct, rows)
+            read = after["sql_rows_read"] - before["sql_rows_read"]
+            assert (read > 0) == (direct == "true"), (direct, read)
         finally:
             s.stop()
+
+
+def test_sql_rows_read_stay_put_across_has_next(tmp_path):
+    # The row reader hands out one row object pointed at the decoded block;
+    # an operator may ask hasNext() before it is done with the row, and that
+    # may decode the segment's next block. Every row must keep its bytes
+    # meanwhile, and every row must arrive: 300,000 rows from two map tasks
+    # into three partitions, several blocks per segment.
+    s = session("local[2]", SLUICE, tmp_path, extra={"spark.sql.adaptive.enabled": "false"})
+    try:
+        before = sluice_metrics(s)
+        df = (s.range(0, 300000, numPartitions=2)
+              .selectExpr("id", "id % 3 as k", "concat('row ', id) as t").repartition(3, "k"))
+        changed, rows = s.sparkContext._jvm.dev.sluice.spark.examples.ReusedRows.changedByHasNext(df._jdf)
+        after = sluice_metrics(s)
+        assert rows == 300000, rows
+        assert changed == 0, f"{changed} rows changed when hasNext() was asked"
+        assert after["sql_rows_read"] - before["sql_rows_read"] == 300000
+        blocks = after["blocks_decoded"] - before["blocks_decoded"]
+        assert blocks > 2 * 3, f"{blocks} blocks: each segment should hold several"
+        # And the rows themselves, collected through the same shuffle.
+        got = sorted((r.id, r.k, r.t) for r in df.collect())
+        assert got == [(i, i % 3, f"row {i}") for i in range(300000)]
+    finally:
+        s.stop()
 
 
 def plan_of(df):

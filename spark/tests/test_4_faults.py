@@ -168,6 +168,35 @@ def test_data_file_cut_at_a_block_boundary_is_a_fetch_failure(tmp_path, referenc
         s.stop()
 
 
+def test_sql_exchange_corrupt_block_is_a_fetch_failure(tmp_path):
+    # Spark SQL's rows are read by pointing at them in decoded blocks, not
+    # through a stream Spark's fetch iterator reads; a corrupt block found
+    # there must still be a fetch failure (the map stage reruns), never a
+    # failed or short answer.
+    s = session("local[2]", SLUICE, tmp_path, extra={"spark.sql.adaptive.enabled": "false"})
+    try:
+        sc = s.sparkContext
+        df = s.range(0, 40000, numPartitions=4).selectExpr("id", "id % 7 as k").repartition(6, "k")
+        want = [(i, i % 7) for i in range(40000)]
+        assert sorted((r.id, r.k) for r in df.collect()) == want  # map outputs on disk
+        data = sorted(pathlib.Path(tmp_path).rglob("shuffle_*.data"))
+        assert len(data) == 4, data
+        for f in data:  # flip a byte in the middle of every map output
+            b = bytearray(f.read_bytes())
+            b[len(b) // 2] ^= 0xFF
+            f.write_bytes(bytes(b))
+        before = sluice_metrics(s)
+        sc.setJobGroup("after-corruption", "read the damaged outputs")
+        assert sorted((r.id, r.k) for r in df.collect()) == want
+        after = sluice_metrics(s)
+        attempts = stage_attempts(sc, "after-corruption")
+        assert max(attempts.values()) >= 1, f"no stage was retried: {attempts}"
+        assert after["map_outputs"] >= before["map_outputs"] + 1, "the map stage was not rerun"
+        assert after["sql_rows_read"] - before["sql_rows_read"] >= 40000
+    finally:
+        s.stop()
+
+
 def nodes_named(plan, name):
     """The nodes of a physical plan (a JVM object) whose name is `name`."""
     found, todo = [], [plan]

@@ -21,6 +21,7 @@ public final class SluiceMetrics {
   public static final AtomicLong SORTED_READS = new AtomicLong();
   public static final AtomicLong SPILL_BYTES = new AtomicLong();
   public static final AtomicLong SQL_ROWS_DIRECT = new AtomicLong();
+  public static final AtomicLong SQL_ROWS_READ = new AtomicLong();
   public static final AtomicLong REDUCE_SHORT_GRANTS = new AtomicLong();
   public static final AtomicLong REDUCE_SPILLED_RUNS = new AtomicLong();
   public static final AtomicLong GROUPED_READS = new AtomicLong();
@@ -71,6 +72,14 @@ public final class SluiceMetrics {
   /** Spark SQL rows written without the serializer ({@link UnsafeRowFastPath}). */
   public static long sqlRowsDirect() {
     return SQL_ROWS_DIRECT.get();
+  }
+
+  /**
+   * Spark SQL rows reduce tasks pointed at in decoded blocks, without the serializer ({@link
+   * dev.sluice.spark.shuffle.RowShuffleReader}).
+   */
+  public static long sqlRowsRead() {
+    return SQL_ROWS_READ.get();
   }
 
   /**

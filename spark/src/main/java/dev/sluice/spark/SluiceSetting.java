@@ -152,7 +152,8 @@ public enum SluiceSetting {
       0,
       "",
       Scope.TASK,
-      "Spark SQL's rows are written to the engine without the serializer."),
+      "Spark SQL's rows are written to the engine, and read back from the decoded blocks, without"
+          + " the serializer."),
   SQL_SORT(
       "sqlSort",
       Type.BOOLEAN,

@@ -9,6 +9,7 @@ import dev.sluice.spark.ops.SluiceOpSerializer;
 import dev.sluice.spark.ops.SluiceOpWriter;
 import dev.sluice.spark.shuffle.Coverage;
 import dev.sluice.spark.shuffle.ReduceOperator;
+import dev.sluice.spark.shuffle.RowShuffleReader;
 import dev.sluice.spark.shuffle.SluiceConf;
 import dev.sluice.spark.shuffle.SluiceSerializerManager;
 import dev.sluice.spark.shuffle.SluiceShuffleHandle;
@@ -150,6 +151,18 @@ public class SluiceShuffleManager extends SortShuffleManager {
       openEngine(new SluiceConf(SparkEnv.get().conf()));
       return new SluiceOpReader<>(
           h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+    }
+    if (RowShuffleReader.covers(h, SparkEnv.get().conf())) {
+      // Spark SQL rows, pointed at in the decoded blocks rather than deserialized.
+      return new RowShuffleReader<>(
+          h,
+          SparkEnv.get()
+              .mapOutputTracker()
+              .getMapSizesByExecutorId(
+                  h.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition),
+          context,
+          metrics,
+          SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
     }
     return fetchReader(
         h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, null);

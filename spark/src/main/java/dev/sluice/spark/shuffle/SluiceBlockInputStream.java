@@ -28,6 +28,10 @@ import org.apache.spark.storage.ShuffleBlockId;
  * been consumed). Spark's reader counts the records it deserializes, none here, so the stream
  * counts the records it feeds to the operator in the task's read metrics, before Spark's reader
  * merges them into the task's.
+ *
+ * <p>A Spark SQL row shuffle's reader ({@link RowShuffleReader}) does not read the stream as
+ * bytes: it asks for one row at a time ({@link #advanceRow}) and points its row at the row's bytes
+ * in the decoded block, which must hold exactly the records the block says it holds, each whole.
  */
 public final class SluiceBlockInputStream extends InputStream {
   /** Bytes of a block header, and of a segment trailer. */
@@ -50,12 +54,30 @@ public final class SluiceBlockInputStream extends InputStream {
   /** Where records fed to the operator are counted. */
   private final ShuffleReadMetricsReporter metrics;
 
-  private byte[] frame = new byte[64 << 10];
+  /** Where blocks are read and decoded: the reading task's, shared by its segments. */
+  private final DecodeBuffers buffers;
+
+  private byte[] frame;
   private byte[] values = new byte[0];
   private int pos;
   private int limit;
   /** Offset of the next block in the segment. */
   private long offset;
+
+  /** Offset of the block whose records are in {@code values}. */
+  private long blockOffset;
+
+  /** Records of that block not yet served as rows ({@link #advanceRow}). */
+  private int blockRowsLeft;
+
+  /** The row {@link #advanceRow} found: its offset in {@link #rowBytes}. */
+  private int rowOffset;
+
+  /** Whether bytes were served through {@link #read}: rows cannot be served after that. */
+  private boolean servedBytes;
+
+  /** A failure to raise from the next read, set by {@link #raiseOnRead}. */
+  private IOException pending;
 
   private boolean eof;
 
@@ -75,8 +97,11 @@ public final class SluiceBlockInputStream extends InputStream {
       InputStream in,
       BlockId id,
       ReduceOperator operator,
-      ShuffleReadMetricsReporter metrics) {
+      ShuffleReadMetricsReporter metrics,
+      DecodeBuffers buffers) {
     this.in = in;
+    this.buffers = buffers;
+    this.frame = buffers.frame(HEADER_BYTES, 0);
     this.metrics = metrics;
     this.operator = operator;
     if (id instanceof ShuffleBlockBatchId batch) {
@@ -99,12 +124,17 @@ public final class SluiceBlockInputStream extends InputStream {
     this.expectedPartition = reduceEnd == reduce + 1 ? reduce : -1;
   }
 
-  private String where() {
+  /** The segment's block name, as Spark names it. */
+  private String segment() {
     String name = "shuffle_" + shuffle + "_" + map + "_" + reduce;
     if (reduceEnd != reduce + 1) {
       name += "_" + reduceEnd;
     }
-    return name + " at byte " + offset;
+    return name;
+  }
+
+  private String where() {
+    return segment() + " at byte " + offset;
   }
 
   /**
@@ -158,11 +188,7 @@ public final class SluiceBlockInputStream extends InputStream {
 
   /** Reads the rest of the block whose header is in {@code frame}, and decodes it. */
   private void readBlock(int frameLen, int uncompressed) throws IOException {
-    if (frame.length < frameLen) {
-      byte[] bigger = new byte[frameLen];
-      System.arraycopy(frame, 0, bigger, 0, HEADER_BYTES);
-      frame = bigger;
-    }
+    frame = buffers.frame(frameLen, HEADER_BYTES);
     int body = frameLen - HEADER_BYTES;
     int got = in.readNBytes(frame, HEADER_BYTES, body);
     if (got < body) {
@@ -177,25 +203,105 @@ public final class SluiceBlockInputStream extends InputStream {
       pos = 0;
       limit = 0;
     } else {
-      if (values.length < uncompressed) {
-        values = new byte[Math.max(uncompressed, 64 << 10)];
-      }
+      values = buffers.nextRecords(uncompressed);
       long r =
           SluiceNative.decodeValues(
               frame, frameLen, shuffle, map, reduce, reduceEnd, offset, values);
       records = (int) (r >>> 32);
       pos = 0;
       limit = (int) (r & 0xffffffffL);
+      blockRowsLeft = records;
     }
     segmentCrc.update(frame, 0, frameLen);
     segmentRecords += records;
     segmentBlocks++;
+    blockOffset = offset;
     offset += frameLen;
     SluiceMetrics.BLOCKS_DECODED.incrementAndGet();
   }
 
+  /**
+   * Finds the next record of a Spark SQL row shuffle, framed as Spark's row serializer frames it
+   * (the row's size as a big-endian int, then the row): returns the row's size, its bytes at
+   * {@link #rowOffset()} in {@link #rowBytes()}, or -1 at the end of the segment. The bytes stay
+   * where they are until the call after next (see {@link DecodeBuffers}).
+   *
+   * @throws IOException when a block's records are not whole rows: a size that runs past the
+   *     block's bytes, a block with bytes after its last record or fewer rows than records (the
+   *     writer puts each record whole in one block, and the block's checksum held, so this is a
+   *     writer's fault or a forged block); or when the segment is corrupt, as for {@link #read}
+   */
+  int advanceRow() throws IOException {
+    if (servedBytes || operator != null) {
+      throw new IllegalStateException("rows asked of a stream read as bytes: " + where());
+    }
+    while (pos == limit) {
+      if (blockRowsLeft != 0) {
+        throw rowError(blockRowsLeft + " of its records missing");
+      }
+      if (!nextBlock()) {
+        return -1;
+      }
+    }
+    int left = limit - pos;
+    if (blockRowsLeft == 0) {
+      throw rowError(left + " bytes after its last record");
+    }
+    if (left < UnsafeRowFastPath.SIZE_BYTES) {
+      throw rowError("a row size cut after " + left + " bytes");
+    }
+    int size =
+        (values[pos] & 0xff) << 24
+            | (values[pos + 1] & 0xff) << 16
+            | (values[pos + 2] & 0xff) << 8
+            | (values[pos + 3] & 0xff);
+    if (size < 0 || size > left - UnsafeRowFastPath.SIZE_BYTES) {
+      throw rowError(
+          "a row of " + size + " bytes at byte " + pos + " of its " + limit + " decoded bytes");
+    }
+    rowOffset = pos + UnsafeRowFastPath.SIZE_BYTES;
+    pos = rowOffset + size;
+    blockRowsLeft--;
+    return size;
+  }
+
+  /** The decoded bytes of the row {@link #advanceRow} found. */
+  byte[] rowBytes() {
+    return values;
+  }
+
+  /** The offset of that row's bytes in {@link #rowBytes}. */
+  int rowOffset() {
+    return rowOffset;
+  }
+
+  private IOException rowError(String what) {
+    return new IOException(
+        "Sluice block at byte " + blockOffset + " of " + segment() + " does not hold whole rows: "
+            + what);
+  }
+
+  /**
+   * Makes the next read throw {@code e}: a failure found while serving rows is raised through the
+   * stream Spark's fetch iterator wrapped around this one, which turns it into a fetch failure
+   * exactly as for a failure while reading bytes.
+   */
+  void raiseOnRead(IOException e) {
+    pending = e;
+  }
+
+  private void servingBytes() throws IOException {
+    if (pending != null) {
+      IOException e = pending;
+      pending = null;
+      throw e;
+    }
+    servedBytes = true;
+  }
+
   @Override
   public int read() throws IOException {
+    servingBytes();
     while (pos == limit) {
       if (!nextBlock()) {
         return -1;
@@ -206,6 +312,7 @@ public final class SluiceBlockInputStream extends InputStream {
 
   @Override
   public int read(byte[] b, int off, int len) throws IOException {
+    servingBytes();
     if (len == 0) {
       return 0;
     }

@@ -20,6 +20,12 @@ public final class SluiceSerializerManager extends SerializerManager {
   private final ReduceOperator operator;
   /** The reading task's shuffle read metrics, where records fed to the operator are counted. */
   private final ShuffleReadMetricsReporter metrics;
+  /** The reading task's decode buffers, shared by its segments. */
+  private final DecodeBuffers buffers = new DecodeBuffers();
+  /** The segment stream made last, and the block it reads. */
+  private SluiceBlockInputStream last;
+
+  private BlockId lastId;
 
   public SluiceSerializerManager(
       Serializer defaultSerializer,
@@ -34,8 +40,26 @@ public final class SluiceSerializerManager extends SerializerManager {
   @Override
   public InputStream wrapStream(BlockId blockId, InputStream s) {
     if (blockId instanceof ShuffleBlockId || blockId instanceof ShuffleBlockBatchId) {
-      return new SluiceBlockInputStream(s, blockId, operator, metrics);
+      last = new SluiceBlockInputStream(s, blockId, operator, metrics, buffers);
+      lastId = blockId;
+      return last;
     }
     return super.wrapStream(blockId, s);
+  }
+
+  /**
+   * The segment stream this manager made for {@code blockId}, which Spark's fetch iterator has
+   * just handed out (wrapped in its own stream, which releases the fetched buffer on close). The
+   * iterator wraps each block's stream as it hands the block out, so it is the last one made.
+   *
+   * @throws IllegalStateException when the last stream made is for another block
+   */
+  SluiceBlockInputStream opened(BlockId blockId) {
+    if (last == null || !blockId.equals(lastId)) {
+      throw new IllegalStateException(
+          "Sluice: the fetch iterator handed out " + blockId + " but the last segment opened was "
+              + lastId);
+    }
+    return last;
   }
 }

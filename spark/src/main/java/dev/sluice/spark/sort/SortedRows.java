@@ -1,6 +1,7 @@
 package dev.sluice.spark.sort;
 
 import dev.sluice.spark.ops.SluiceOpReader;
+import dev.sluice.spark.shuffle.DecodeBuffers;
 import dev.sluice.spark.shuffle.UnsafeRowFastPath;
 import java.nio.ByteBuffer;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -13,13 +14,15 @@ import scala.Tuple2;
  * row), is copied once into a heap array, and each row is pointed at its bytes there. This skips
  * what the row serializer's deserialization stream costs per row (a buffered stream read byte by
  * byte for the size, and a copy of the row). As with that stream, the row object is reused: it
- * is valid until the next call to {@link #next}.
+ * is valid until the next call to {@link #next}; {@link #hasNext} refills into the other of two
+ * arrays ({@link DecodeBuffers}), so it leaves the row's bytes as they are.
  */
 public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<Object, Object>> {
   private final SluiceOpReader.Native in;
   private final UnsafeRow row;
   private final Tuple2<Object, Object> pair;
-  private byte[] chunk = new byte[SluiceOpReader.RESULT_BUFFER_BYTES];
+  private final DecodeBuffers buffers = new DecodeBuffers();
+  private byte[] chunk;
   private int pos;
   private int left;
 
@@ -36,9 +39,7 @@ public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<O
       if (left > 0) {
         ByteBuffer b = in.buf;
         int n = b.remaining();
-        if (chunk.length < n) {
-          chunk = new byte[n];
-        }
+        chunk = buffers.nextRecords(n);
         b.get(chunk, 0, n);
         pos = 0;
       }
