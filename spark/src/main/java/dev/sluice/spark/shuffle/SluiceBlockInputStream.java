@@ -250,11 +250,7 @@ public final class SluiceBlockInputStream extends InputStream {
     if (left < UnsafeRowFastPath.SIZE_BYTES) {
       throw rowError("a row size cut after " + left + " bytes");
     }
-    int size =
-        (values[pos] & 0xff) << 24
-            | (values[pos + 1] & 0xff) << 16
-            | (values[pos + 2] & 0xff) << 8
-            | (values[pos + 3] & 0xff);
+    int size = UnsafeRowFastPath.sizeAt(values, pos);
     if (size < 0 || size > left - UnsafeRowFastPath.SIZE_BYTES) {
       throw rowError(
           "a row of " + size + " bytes at byte " + pos + " of its " + limit + " decoded bytes");

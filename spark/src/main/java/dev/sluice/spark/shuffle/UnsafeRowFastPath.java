@@ -31,6 +31,14 @@ public final class UnsafeRowFastPath {
 
   private UnsafeRowFastPath() {}
 
+  /** The row size the serializer's framing puts at {@code at} in {@code bytes} (big-endian). */
+  public static int sizeAt(byte[] bytes, int at) {
+    return (bytes[at] & 0xff) << 24
+        | (bytes[at + 1] & 0xff) << 16
+        | (bytes[at + 2] & 0xff) << 8
+        | (bytes[at + 3] & 0xff);
+  }
+
   /** Whether {@code serializer} writes records in the format this class writes. */
   static boolean covers(Serializer serializer) {
     return serializer.getClass().getName().equals(SERIALIZER_CLASS);

@@ -52,11 +52,7 @@ public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<O
     if (!hasNext()) {
       throw new java.util.NoSuchElementException();
     }
-    int size =
-        (chunk[pos] & 0xff) << 24
-            | (chunk[pos + 1] & 0xff) << 16
-            | (chunk[pos + 2] & 0xff) << 8
-            | (chunk[pos + 3] & 0xff);
+    int size = UnsafeRowFastPath.sizeAt(chunk, pos);
     row.pointTo(chunk, Platform.BYTE_ARRAY_OFFSET + pos + UnsafeRowFastPath.SIZE_BYTES, size);
     pos += UnsafeRowFastPath.SIZE_BYTES + size;
     left--;
