@@ -295,15 +295,19 @@ public final class SluiceAggregateExec extends SparkPlan {
     for (int x : b) {
       list.add(x);
     }
-    return new SluiceAggregateExec(
-        inputs,
-        resultExpressions,
-        numPartitions,
-        partitioning,
-        child,
-        form,
-        coalescable,
-        new Cut(List.copyOf(list), key));
+    SluiceAggregateExec cut =
+        new SluiceAggregateExec(
+            inputs,
+            resultExpressions,
+            numPartitions,
+            partitioning,
+            child,
+            form,
+            coalescable,
+            new Cut(List.copyOf(list), key));
+    // The same node for adaptive execution: the logical link it maps stages back by.
+    cut.copyTagsFrom(this);
+    return cut;
   }
 
   @Override

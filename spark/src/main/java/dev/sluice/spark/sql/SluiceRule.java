@@ -6,12 +6,15 @@ import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.physical.BroadcastDistribution;
 import org.apache.spark.sql.catalyst.plans.physical.Distribution;
 import org.apache.spark.sql.catalyst.plans.physical.UnspecifiedDistribution$;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.exchange.Exchange;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import scala.collection.immutable.Seq;
 
 /**
@@ -21,6 +24,8 @@ import scala.collection.immutable.Seq;
  * node, its children rewritten first, to {@link #replace}.
  */
 abstract class SluiceRule extends Rule<SparkPlan> {
+  private static final Logger LOG = LoggerFactory.getLogger(SluiceRule.class);
+
   /** The setting that turns the rule off. */
   abstract SluiceSetting setting();
 
@@ -60,7 +65,53 @@ abstract class SluiceRule extends Rule<SparkPlan> {
       changed |= n != c;
       children.add(n);
     }
-    return replace(changed ? plan.withNewChildren(toSeq(children)) : plan, pinned);
+    SparkPlan node = changed ? plan.withNewChildren(toSeq(children)) : plan;
+    SparkPlan replaced = replace(node, pinned);
+    return replaced == node ? node : adopt(replaced, node, getClass().getSimpleName());
+  }
+
+  /**
+   * {@code replaced} standing in for {@code node}, or {@code node} when it cannot.
+   *
+   * <p>A native node takes the place of Spark's nodes only when it gives its parent exactly what
+   * they gave: the same output attributes (ids, types, nullability, in order), which every parent
+   * expression is bound to. It takes over {@code node}'s link to the logical plan: adaptive
+   * execution maps each finished query stage back to the logical node its physical plan came from
+   * (the first node below the exchange that has a link); a native node without one would be
+   * mapped to the logical plan under the nodes it replaced, and the re-planned query would run
+   * those nodes again over the stage's output, whose attributes they no longer find.
+   */
+  static SparkPlan adopt(SparkPlan replaced, SparkPlan node, String rule) {
+    if (!sameOutput(replaced.output(), node.output())) {
+      LOG.warn(
+          "Sluice: {} leaves {} to Spark SQL: the native form's output {} is not the node's {}",
+          rule,
+          node.nodeName(),
+          replaced.output(),
+          node.output());
+      return node;
+    }
+    if (replaced.logicalLink().isEmpty() && node.logicalLink().isDefined()) {
+      replaced.setLogicalLink(node.logicalLink().get());
+    }
+    return replaced;
+  }
+
+  /** Whether two outputs are the same attributes, in the same order, of the same types. */
+  static boolean sameOutput(Seq<Attribute> a, Seq<Attribute> b) {
+    if (a.size() != b.size()) {
+      return false;
+    }
+    for (int i = 0; i < a.size(); i++) {
+      Attribute x = a.apply(i);
+      Attribute y = b.apply(i);
+      if (!x.exprId().equals(y.exprId())
+          || !x.dataType().equals(y.dataType())
+          || x.nullable() != y.nullable()) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /**
