@@ -27,8 +27,16 @@ import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
  * before it crosses. When Spark cannot grant them, even after spilling other consumers and
  * calling this one's {@link #spill}, the engine writes the output so far to a spill file in
  * Spark's local directories and frees it; the commit then puts each partition's spilled segments
- * ahead of the rest. Only the task's own thread spills its output (a request from another
- * consumer gets nothing), so the engine is asked to spill only between two hand-overs.
+ * ahead of the rest.
+ *
+ * <p>Spark's consumers of one task spill for each other, and so does this one: when another
+ * consumer of the task (the sort before a sort-merge join, an aggregate's hash map, anything the
+ * task's rows pass through before they reach the writer) asks for memory Spark cannot grant, the
+ * task memory manager calls {@link #spill}, and the engine's output so far goes to disk and its
+ * memory back to the pool. The engine is only ever asked to spill on the task's own thread, which
+ * makes every call on the attempt's handle: a request made there comes between two hand-overs
+ * (the writer is pulling its next row), never during one. A request from any other thread gets
+ * nothing.
  */
 public final class NativeMapOutput extends MemoryConsumer {
   /** Bytes of the two lengths in front of each record. */
@@ -66,7 +74,9 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** Execution memory held for the engine's output: bytes handed over since the last spill. */
   private long held;
 
-  private boolean handingOver;
+  /** The task's thread, the only one that calls the engine with {@link #task}. */
+  private final Thread owner;
+
   /** A spill that failed: its records are lost, so the attempt must fail. */
   private IOException spillFailure;
 
@@ -89,6 +99,7 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.metrics = metrics;
     this.settings = settings;
     this.resolver = resolver;
+    this.owner = Thread.currentThread();
     this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
     this.task =
         SluiceNative.mapOpen(
@@ -161,12 +172,9 @@ public final class NativeMapOutput extends MemoryConsumer {
   private void handOver(ByteBuffer b, int bytes, int count) throws IOException {
     long got;
     try {
-      handingOver = true;
       got = acquireMemory(bytes);
     } catch (SparkOutOfMemoryError e) {
       got = 0;
-    } finally {
-      handingOver = false;
     }
     if (spillFailure != null) {
       // Spark's memory manager turned the failed spill into an out-of-memory error (caught
@@ -183,12 +191,13 @@ public final class NativeMapOutput extends MemoryConsumer {
   }
 
   /**
-   * Spark asks for memory back: only a request from this task's own hand-over (on its thread,
-   * between two buffers) spills the engine's output.
+   * Spark asks for memory back, for this writer's own hand-over or for another consumer of the
+   * task: on the task's thread (between two hand-overs) the engine's output so far is spilled and
+   * all its memory freed; on any other thread nothing is.
    */
   @Override
   public long spill(long size, MemoryConsumer trigger) throws IOException {
-    if (trigger != this || !handingOver || task == 0 || held == 0) {
+    if (Thread.currentThread() != owner || task == 0 || held == 0) {
       return 0;
     }
     return spillOutput();
