@@ -1,10 +1,15 @@
-"""bench/tpch: the 22 TPC-H queries through Spark SQL, under Spark's sort
-shuffle and under Sluice, in the same run, every answer checked.
+"""bench/tpch: the 22 TPC-H queries (or, with --suite tpcds, the 99 TPC-DS
+queries) through Spark SQL, under Spark's sort shuffle and under Sluice, in
+the same run, every answer checked.
 
-Data: DuckDB's TPC-H extension (PyPI: duckdb, duckdb-ext-tpch; installed
-from spark/requirements.txt) generates the tables at --sf, written once as
-Parquet under --tmp and reused; the query texts come from the same
-extension at run time (tpch_queries()), so none is committed here.
+Data: DuckDB's TPC-H or TPC-DS extension (PyPI: duckdb, duckdb-ext-tpch,
+duckdb-ext-tpcds; installed from spark/requirements.txt) generates the
+tables at --sf, written once as Parquet under --tmp and reused; the query
+texts come from the same extension at run time (tpch_queries(),
+tpcds_queries()), so none is committed here. TPC-DS's texts quote aliases
+in double quotes, which Spark SQL reads as strings: they become backticks.
+
+Two protocols. --protocol warm (the default):
 
 Each manager runs in its own process and JVM (neither inherits the other's
 JIT-compiled code), adaptive execution on (Spark's default); after an
@@ -25,13 +30,21 @@ Sluice is Sluice's plain partitioning, `A` Sluice's native aggregate, `S`
 Sluice's native sort, `B` a broadcast, `c` a coalesced read). Every answer
 is compared, as a multiset of rows, with the sort shuffle's; a difference
 fails the run (exit 1). --json and --plot write the table and a bar chart
-of the per-query ratios."""
+of the per-query ratios.
+
+--protocol power runs a suite as a user runs it: each query once, in
+order, in one fresh session per manager, no warm-up pass (--reps and
+--warmup do not apply); the managers' sessions run one after the other,
+the one going first swapping with each of --processes sets, and the sets
+are pooled as above. What a manager pays the first time (JIT of its code,
+the engine's start, pages faulted in) is in its figures."""
 
 import argparse
 import collections
 import json
 import os
 import pathlib
+import re
 import statistics
 import subprocess
 import sys
@@ -45,7 +58,6 @@ from bench import ask, process_cpu_s  # noqa: E402
 JAR = HERE / "target" / "sluice-spark.jar"
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 BASELINE = "sluice-base"
-TABLES = ("customer", "lineitem", "nation", "orders", "part", "partsupp", "region", "supplier")
 # Final-plan node names counted by the path report, and their letters.
 PATHS = (
     ("SluiceAggregate", "A"),
@@ -66,35 +78,65 @@ SLOW_RATIO = 0.95
 EXTRA = {"groupby": "SELECT id % 97 AS g, count(*) AS n FROM range(0, 50000, 1, 2) GROUP BY id % 97"}
 
 
-def tpch_extension(con):
-    """Loads DuckDB's TPC-H extension from the duckdb-ext-tpch wheel (no
-    download: the extension file ships in the package)."""
-    import duckdb_ext
+class Suite:
+    """A benchmark suite of DuckDB's: its extension, generator, query texts
+    and how many queries it has."""
 
-    root = pathlib.Path(list(duckdb_ext.__path__)[0]) / "extensions"
-    found = sorted(root.glob("*/*/tpch.duckdb_extension"))
-    if not found:
-        sys.exit(f"no tpch.duckdb_extension under {root}: pip install -r spark/requirements.txt")
-    con.execute(f"LOAD '{found[-1]}'")
+    def __init__(self, name, generator, count):
+        self.name = name
+        self.generator = generator
+        self.count = count
+
+    def extension(self, con):
+        """Loads the suite's DuckDB extension from its duckdb-ext-* wheel (no
+        download: the extension file ships in the package)."""
+        import duckdb_ext
+
+        root = pathlib.Path(list(duckdb_ext.__path__)[0]) / "extensions"
+        found = sorted(root.glob(f"*/*/{self.name}.duckdb_extension"))
+        if not found:
+            sys.exit(f"no {self.name}.duckdb_extension under {root}: "
+                     "pip install -r spark/requirements.txt")
+        con.execute(f"LOAD '{found[-1]}'")
+
+    def queries(self):
+        """The suite's query texts, keyed by number, as Spark SQL reads them."""
+        import duckdb
+
+        con = duckdb.connect()
+        self.extension(con)
+        texts = {n: spark_text(q) for n, q in con.execute(
+            f"SELECT query_nr, query FROM {self.name}_queries() ORDER BY query_nr").fetchall()}
+        return {**texts, **EXTRA} if self.name == "tpch" else texts
+
+    def data(self, tmp, sf):
+        """Where the suite's tables at scale factor sf are kept under tmp."""
+        return tmp / (f"sf{sf:g}" if self.name == "tpch" else f"{self.name}-sf{sf:g}")
 
 
-def queries():
-    """The 22 query texts of DuckDB's TPC-H extension, keyed by number."""
-    import duckdb
+SUITES = {"tpch": Suite("tpch", "dbgen", 22), "tpcds": Suite("tpcds", "dsdgen", 99)}
 
-    con = duckdb.connect()
-    tpch_extension(con)
-    texts = {n: q.strip().rstrip(";") for n, q in con.execute(
-        "SELECT query_nr, query FROM tpch_queries() ORDER BY query_nr").fetchall()}
-    return {**texts, **EXTRA}
+
+def spark_text(q):
+    """A DuckDB query text as Spark SQL reads it: no trailing semicolon,
+    double-quoted identifiers (TPC-DS's aliases) in backticks. The texts
+    quote string literals in single quotes only."""
+    return re.sub(r'"([^"]*)"', r"`\1`", q.strip().rstrip(";"))
 
 
 def label(q):
     return f"q{q:02d}" if isinstance(q, int) else q
 
 
-def generate(sf, root):
-    """The eight tables at scale factor sf as Parquet under root (once)."""
+def value(v):
+    """One value of an answer: a double to 12 significant digits (a sum or
+    average of doubles depends on the order of its additions, which no
+    shuffle fixes); anything else as it is."""
+    return float(f"{v:.12g}") if isinstance(v, float) else v
+
+
+def generate(suite, sf, root):
+    """The suite's tables at scale factor sf as Parquet under root (once)."""
     done = root / "_SUCCESS"
     if done.exists():
         return root
@@ -103,12 +145,15 @@ def generate(sf, root):
     root.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
     con = duckdb.connect()
-    tpch_extension(con)
-    con.execute(f"CALL dbgen(sf={sf})")
-    for table in TABLES:
+    suite.extension(con)
+    con.execute(f"CALL {suite.generator}(sf={sf})")
+    tables = [r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables ORDER BY table_name").fetchall()]
+    for table in tables:
         con.execute(f"COPY {table} TO '{root / table}.parquet' (FORMAT parquet)")
     done.write_text("")
-    print(f"generated TPC-H sf {sf} in {time.perf_counter() - t:.1f} s: {root}", file=sys.stderr)
+    print(f"generated {suite.name} sf {sf} in {time.perf_counter() - t:.1f} s: {root}",
+          file=sys.stderr)
     return root
 
 
@@ -180,7 +225,7 @@ def paths(plan):
 def canonical(rows):
     """A query's answer as a sorted list of row strings (ORDER BY ties may
     come in any order; the multiset of rows may not differ)."""
-    return sorted(repr(tuple(r)) for r in rows)
+    return sorted(repr(tuple(value(v) for v in r)) for r in rows)
 
 
 class Worker:
@@ -191,9 +236,9 @@ class Worker:
         self.a = a
         jar = a.baseline_jar if manager == BASELINE and a.baseline_jar else JAR
         self.spark = session(manager, a, jar)
-        for table in TABLES:
-            self.spark.read.parquet(str(a.data / f"{table}.parquet")).createOrReplaceTempView(table)
-        self.texts = queries()
+        for table in sorted(a.data.glob("*.parquet")):
+            self.spark.read.parquet(str(table)).createOrReplaceTempView(table.stem)
+        self.texts = SUITES[a.suite].queries()
         self.runs = 0
 
     def run(self, query, partitions):
@@ -205,7 +250,10 @@ class Worker:
         cpu0 = process_cpu_s(spark)
         t = time.perf_counter()
         df = spark.sql(self.texts[query])
-        rows = df.collect()
+        try:
+            rows = df.collect()
+        except Exception as e:  # noqa: BLE001  (py4j's error: reported, the session goes on)
+            return {"error": str(e).strip().split("\n")[0][:400]}
         wall = time.perf_counter() - t
         cpu = process_cpu_s(spark) - cpu0
         plan = df._jdf.queryExecution().executedPlan().toString()
@@ -226,7 +274,7 @@ class Worker:
 
 
 def start_worker(a, manager):
-    args = [sys.executable, __file__, "--manager", manager, "--sf", str(a.sf),
+    args = [sys.executable, __file__, "--manager", manager, "--suite", a.suite, "--sf", str(a.sf),
             "--cores", str(a.cores), "--tmp", str(a.tmp), "--driver-memory", a.driver_memory]
     for kv in a.conf:
         args += ["--conf", kv]
@@ -262,15 +310,53 @@ def run_interleaved(a):
                     for rep in range(a.reps):
                         for m in order:
                             r = ask(workers[m], query=q, partitions=partitions)
-                            print(f"  {m:11} p={partitions:<5} {label(q):7} "
-                                  f"process {round_ + 1} run {rep + 1}: "
-                                  f"{r['seconds']:7.2f} s, task CPU {r['task_cpu_s']:6.2f} s, "
-                                  f"driver {r['driver_s']:5.2f} s, {r['jobs']} jobs, "
-                                  f"{r['tasks']} tasks, {r['paths']}", flush=True)
-                            check_answer(a, runs, wrong, partitions, q, m, r.pop("answer"))
-                            runs[(partitions, q)].setdefault(m, []).append(r)
+                            record(a, runs, wrong, partitions, q, m, r, f"process {round_ + 1} "
+                                   f"run {rep + 1}")
                         order.reverse()
     return runs, wrong
+
+
+def run_power(a):
+    """The power run: for each set of processes and partition count, each
+    manager in a fresh session of its own runs every query once, in order,
+    with no warm-up; the managers' sessions run one after the other, the
+    one going first swapping each time."""
+    runs = {}
+    wrong = []
+    turn = 0
+    for round_ in range(a.processes):
+        for partitions in a.partitions:
+            managers = a.managers if turn % 2 == 0 else a.managers[::-1]
+            turn += 1
+            for m in managers:
+                worker = start_worker(a, m)
+                try:
+                    for q in a.queries:
+                        r = ask(worker, query=q, partitions=partitions)
+                        record(a, runs, wrong, partitions, q, m, r,
+                               f"process {round_ + 1} run 1")
+                finally:
+                    if worker.poll() is None:
+                        worker.stdin.write(json.dumps({"op": "stop"}) + "\n")
+                        worker.stdin.close()
+                        worker.wait()
+    return runs, wrong
+
+
+def record(a, runs, wrong, partitions, q, m, r, which):
+    """Prints one run, checks its answer and keeps it; a query that failed
+    is a wrong answer (the failure printed)."""
+    if "error" in r:
+        wrong.append((partitions, q, m))
+        print(f"  {m:11} p={partitions:<5} {label(q):7} {which}: FAILED: {r['error']}",
+              flush=True)
+        return
+    print(f"  {m:11} p={partitions:<5} {label(q):7} {which}: "
+          f"{r['seconds']:7.2f} s, task CPU {r['task_cpu_s']:6.2f} s, "
+          f"driver {r['driver_s']:5.2f} s, {r['jobs']} jobs, "
+          f"{r['tasks']} tasks, {r['paths']}", flush=True)
+    check_answer(a, runs, wrong, partitions, q, m, r.pop("answer"))
+    runs[(partitions, q)].setdefault(m, []).append(r)
 
 
 def check_answer(a, runs, wrong, partitions, q, m, answer):
@@ -291,14 +377,19 @@ def report(a, runs):
     first manager to each other, CPU, shuffle bytes, driver time, paths."""
     first, rows = a.managers[0], []
     for partitions in a.partitions:
-        print(f"\nshuffle partitions {partitions}, scale factor {a.sf}, "
-              f"best of {a.reps * a.processes} ({a.processes} processes per manager)")
+        print(f"\n{a.suite} shuffle partitions {partitions}, scale factor {a.sf}, "
+              f"{a.protocol} protocol, best of {a.reps * a.processes} "
+              f"({a.processes} processes per manager)")
         head = "".join(f" {m + ' s':>10} {'ratio':>6} {'tCPU':>6} {'drv':>5} {'MB':>7} "
                        f"{'paths':>10}" for m in a.managers)
         print(f"{'query':7}{head}")
         totals = collections.defaultdict(float)
         for q in a.queries:
-            r = runs[(partitions, q)]
+            r = runs.get((partitions, q), {})
+            if any(m not in r for m in a.managers):
+                print(f"{label(q):7} failed under "
+                      f"{', '.join(m for m in a.managers if m not in r)}")
+                continue
             best = {m: min(r[m], key=lambda x: x["seconds"]) for m in a.managers}
             line = f"{label(q):7}"
             row = {"partitions": partitions, "query": q}
@@ -326,7 +417,7 @@ def report(a, runs):
             for m in a.managers))
         print("JVM CPU (all threads): " + ", ".join(
             f"{m} {totals[m + ' jvm']:.1f} s" for m in a.managers))
-        print(slowest(rows[-len(a.queries):], a.managers[-1]))
+        print(slowest([r for r in rows if r["partitions"] == partitions], a.managers[-1]))
     return rows
 
 
@@ -360,7 +451,7 @@ def plot(a, rows, path):
         ax.axhline(0.95, color="red", linewidth=0.6, linestyle="--")
         ax.set_xticks(range(len(mine)), [label(r["query"]) for r in mine], fontsize=7)
         ax.set_ylabel("speed-up (x)")
-        ax.set_title(f"TPC-H sf {a.sf}, {partitions} shuffle partitions, local[{a.cores}]")
+        ax.set_title(f"{a.suite} sf {a.sf}, {partitions} shuffle partitions, local[{a.cores}]")
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -369,10 +460,14 @@ def plot(a, rows, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor")
+    ap.add_argument("--suite", choices=sorted(SUITES), default="tpch")
+    ap.add_argument("--sf", type=float, default=1.0, help="scale factor")
+    ap.add_argument("--protocol", choices=("warm", "power"), default="warm",
+                    help="warm: warm-up pass, runs interleaved; power: each query once, in "
+                         "order, a fresh session per manager (see above)")
     ap.add_argument("--partitions", default="16,200",
                     help="comma-separated spark.sql.shuffle.partitions to run at")
-    ap.add_argument("--queries", default="", help="comma-separated query numbers (all 22)")
+    ap.add_argument("--queries", default="", help="comma-separated query numbers (all)")
     ap.add_argument("--reps", type=int, default=2, help="runs of each query; the fastest is kept")
     ap.add_argument("--processes", type=int, default=1,
                     help="fresh worker processes per manager, one set after the other, started "
@@ -402,13 +497,15 @@ def main():
     if a.quick:
         a.sf, a.partitions, a.reps, a.warmup = 0.1, "16", 1, 0
     a.partitions = [int(p) for p in a.partitions.split(",") if p]
+    suite = SUITES[a.suite]
     a.queries = [int(q) if q.isdigit() else q for q in a.queries.split(",") if q] or list(
-        range(1, 23))
-    unknown = [q for q in a.queries if not isinstance(q, int) and q not in EXTRA]
-    if unknown or any(isinstance(q, int) and not 1 <= q <= 22 for q in a.queries):
-        ap.error(f"--queries takes 1-22 and {', '.join(EXTRA)}, got {a.queries}")
+        range(1, suite.count + 1))
+    extra = EXTRA if a.suite == "tpch" else {}
+    unknown = [q for q in a.queries if not isinstance(q, int) and q not in extra]
+    if unknown or any(isinstance(q, int) and not 1 <= q <= suite.count for q in a.queries):
+        ap.error(f"--queries takes 1-{suite.count} {' '.join(extra)}, got {a.queries}")
     a.managers = [m for m in a.managers.split(",") if m]
-    a.data = a.tmp / f"sf{a.sf:g}"
+    a.data = suite.data(a.tmp, a.sf)
     if a.manager:
         out = os.fdopen(os.dup(1), "w")
         os.dup2(2, 1)
@@ -422,14 +519,15 @@ def main():
         ap.error("--processes takes 1 or more")
     if not JAR.exists():
         sys.exit(f"{JAR} is missing: run spark/build.sh")
-    generate(a.sf, a.data)
+    generate(suite, a.sf, a.data)
     t = time.perf_counter()
-    runs, wrong = run_interleaved(a)
+    runs, wrong = run_power(a) if a.protocol == "power" else run_interleaved(a)
     rows = report(a, runs)
     print(f"\n{len(a.queries) * len(a.partitions)} query settings, {len(wrong)} wrong answers, "
           f"{time.perf_counter() - t:.0f} s")
     if a.json:
-        a.json.write_text(json.dumps({"sf": a.sf, "cores": a.cores, "rows": rows}, indent=2))
+        a.json.write_text(json.dumps({"suite": a.suite, "sf": a.sf, "protocol": a.protocol,
+                                      "cores": a.cores, "rows": rows}, indent=2))
     if a.plot:
         plot(a, rows, a.plot)
     if wrong:
