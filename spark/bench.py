@@ -340,8 +340,24 @@ def start_worker(a, manager):
 
 
 def ask(worker, **cmd):
+    send(worker, **cmd)
+    return reply(worker)
+
+
+def ask_all(workers, **cmd):
+    """The same command to every worker at once (they run it side by side:
+    for answers, not for times), and their replies by key."""
+    for w in workers.values():
+        send(w, **cmd)
+    return {m: reply(w) for m, w in workers.items()}
+
+
+def send(worker, **cmd):
     worker.stdin.write(json.dumps(cmd) + "\n")
     worker.stdin.flush()
+
+
+def reply(worker):
     line = worker.stdout.readline()
     if not line:
         sys.exit(f"a benchmark worker died (exit {worker.wait()})")

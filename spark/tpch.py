@@ -328,6 +328,13 @@ def run_power(a):
         for partitions in a.partitions:
             managers = a.managers if turn % 2 == 0 else a.managers[::-1]
             turn += 1
+            if a.concurrent:
+                with bench.worker_set(a, round_, start_worker) as (_, workers):
+                    for q in a.queries:
+                        for m, r in bench.ask_all(workers, query=q, partitions=partitions).items():
+                            record(a, runs, wrong, partitions, q, m, r,
+                                   f"process {round_ + 1} run 1")
+                continue
             for m in managers:
                 worker = start_worker(a, m)
                 try:
@@ -468,6 +475,9 @@ def main():
     ap.add_argument("--partitions", default="16,200",
                     help="comma-separated spark.sql.shuffle.partitions to run at")
     ap.add_argument("--queries", default="", help="comma-separated query numbers (all)")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="power protocol, for answers only (the tests): the managers' sessions "
+                         "run each query at the same time, so their times are not comparable")
     ap.add_argument("--reps", type=int, default=2, help="runs of each query; the fastest is kept")
     ap.add_argument("--processes", type=int, default=1,
                     help="fresh worker processes per manager, one set after the other, started "
@@ -515,6 +525,8 @@ def main():
         ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}")
     if (BASELINE in a.managers) != (a.baseline_jar is not None or bool(a.baseline_conf)):
         ap.error(f"--baseline-jar or --baseline-conf and the '{BASELINE}' manager go together")
+    if a.concurrent and a.protocol != "power":
+        ap.error("--concurrent goes with --protocol power")
     if a.processes < 1:
         ap.error("--processes takes 1 or more")
     if not JAR.exists():

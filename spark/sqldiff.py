@@ -1,0 +1,349 @@
+"""A differential test of Sluice's Spark SQL rules: generated queries run
+under Spark's sort shuffle and under Sluice, every answer compared.
+
+The rules replace Spark's aggregates, sorts and exchanges with native nodes
+where the plan has shapes they accept. This script writes queries the rules
+were not tuned on, from a seed: aggregates by one to several keys of every
+type the engine groups (integers, booleans, dates, timestamps, decimals,
+strings) with counts, sums, averages, minima and maxima of integers,
+decimals, dates and timestamps, nulls in every column, DISTINCT
+aggregates, ROLLUP, CUBE and GROUPING SETS, HAVING, windows over
+aggregates, self-joins of an aggregated CTE, UNION ALL below an aggregate,
+joins below an aggregate, ORDER BY with LIMIT, at 1, a few or many shuffle
+partitions; each runs once under each manager (each manager in its own
+process and JVM, adaptive execution on; the two run each query at the same
+time, so the times printed are not a benchmark), and the two answers must be the
+same multiset of rows (doubles to 12 significant digits, as
+spark/tpch.py compares). A query whose answer is an error must fail under
+both. Any difference is printed with its SQL and fails the run (exit 1).
+
+    python spark/sqldiff.py [--seed S] [--queries N] [--rows R]
+
+The tables (three, of --rows rows each, from the seed) are written once as
+Parquet by DuckDB under --tmp. The test (spark/tests/test_7_sqldiff.py)
+runs a fixed seed; any other seed is as good a test."""
+
+import argparse
+import json
+import os
+import pathlib
+import random
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench  # noqa: E402  (sessions, the worker protocol)
+from tpch import canonical  # noqa: E402
+
+# Columns of every table: name -> (DuckDB type, what it is to the generator).
+COLUMNS = {
+    "k_long": ("BIGINT", "key"),
+    "k_int": ("INTEGER", "key"),
+    "k_short": ("SMALLINT", "key"),
+    "k_bool": ("BOOLEAN", "key"),
+    "k_date": ("DATE", "key"),
+    "k_ts": ("TIMESTAMP", "key"),
+    "k_dec": ("DECIMAL(7,2)", "key"),
+    "k_str": ("VARCHAR", "key"),
+    "v_int": ("INTEGER", "num"),
+    "v_long": ("BIGINT", "num"),
+    "v_tiny": ("TINYINT", "num"),
+    "v_dec": ("DECIMAL(7,2)", "num"),
+    "v_dec18": ("DECIMAL(18,4)", "num"),
+    "v_dec38": ("DECIMAL(38,6)", "num"),
+    "v_date": ("DATE", "ord"),
+    "v_ts": ("TIMESTAMP", "ord"),
+    "v_str": ("VARCHAR", "ord"),
+    "v_dbl": ("DOUBLE", "dbl"),
+}
+TABLES = ("t1", "t2", "t3")
+KEYS = [c for c, (_, kind) in COLUMNS.items() if kind == "key"]
+NUMS = [c for c, (_, kind) in COLUMNS.items() if kind == "num"]
+ORDS = [c for c, (_, kind) in COLUMNS.items() if kind == "ord"]
+
+
+def generate(root, rows, seed):
+    """Three tables of `rows` rows as Parquet under root (once per size and
+    seed): few distinct keys per column (groups of many rows), a null in
+    about one value in twelve of every column."""
+    done = root / "_SUCCESS"
+    if done.exists():
+        return root
+    import duckdb
+
+    root.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect()
+    con.execute(f"SELECT setseed({(seed % 1000) / 1000})")
+    for n, table in enumerate(TABLES):
+        distinct = (7, 50, 400)[n]
+        exprs = {
+            "k_long": f"(random() * {distinct})::BIGINT * 1000003",
+            "k_int": f"(random() * {distinct})::INTEGER - {distinct // 2}",
+            "k_short": "(random() * 9)::SMALLINT",
+            "k_bool": "random() < 0.5",
+            "k_date": f"DATE '1998-01-01' + (random() * {distinct})::INTEGER",
+            "k_ts": f"TIMESTAMP '2001-02-03 04:05:06' + to_seconds((random() * {distinct})::BIGINT * 3601)",
+            "k_dec": f"((random() * {distinct})::INTEGER * 1.25)::DECIMAL(7,2)",
+            "k_str": f"'s' || ((random() * {distinct})::INTEGER)::VARCHAR",
+            "v_int": "(random() * 2000000 - 1000000)::INTEGER",
+            "v_long": "(random() * 1e15)::BIGINT - 500000000000000",
+            "v_tiny": "(random() * 200 - 100)::TINYINT",
+            "v_dec": "(random() * 99999 - 49999)::DECIMAL(7,2)",
+            "v_dec18": "(random() * 1e13)::DECIMAL(18,4)",
+            "v_dec38": "(random() * 1e20 - 5e19)::DECIMAL(38,6)",
+            "v_date": "DATE '1990-01-01' + (random() * 10000)::INTEGER",
+            "v_ts": "TIMESTAMP '1990-01-01' + to_seconds((random() * 1e9)::BIGINT)",
+            "v_str": "md5(random()::VARCHAR)",
+            "v_dbl": "(random() * 1000)::INTEGER / 8.0",
+        }
+        cols = ", ".join(
+            f"CASE WHEN random() < 0.08 THEN NULL ELSE {exprs[c]} END AS {c}" for c in COLUMNS)
+        con.execute(f"CREATE TABLE {table} AS SELECT {cols} FROM range({rows})")
+        con.execute(f"COPY {table} TO '{root / table}.parquet' (FORMAT parquet)")
+    done.write_text("")
+    return root
+
+
+class Gen:
+    """Query texts from one random stream."""
+
+    def __init__(self, rng):
+        self.r = rng
+
+    def keys(self, lo=1, hi=4):
+        return self.r.sample(KEYS, self.r.randint(lo, hi))
+
+    def agg(self, alias, q=""):
+        """One aggregate function over columns qualified by `q` ("x." say)."""
+        r = self.r
+        kind = r.choice(("count", "count_col", "distinct", "sum", "avg", "minmax", "minmax_ord",
+                         "sum_expr", "dbl"))
+        v = q + r.choice(NUMS)
+        if kind == "count":
+            e = "count(*)"
+        elif kind == "count_col":
+            e = f"count({q}{r.choice(list(COLUMNS))})"
+        elif kind == "distinct":
+            e = f"{r.choice(('count', 'sum'))}(DISTINCT {v})"
+        elif kind == "sum":
+            e = f"sum({v})"
+        elif kind == "avg":
+            e = f"avg({v})"
+        elif kind == "minmax":
+            e = f"{r.choice(('min', 'max'))}({v})"
+        elif kind == "minmax_ord":
+            e = f"{r.choice(('min', 'max'))}({q}{r.choice(ORDS)})"
+        elif kind == "sum_expr":
+            w = q + r.choice(("v_int", "v_tiny", "v_dec"))
+            e = f"sum({v} * 2)" if v.endswith("v_dec38") else f"sum({v} + {w})"
+        else:
+            e = f"{r.choice(('sum', 'avg', 'max'))}({q}v_dbl)"
+        return f"{e} AS {alias}"
+
+    def where(self):
+        r = self.r
+        if r.random() < 0.5:
+            return ""
+        c = r.choice(("v_int > 0", "k_bool", "v_dec IS NOT NULL", "k_int % 3 = 1",
+                      "v_date > DATE '1995-01-01'", "k_str <> 's1'"))
+        return f" WHERE {c}"
+
+    def table(self):
+        return self.r.choice(TABLES)
+
+    def aggregate(self):
+        keys = self.keys()
+        aggs = [self.agg(f"a{i}") for i in range(self.r.randint(1, 4))]
+        having = f" HAVING count(*) > {self.r.randint(1, 5)}" if self.r.random() < 0.2 else ""
+        return (f"SELECT {', '.join(keys + aggs)} FROM {self.table()}{self.where()} "
+                f"GROUP BY {', '.join(keys)}{having}")
+
+    def global_aggregate(self):
+        aggs = [self.agg(f"a{i}") for i in range(self.r.randint(1, 3))]
+        return f"SELECT {', '.join(aggs)} FROM {self.table()}{self.where()}"
+
+    def grouping_sets(self):
+        keys = self.keys(2, 3)
+        aggs = [self.agg(f"a{i}") for i in range(self.r.randint(1, 3))]
+        how = self.r.choice(("ROLLUP", "CUBE", "SETS"))
+        if how == "SETS":
+            sets = ", ".join(f"({k})" for k in keys) + ", ()"
+            group = f"GROUPING SETS ({sets})"
+        else:
+            group = f"{how}({', '.join(keys)})"
+        return (f"SELECT {', '.join(keys)}, grouping_id() AS g, {', '.join(aggs)} "
+                f"FROM {self.table()}{self.where()} GROUP BY {group}")
+
+    def window_over_aggregate(self):
+        r = self.r
+        keys = self.keys(2, 3)
+        v = r.choice(("v_int", "v_dec", "v_long", "v_dec18"))
+        part = keys[0]
+        win = r.choice((
+            f"sum(sum({v})) OVER (PARTITION BY {part}) AS w",
+            f"avg(sum({v})) OVER (PARTITION BY {part}) AS w",
+            f"rank() OVER (PARTITION BY {part} ORDER BY sum({v}) DESC, {', '.join(keys)}) AS w",
+            f"sum(sum({v})) OVER (PARTITION BY {part} ORDER BY {', '.join(keys[1:])} "
+            f"ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS w",
+            f"count(*) OVER (PARTITION BY {part}) AS w",
+        ))
+        return (f"SELECT {', '.join(keys)}, sum({v}) AS s, {win} FROM {self.table()}{self.where()} "
+                f"GROUP BY {', '.join(keys)}")
+
+    def self_join(self):
+        r = self.r
+        keys = self.keys(1, 2)
+        v = r.choice(NUMS[:5])
+        on = " AND ".join(f"x.{k} = y.{k}" for k in keys)
+        filt = r.choice(("", " WHERE x.s > y.s", " WHERE x.n >= y.n"))
+        cte = (f"WITH a AS (SELECT {', '.join(keys)}, sum({v}) AS s, count(*) AS n "
+               f"FROM {self.table()}{self.where()} GROUP BY {', '.join(keys)}) ")
+        if r.random() < 0.5:
+            return cte + f"SELECT x.*, y.s AS ys FROM a x JOIN a y ON {on}{filt}"
+        on2 = " AND ".join(f"x.{k} = z.{k}" for k in keys)
+        return cte + (f"SELECT x.*, y.s AS ys, z.n AS zn FROM a x JOIN a y ON {on} "
+                      f"JOIN a z ON {on2}{filt}")
+
+    def union_all(self):
+        r = self.r
+        keys = self.keys(1, 3)
+        v = r.choice(NUMS)
+        tag = "'x' AS src, " if r.random() < 0.5 else ""
+        parts = [f"SELECT {tag}{', '.join(keys)}, {v} FROM {t}" for t in r.sample(TABLES, 2)]
+        inner = " UNION ALL ".join(parts)
+        group = (["src"] if tag else []) + keys
+        agg = f"sum({v}) AS a0, count(*) AS n"
+        return f"SELECT {', '.join(group)}, {agg} FROM ({inner}) u GROUP BY {', '.join(group)}"
+
+    def join_aggregate(self):
+        r = self.r
+        k = r.choice(("k_int", "k_str", "k_date", "k_long", "k_dec"))
+        g = r.choice([c for c in KEYS if c != k])
+        a, b = r.sample(TABLES, 2)
+        aggs = [self.agg(f"a{i}", "x.") for i in range(r.randint(1, 3))]
+        return (f"SELECT y.{g}, {', '.join(aggs)} FROM {a} x JOIN {b} y ON x.{k} = y.{k} "
+                f"GROUP BY y.{g}")
+
+    def query(self):
+        r = self.r
+        shape = r.choice(("aggregate", "aggregate", "global_aggregate", "grouping_sets",
+                          "window_over_aggregate", "self_join", "union_all", "join_aggregate"))
+        q = getattr(self, shape)()
+        if r.random() < 0.3 and not q.startswith("WITH"):
+            # ORDER BY every output column: a LIMIT then keeps the same rows under any plan.
+            q = f"SELECT * FROM ({q}) o ORDER BY ALL"
+            q += f" LIMIT {r.choice((1, 10, 100))}" if r.random() < 0.7 else ""
+        return shape, q
+
+
+def queries(seed, count):
+    g = Gen(random.Random(seed))
+    out = []
+    for i in range(count):
+        shape, q = g.query()
+        out.append({"id": i, "shape": shape, "sql": q,
+                    "partitions": g.r.choice((1, 7, 16, 200))})
+    return out
+
+
+class Worker:
+    """One manager's session answering the parent's queries (one JSON line
+    each on stdin, one back)."""
+
+    def __init__(self, a, manager):
+        self.spark = bench.session(
+            manager, a.cores, a.tmp / manager, [], app="sluice-sqldiff",
+            settings={"spark.driver.memory": a.driver_memory,
+                      "spark.sql.adaptive.enabled": "true",
+                      "spark.ui.enabled": "false"})
+        for t in TABLES:
+            self.spark.read.parquet(str(a.data / f"{t}.parquet")).createOrReplaceTempView(t)
+
+    def run(self, cmd):
+        self.spark.conf.set("spark.sql.shuffle.partitions", str(cmd["partitions"]))
+        t = time.perf_counter()
+        df = self.spark.sql(cmd["sql"])
+        try:
+            rows = df.collect()
+        except Exception as e:  # noqa: BLE001  (the error is the answer)
+            return {"error": str(e).strip().split("\n")[0][:300]}
+        seconds = time.perf_counter() - t
+        plan = df._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
+        return {"answer": canonical(rows), "native": plan.count("Sluice"), "seconds": seconds}
+
+    def serve(self, out):
+        try:
+            for line in sys.stdin:
+                cmd = json.loads(line)
+                if cmd.get("op") == "stop":
+                    break
+                print(json.dumps(self.run(cmd)), file=out, flush=True)
+        finally:
+            self.spark.stop()
+
+
+def start_worker(a, manager):
+    import subprocess
+
+    args = [sys.executable, __file__, "--manager", manager, "--rows", str(a.rows),
+            "--seed", str(a.seed), "--cores", str(a.cores), "--tmp", str(a.tmp),
+            "--driver-memory", a.driver_memory]
+    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=38)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--rows", type=int, default=20000, help="rows of each table")
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--driver-memory", default="1g")
+    ap.add_argument("--tmp", type=pathlib.Path, default=pathlib.Path("/tmp/sluice-sqldiff"))
+    ap.add_argument("--show", action="store_true", help="print the queries and stop")
+    ap.add_argument("--manager", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    a.data = a.tmp / f"data-{a.rows}-{a.seed}"
+    a.managers = ["sort", "sluice"]
+    if a.manager:
+        out = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+        Worker(a, a.manager).serve(out)
+        return
+    qs = queries(a.seed, a.queries)
+    if a.show:
+        for q in qs:
+            print(f"{q['id']:4} p={q['partitions']:<4} {q['shape']:22} {q['sql']}")
+        return
+    generate(a.data, a.rows, a.seed)
+    t = time.perf_counter()
+    differ, native, errors = [], 0, 0
+    seconds = {m: 0.0 for m in a.managers}
+    with bench.worker_set(a, 0, start_worker) as (_, workers):
+        for q in qs:
+            got = bench.ask_all(workers, **q)
+            for m in a.managers:
+                seconds[m] += got[m].get("seconds", 0.0)
+            if q["id"] % 50 == 49:
+                print(f"  {q['id'] + 1} queries, {len(differ)} different so far", flush=True)
+            ref, mine = got["sort"], got["sluice"]
+            native += mine.get("native", 0) > 0
+            if "error" in ref or "error" in mine:
+                errors += 1
+                if ("error" in ref) != ("error" in mine):
+                    differ.append((q, ref, mine))
+            elif ref["answer"] != mine["answer"]:
+                differ.append((q, ref, mine))
+    for q, ref, mine in differ:
+        print(f"DIFFERENT ANSWER: query {q['id']} ({q['shape']}, {q['partitions']} partitions): "
+              f"{q['sql']}\n  sort: {str(ref.get('error', ref.get('answer')))[:600]}\n"
+              f"  sluice: {str(mine.get('error', mine.get('answer')))[:600]}", flush=True)
+    print(f"{len(qs)} queries (seed {a.seed}, {a.rows} rows a table): {native} ran native nodes "
+          f"under Sluice, {errors} failed under a manager, {len(differ)} different answers, "
+          f"{time.perf_counter() - t:.0f} s (queries: sort {seconds['sort']:.0f} s, "
+          f"Sluice {seconds['sluice']:.0f} s)")
+    sys.exit(1 if differ else 0)
+
+
+if __name__ == "__main__":
+    main()
