@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Runs Apache Spark 4.0.1's own shuffle test suites (ScalaTest, from Spark's published test
-# jars) against Sluice: ShuffleSuite (as SluiceShuffleSuite, the way SortShuffleSuite runs it
-# with "sort"), ShuffleDependencySuite, HostLocalShuffleReadingSuite and Spark SQL's
-# AdaptiveQueryExecSuite. Tests on the one exclusion list (Exclusions.java) are left out.
+# Runs Apache Spark 4.0.1's own test suites (ScalaTest, from Spark's published test jars)
+# against Sluice: the shuffle suites ShuffleSuite (as SluiceShuffleSuite, the way
+# SortShuffleSuite runs it with "sort"), ShuffleDependencySuite, HostLocalShuffleReadingSuite
+# and Spark SQL's AdaptiveQueryExecSuite, with Sluice as the shuffle manager; and Spark SQL's
+# suites of the plan shapes Sluice's SQL rules rewrite, with the rules on as well (after each, a
+# check that the rules planned native nodes in it): DataFrameAggregateSuite,
+# DataFrameWindowFunctionsSuite and SQLWindowFunctionSuite by default, JoinSuite,
+# DataFrameSetOperationsSuite, SubquerySuite, ExchangeSuite and PlannerSuite when named (their
+# plan-shape tests are not yet on the exclusion list). Tests on the one exclusion list
+# (Exclusions.java) are left out.
 #
 #   bash spark/suites/run.sh [--control] [-z TEST_NAME_PART ...] [SUITE ...]
 #
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
-# SUITE is a short name (ShuffleSuite, ShuffleDependencySuite, HostLocalShuffleReadingSuite,
-# AdaptiveQueryExecSuite); the default is all four. Spark's runtime jars come from pyspark
-# (spark/.venv, installed by spark/test.sh); the Sluice jar from spark/build.sh.
+# SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, ...: the names above);
+# the default is the seven CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
+# spark/test.sh); the Sluice jar from spark/build.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -22,12 +28,13 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --control) control=1 ;;
     -z) only+=(-z "$2"); shift ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
   shift
 done
-[ ${#suites[@]} -gt 0 ] || suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite)
+[ ${#suites[@]} -gt 0 ] || suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite
+  AdaptiveQueryExecSuite DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite)
 
 py=spark/.venv/bin/python
 if [ ! -x "$py" ]; then
@@ -67,6 +74,10 @@ for s in "${suites[@]}"; do
       [ "$control" = 1 ] && c=org.apache.spark.shuffle.HostLocalShuffleReadingSuite || c=dev.sluice.spark.suites.SluiceHostLocalShuffleReadingSuite ;;
     AdaptiveQueryExecSuite)
       [ "$control" = 1 ] && c=org.apache.spark.sql.execution.adaptive.AdaptiveQueryExecSuite || c=dev.sluice.spark.suites.SluiceAdaptiveQueryExecSuite ;;
+    DataFrameAggregateSuite|DataFrameWindowFunctionsSuite|JoinSuite|DataFrameSetOperationsSuite|SubquerySuite)
+      [ "$control" = 1 ] && c=org.apache.spark.sql.$s || c=dev.sluice.spark.suites.Sluice$s ;;
+    SQLWindowFunctionSuite|ExchangeSuite|PlannerSuite)
+      [ "$control" = 1 ] && c=org.apache.spark.sql.execution.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     *) echo "unknown suite $s" >&2; exit 2 ;;
   esac
   run_suites+=(-s "$c" "${only[@]}")
@@ -79,7 +90,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Spark's own build runs its suites with these settings (spark.testing: local-cluster
 # executors get this JVM's class path; spark.test.home: where they find bin/ and jars/).
+# PYSPARK_PYTHON: the suites' Python UDF tests pickle their functions with the venv's pyspark.
 export SPARK_TESTING=1 SPARK_LOCAL_IP=127.0.0.1 SPARK_HOME="$spark_home" SPARK_SCALA_VERSION=2.13
+export PYSPARK_PYTHON="$root/$py"
 cd "$work"
 mkdir -p target/tmp
 java -Xmx4g -Xss4m -XX:ReservedCodeCacheSize=256m \

@@ -28,6 +28,7 @@ public final class SluiceMetrics {
   public static final AtomicLong MAP_COMBINES_OFF = new AtomicLong();
   public static final AtomicLong MAP_COMBINES_BY_SPARK = new AtomicLong();
   public static final AtomicLong OP_FIRST_LEVELS_OFF = new AtomicLong();
+  public static final AtomicLong SQL_NATIVE_NODES = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -121,5 +122,13 @@ public final class SluiceMetrics {
   /** Map tasks of an offloaded operator whose first level switched itself off. */
   public static long opFirstLevelsOff() {
     return OP_FIRST_LEVELS_OFF.get();
+  }
+
+  /**
+   * Native nodes Sluice's SQL rules put in plans in this JVM (the driver's): each replacement
+   * counted once per planning pass that made it.
+   */
+  public static long sqlNativeNodes() {
+    return SQL_NATIVE_NODES.get();
   }
 }

@@ -8,6 +8,22 @@ public final class SuiteChecks {
   public static final String MANAGER_KEY = "spark.shuffle.manager";
   public static final String SLUICE_MANAGER = "dev.sluice.spark.SluiceShuffleManager";
 
+  /**
+   * Sluice's SQL rules, named in {@code spark.sql.extensions}: Spark SQL's suites build their
+   * session as a {@code TestSparkSession} over a context, which applies the extensions that
+   * setting names but not those a jar declares to Java's service loader (only {@code
+   * SparkSession.builder()} loads those), so without it the rules would not be in the suites'
+   * plans.
+   */
+  public static final String EXTENSIONS_KEY = "spark.sql.extensions";
+
+  public static final String SLUICE_EXTENSIONS = "dev.sluice.spark.sql.SluiceSqlExtensions";
+
+  /** {@code conf} with Sluice as the shuffle manager and its SQL rules in the session. */
+  public static org.apache.spark.SparkConf sluiceSql(org.apache.spark.SparkConf conf) {
+    return conf.set(MANAGER_KEY, SLUICE_MANAGER).set(EXTENSIONS_KEY, SLUICE_EXTENSIONS);
+  }
+
   private SuiteChecks() {}
 
   /**
@@ -23,6 +39,16 @@ public final class SuiteChecks {
     long live = dev.sluice.spark.SluiceMetrics.liveMapAttempts();
     if (live != 0) {
       throw new IllegalStateException(suite + " left " + live + " native map attempts alive");
+    }
+  }
+
+  /**
+   * Checks, after one of Spark SQL's suites, that Sluice's SQL rules put native nodes in some of
+   * its plans (so the suite tested the rules, not only the shuffle manager under Spark's plans).
+   */
+  public static void checkRulesFired(String suite, long nativeNodesBefore) {
+    if (dev.sluice.spark.SluiceMetrics.sqlNativeNodes() <= nativeNodesBefore) {
+      throw new IllegalStateException(suite + " ran, but Sluice's SQL rules planned no native node");
     }
   }
 

@@ -147,6 +147,11 @@ final class LaneAggregate implements Serializable {
     return values.lanes();
   }
 
+  /** The attributes the reduce side makes: the functions' results (and the keys, read back). */
+  Seq<Attribute> produced() {
+    return resultInputs;
+  }
+
   @Override
   public String toString() {
     return description;

@@ -14,6 +14,8 @@ import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet$;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
@@ -151,6 +153,17 @@ public final class SluiceAggregateExec extends SparkPlan {
   @Override
   public Seq<Attribute> output() {
     return resultExpressions.map(NamedExpression::toAttribute).toSeq();
+  }
+
+  /**
+   * The attributes the node makes itself, which its result expressions read beside its child's
+   * columns (the aggregate's results, as {@code HashAggregateExec} declares them): without them
+   * Spark's plan check finds the result expressions' inputs missing.
+   */
+  @Override
+  public AttributeSet producedAttributes() {
+    Seq<Attribute> made = form instanceof LaneAggregate l ? l.produced() : inputs;
+    return AttributeSet$.MODULE$.apply(made.map(a -> (Expression) a));
   }
 
   @Override

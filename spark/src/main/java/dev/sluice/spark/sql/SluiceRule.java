@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.SluiceMetrics;
 import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
 import java.util.ArrayList;
@@ -94,6 +95,7 @@ abstract class SluiceRule extends Rule<SparkPlan> {
     if (replaced.logicalLink().isEmpty() && node.logicalLink().isDefined()) {
       replaced.setLogicalLink(node.logicalLink().get());
     }
+    SluiceMetrics.SQL_NATIVE_NODES.incrementAndGet();
     return replaced;
   }
 
