@@ -69,7 +69,8 @@ import scala.collection.immutable.Seq;
  * ANSI or legacy mode) takes the lanes form ({@link LaneAggregate}): the grouping columns'
  * {@code UnsafeRow} is the engine's key and each function one or two lanes of one state.
  *
- * <p>Anything else keeps Spark's plan (double sums and averages, whose result depends on the order
+ * <p>Anything else keeps Spark's plan (nondeterministic expressions such as {@code rand()}, which
+ * Spark seeds per partition; double sums and averages, whose result depends on the order
  * of additions; distinct aggregates; collations; collect_list and other imperative aggregates); a
  * debug-level log line says why. Like {@link
  * NativeSortRule} it runs among the physical preparation rules and, with adaptive execution, as a
@@ -102,8 +103,21 @@ public final class NativeAggregateRule extends SluiceRule {
         || !(exchange.child() instanceof HashAggregateExec partial)) {
       return fin;
     }
+    // A nondeterministic expression (rand() in a result) is evaluated by Spark per partition
+    // with a seed it initialises; the native node would compute other values, or none at all.
+    if (!deterministic(fin) || !deterministic(partial)) {
+      LOG.debug("Sluice: aggregate stays in Spark SQL (a nondeterministic expression)");
+      return fin;
+    }
     SparkPlan one = replaceOne(fin, partial, hash, pinned);
     return one != fin ? one : lanes(fin, partial, hash, pinned);
+  }
+
+  /** Whether every expression of {@code agg} (keys, functions, results) is deterministic. */
+  private static boolean deterministic(HashAggregateExec agg) {
+    return agg.groupingExpressions().forall(e -> ((Expression) e).deterministic())
+        && agg.aggregateExpressions().forall(e -> ((Expression) e).deterministic())
+        && agg.resultExpressions().forall(e -> ((Expression) e).deterministic());
   }
 
   /**
