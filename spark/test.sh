@@ -4,10 +4,25 @@
 # installs pyspark and pytest from PyPI into spark/.venv
 # (spark/requirements.txt) and runs spark/tests against real Spark in
 # local[2], local-cluster[2,1,1024] and a standalone cluster on loopback;
-# then Apache Spark's own shuffle suites with Sluice switched on
+# beside them, Apache Spark's own suites with Sluice switched on
 # (spark/suites/run.sh).
+#
+#   bash spark/test.sh [--extended]
+#
+# CI runs the default tier, which fits its 30 minutes on two cores.
+# --extended adds what does not: the pytest tests marked `extended` (all 99
+# TPC-DS queries at scale factor 0.01 under both managers) and Spark SQL's
+# join, set-operation, subquery, exchange and planner suites with Sluice's
+# SQL rules on (spark/suites/run.sh --extended).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+extended=0
+case "${1:-}" in
+  "") ;;
+  --extended) extended=1 ;;
+  *) echo "usage: bash spark/test.sh [--extended]" >&2; exit 2 ;;
+esac
 
 # Every JVM the tests start (Maven's, pyspark's, executors, Spark's suites)
 # compiles with the client compiler only: they live seconds to minutes, on
@@ -28,9 +43,31 @@ spark/.venv/bin/pip install -q --disable-pip-version-check -r spark/requirements
 # Executors talk to the driver on loopback only.
 export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON="$PWD/spark/.venv/bin/python"
+# Spark's own suites (one JVM) run beside pytest: the two leave each other
+# idle time on two cores (sessions starting, tasks waiting for executors),
+# and CI stays under its 30 minutes. Their output goes to a log, printed
+# whole once both have ended; either failing fails the run.
+suites_log=spark/suites/target/run.log
+mkdir -p spark/suites/target
+stage "Spark's own suites (spark/suites/run.sh > $suites_log), beside pytest"
+if [ "$extended" = 1 ]; then
+  suites_args=(--extended); marks=()
+else
+  suites_args=(); marks=(-m "not extended")
+fi
+bash spark/suites/run.sh "${suites_args[@]}" >"$suites_log" 2>&1 &
+suites=$!
+trap 'pkill -P $suites 2>/dev/null; kill $suites 2>/dev/null || true' EXIT
 stage "pytest spark/tests"
-spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 spark/tests
-stage "Spark's own suites (spark/suites/run.sh)"
-bash spark/suites/run.sh
+pytest_rc=0
+spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 "${marks[@]}" spark/tests \
+  || pytest_rc=$?
+stage "pytest ended (rc $pytest_rc); waiting for Spark's own suites"
+suites_rc=0
+wait $suites || suites_rc=$?
+trap - EXIT
+stage "Spark's own suites ended (rc $suites_rc); their output:"
+cat "$suites_log"
 stage "done"
+[ "$pytest_rc" = 0 ] && [ "$suites_rc" = 0 ]
 

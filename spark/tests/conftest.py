@@ -20,6 +20,11 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "extended: left out of CI's tier for time (bash spark/test.sh --extended runs it)")
+
+
 def session(master, manager, tmp, serializer=KRYO, extra=None):
     from pyspark.sql import SparkSession
 

@@ -9,16 +9,25 @@ of speed), every answer checked against the sort shuffle's (tpch.py exits
 A suite the rules were not built on: its windows over aggregates, ROLLUPs,
 self-joined CTEs over UNION ALL and the rest are the plan shapes where a
 native node that does not stand exactly for the nodes it replaces breaks a
-query (issue 38: 14 of the 99 failed so)."""
+query (issue 38: 14 of the 99 failed so).
+
+Marked `extended`: its 99 queries plan twice (about 440 s of CPU on two
+cores, nearly all of it Spark's planning) and do not fit CI's 30 minutes
+beside the rest; `bash spark/test.sh --extended` runs it. CI meets the same
+plan shapes in spark/sqldiff.py's generated queries (test_7) and Spark's
+SQL suites."""
 
 import json
 import pathlib
 import subprocess
 import sys
 
+import pytest
+
 HERE = pathlib.Path(__file__).resolve().parent
 
 
+@pytest.mark.extended
 def test_tpcds_answers_match_the_sort_shuffle(tmp_path):
     out = tmp_path / "tpcds.json"
     run = subprocess.run(
