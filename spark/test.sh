@@ -11,7 +11,8 @@
 #
 # CI runs the default tier, which fits its 30 minutes on two cores.
 # --extended adds what does not: the pytest tests marked `extended` (all 99
-# TPC-DS queries at scale factor 0.01 under both managers) and Spark SQL's
+# TPC-DS queries at scale factor 0.01 under both managers, the TPC-H
+# benchmark's interleaved protocol over two sets of processes) and Spark SQL's
 # join, set-operation, subquery, exchange and planner suites with Sluice's
 # SQL rules on (spark/suites/run.sh --extended).
 set -euo pipefail

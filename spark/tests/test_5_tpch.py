@@ -4,12 +4,16 @@ by side (--concurrent: the test's time halved, nothing said of speed), each
 checked against Spark's sort shuffle's (tpch.py exits 1 on a difference);
 and the interleaved protocol the benchmark reports by (two sets of
 processes, the second started in the other order, medians and the slowest
-ratio) on one query."""
+ratio) on one query, marked `extended` (four fresh sessions for one query
+test the benchmark's harness, not Sluice; bash spark/test.sh --extended
+runs it)."""
 
 import json
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -37,6 +41,7 @@ def test_tpch_answers_match_the_sort_shuffle(tmp_path):
     assert "A" in paths and "S" in paths, paths
 
 
+@pytest.mark.extended
 def test_interleaved_protocol_pools_two_sets_of_processes(tmp_path):
     stdout, rows = tpch(tmp_path, "--queries", "13", "--reps", "1", "--processes", "2",
                         "--warmup", "0")
