@@ -23,24 +23,23 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 
+ci_suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite
+  DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite)
+extended_suites=(JoinSuite DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite)
 control=0
 suites=()
 only=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --control) control=1 ;;
-    --extended) suites+=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite
-        AdaptiveQueryExecSuite DataFrameAggregateSuite DataFrameWindowFunctionsSuite
-        SQLWindowFunctionSuite JoinSuite DataFrameSetOperationsSuite SubquerySuite ExchangeSuite
-        PlannerSuite) ;;
+    --extended) suites+=("${ci_suites[@]}" "${extended_suites[@]}") ;;
     -z) only+=(-z "$2"); shift ;;
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
   shift
 done
-[ ${#suites[@]} -gt 0 ] || suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite
-  AdaptiveQueryExecSuite DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite)
+[ ${#suites[@]} -gt 0 ] || suites=("${ci_suites[@]}")
 
 py=spark/.venv/bin/python
 if [ ! -x "$py" ]; then
