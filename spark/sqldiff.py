@@ -16,6 +16,8 @@ time, so the times printed are not a benchmark), and the two answers must be the
 same multiset of rows (doubles to 12 significant digits, as
 spark/tpch.py compares). A query whose answer is an error must fail under
 both. Any difference is printed with its SQL and fails the run (exit 1).
+Sluice's session runs with spark.sluice.sqlAggregate=true: every aggregate
+shape the engine computes, where its default takes only the faster ones.
 
     python spark/sqldiff.py [--seed S] [--queries N] [--rows R]
 
@@ -58,6 +60,9 @@ COLUMNS = {
     "v_dbl": ("DOUBLE", "dbl"),
 }
 TABLES = ("t1", "t2", "t3")
+# Sluice's session takes every aggregate the engine computes, not only those
+# its default (auto) finds faster than Spark: the test is of every native shape.
+EVERY_NATIVE_SHAPE = ["spark.sluice.sqlAggregate=true"]
 KEYS = [c for c, (_, kind) in COLUMNS.items() if kind == "key"]
 NUMS = [c for c, (_, kind) in COLUMNS.items() if kind == "num"]
 ORDS = [c for c, (_, kind) in COLUMNS.items() if kind == "ord"]
@@ -253,7 +258,7 @@ class Worker:
 
     def __init__(self, a, manager):
         self.spark = bench.session(
-            manager, a.cores, a.tmp / manager, [], app="sluice-sqldiff",
+            manager, a.cores, a.tmp / manager, EVERY_NATIVE_SHAPE, app="sluice-sqldiff",
             settings={"spark.driver.memory": a.driver_memory,
                       "spark.sql.adaptive.enabled": "true",
                       "spark.ui.enabled": "false"})

@@ -43,6 +43,9 @@ def session(master, manager, tmp, serializer=KRYO, extra=None):
         .config("spark.default.parallelism", "4")
         .config("spark.driver.memory", "1g")
         .config("spark.executor.memory", "768m")
+        # Every aggregate shape the engine computes, not only those its default
+        # (auto) takes for speed: the tests are of the native paths.
+        .config("spark.sluice.sqlAggregate", "true")
     )
     for k, v in (extra or {}).items():
         b = b.config(k, v)

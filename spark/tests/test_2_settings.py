@@ -117,9 +117,11 @@ def test_sql_order_by_is_sorted_by_the_engine_unless_turned_off(tmp_path, refere
 
 
 def test_sql_aggregate_runs_in_the_engine_unless_turned_off(tmp_path, reference):
-    # An aggregate by one column becomes SluiceAggregate (the engine
-    # aggregates map side and reduce side) with adaptive execution on and
-    # off; spark.sluice.sqlAggregate=false leaves Spark SQL's plan.
+    # With spark.sluice.sqlAggregate=true every aggregate the engine computes
+    # as Spark does becomes SluiceAggregate (the engine aggregates map side
+    # and reduce side), with adaptive execution on and off; false leaves
+    # Spark SQL's plan; auto (the default) takes only a sum or average whose
+    # Spark buffer is a decimal wider than a long.
     from pyspark.sql import functions as F
 
     # One session through the three cases (the settings are read when a
@@ -149,6 +151,20 @@ def test_sql_aggregate_runs_in_the_engine_unless_turned_off(tmp_path, reference)
             ]:
                 plan = plan_of(q)
                 assert ("SluiceAggregate" in plan) == (native == "true"), plan
+            s.conf.set("spark.sluice.sqlAggregate", "auto" if native == "true" else native)
+            for q, wide in [
+                (df.groupBy("k").count(), False),
+                (df.groupBy("k", "j").agg(F.sum("v"), F.avg("vi")), False),
+                (df.groupBy("k").agg(F.sum(F.col("v").cast("decimal(7,2)"))), False),
+                (df.groupBy("k").agg(F.sum(F.col("v").cast("decimal(9,2)"))), True),
+                (df.groupBy("k", "j").agg(F.count("*"), F.avg(F.col("v").cast("decimal(15,2)"))),
+                 True),
+                # An expand below (ROLLUP): many groups, Spark's.
+                (df.rollup("k", "j").agg(F.sum(F.col("v").cast("decimal(15,2)"))), False),
+            ]:
+                plan = plan_of(q)
+                assert ("SluiceAggregate" in plan) == (wide and native == "true"), plan
+            s.conf.set("spark.sluice.sqlAggregate", native)
             assert workloads.sql_aggregate(s) == reference["sql_aggregate"]
             assert workloads.sql_aggregate_lanes(s) == reference["sql_aggregate_lanes"]
             # What the engine does not compute as Spark does stays Spark's:

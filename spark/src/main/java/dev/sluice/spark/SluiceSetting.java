@@ -166,14 +166,17 @@ public enum SluiceSetting {
           + " threads, merged natively by the reduce tasks."),
   SQL_AGGREGATE(
       "sqlAggregate",
-      Type.BOOLEAN,
-      "true",
+      Type.CHOICE,
+      "auto",
       0,
       0,
-      "",
+      "auto, true, false",
       Scope.SESSION,
-      "Spark SQL aggregates by one or more columns (count, sum, min, max, avg of numbers and"
-          + " decimals) run in the engine, map side and reduce side."),
+      "Which Spark SQL aggregates run in the engine, map side and reduce side: auto (those the"
+          + " engine computes faster than Spark's generated code: a sum or average whose Spark"
+          + " buffer is a decimal of more than 18 digits), true (every aggregate it computes as"
+          + " Spark does: counts, sums, min, max, avg of numbers and decimals by one or more"
+          + " columns) or false (none)."),
   SQL_REPARTITION_WITHOUT_SORT(
       "sqlRepartitionWithoutSort",
       Type.BOOLEAN,
@@ -320,13 +323,17 @@ public enum SluiceSetting {
    * @throws IllegalArgumentException for a value that is not a choice
    */
   public String choice(SparkConf conf) {
+    return choice(raw(conf));
+  }
+
+  /** A CHOICE setting's value in {@code v} (a session's SQL setting, say), lower case. */
+  public String choice(String v) {
     check(Type.CHOICE);
-    String v = raw(conf).toLowerCase(Locale.ROOT);
-    if (!choices().contains(v)) {
-      throw new IllegalArgumentException(
-          key + " is '" + raw(conf) + "'; one of " + unit + " expected");
+    String s = v.trim().toLowerCase(Locale.ROOT);
+    if (!choices().contains(s)) {
+      throw new IllegalArgumentException(key + " is '" + v.trim() + "'; one of " + unit + " expected");
     }
-    return v;
+    return s;
   }
 
   /** A CHOICE setting's choices. */

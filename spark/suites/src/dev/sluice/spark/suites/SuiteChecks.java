@@ -19,9 +19,15 @@ public final class SuiteChecks {
 
   public static final String SLUICE_EXTENSIONS = "dev.sluice.spark.sql.SluiceSqlExtensions";
 
-  /** {@code conf} with Sluice as the shuffle manager and its SQL rules in the session. */
+  /**
+   * {@code conf} with Sluice as the shuffle manager and its SQL rules in the session, the aggregate
+   * rule taking every aggregate the engine computes ({@code true}), not only those its default
+   * ({@code auto}) finds faster: the suites test every native shape a user can switch on.
+   */
   public static org.apache.spark.SparkConf sluiceSql(org.apache.spark.SparkConf conf) {
-    return conf.set(MANAGER_KEY, SLUICE_MANAGER).set(EXTENSIONS_KEY, SLUICE_EXTENSIONS);
+    return conf.set(MANAGER_KEY, SLUICE_MANAGER)
+        .set(EXTENSIONS_KEY, SLUICE_EXTENSIONS)
+        .set("spark.sluice.sqlAggregate", "true");
   }
 
   private SuiteChecks() {}

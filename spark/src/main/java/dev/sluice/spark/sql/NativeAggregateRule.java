@@ -51,7 +51,9 @@ import scala.collection.immutable.Seq;
  *
  * <p>The plan changes only when the shuffle manager is Sluice and the engine can run offloaded
  * operators (no I/O encryption, no push-based shuffle), {@code spark.sluice.sqlAggregate} is not
- * false, and the aggregate is exactly one the engine computes as Spark SQL does:
+ * false (at its default, auto, only where {@link AggregateCost} finds the engine faster than
+ * Spark's generated code; true takes every shape below), and the aggregate is exactly one the
+ * engine computes as Spark SQL does:
  *
  * <ul>
  *   <li>one grouping column of long, int or string (UTF-8 binary collation) type (nulls form
@@ -78,10 +80,25 @@ import scala.collection.immutable.Seq;
  */
 public final class NativeAggregateRule extends SluiceRule {
   private static final Logger LOG = LoggerFactory.getLogger(NativeAggregateRule.class);
+  /** {@code spark.sluice.sqlAggregate}: no aggregate runs in the engine. */
+  private static final String OFF = "false";
+  /** {@code spark.sluice.sqlAggregate}: every aggregate the engine computes as Spark does. */
+  private static final String EVERY_SHAPE = "true";
 
   @Override
   SluiceSetting setting() {
     return SluiceSetting.SQL_AGGREGATE;
+  }
+
+  @Override
+  boolean enabled(String value) {
+    return !setting().choice(value).equals(OFF);
+  }
+
+  /** Whether the session asked for every aggregate the engine computes, not only those that pay. */
+  private boolean everyShape() {
+    SluiceSetting s = setting();
+    return s.choice(conf().getConfString(s.key, s.defaultValue)).equals(EVERY_SHAPE);
   }
 
   @Override
@@ -95,7 +112,7 @@ public final class NativeAggregateRule extends SluiceRule {
   }
 
   /** The native form of a final aggregate over its exchange and partial aggregate, or it as is. */
-  private static SparkPlan replace(HashAggregateExec fin, boolean pinned) {
+  private SparkPlan replace(HashAggregateExec fin, boolean pinned) {
     if (!(fin.child() instanceof ShuffleExchangeExec exchange)
         || exchange.shuffleOrigin() != ENSURE_REQUIREMENTS$.MODULE$
         || !(exchange.outputPartitioning() instanceof HashPartitioning hash)
@@ -107,6 +124,10 @@ public final class NativeAggregateRule extends SluiceRule {
     // with a seed it initialises; the native node would compute other values, or none at all.
     if (!deterministic(fin) || !deterministic(partial)) {
       LOG.debug("Sluice: aggregate stays in Spark SQL (a nondeterministic expression)");
+      return fin;
+    }
+    if (!everyShape() && !AggregateCost.paysNatively(partial)) {
+      LOG.debug("Sluice: aggregate stays in Spark SQL (auto: {})", AggregateCost.WHY_SPARK);
       return fin;
     }
     SparkPlan one = replaceOne(fin, partial, hash, pinned);

@@ -21,7 +21,7 @@ import scala.collection.immutable.Seq;
 /**
  * A Sluice planner rule: inert unless the shuffle manager is Sluice, the engine can run the
  * rule's nodes here, and the rule's setting (read from the session's SQL conf, so a session can
- * change it between queries) is not false; then it rewrites the plan bottom-up, offering each
+ * change it between queries) lets it run ({@link #enabled}); then it rewrites the plan bottom-up, offering each
  * node, its children rewritten first, to {@link #replace}.
  */
 abstract class SluiceRule extends Rule<SparkPlan> {
@@ -29,6 +29,11 @@ abstract class SluiceRule extends Rule<SparkPlan> {
 
   /** The setting that turns the rule off. */
   abstract SluiceSetting setting();
+
+  /** Whether the setting's value (the session's, or its default) lets the rule run at all. */
+  boolean enabled(String value) {
+    return setting().flag(value);
+  }
 
   /**
    * Why the engine cannot run the rule's nodes under {@code conf}, or null if it can: by default,
@@ -49,7 +54,7 @@ abstract class SluiceRule extends Rule<SparkPlan> {
     SparkEnv env = SparkEnv.get();
     if (env == null
         || !(env.shuffleManager() instanceof SluiceShuffleManager)
-        || !setting().flag(conf().getConfString(setting().key, setting().defaultValue))
+        || !enabled(conf().getConfString(setting().key, setting().defaultValue))
         || fallbackReason(env.conf()) != null) {
       return plan;
     }
