@@ -6,13 +6,14 @@
 # suites of the plan shapes Sluice's SQL rules rewrite, with the rules on as well (after each, a
 # check that the rules planned native nodes in it): DataFrameAggregateSuite,
 # DataFrameWindowFunctionsSuite and SQLWindowFunctionSuite by default (CI), JoinSuite,
-# DataFrameSetOperationsSuite, SubquerySuite, ExchangeSuite and PlannerSuite with --extended or
+# DataFrameSetOperationsSuite, SubquerySuite, ExchangeSuite, PlannerSuite and
+# RulesAdaptiveQueryExecSuite (AdaptiveQueryExecSuite again, with the rules on) with --extended or
 # when named (outside CI for time). Tests on the one exclusion list (Exclusions.java) are left
 # out, each with its reason printed.
 #
 #   bash spark/suites/run.sh [--control] [--extended] [-z TEST_NAME_PART ...] [SUITE ...]
 #
-# --extended runs the five SQL suites named only on request after the seven CI runs (what
+# --extended runs the six SQL suites named only on request after the seven CI runs (what
 # `bash spark/test.sh --extended` runs).
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
@@ -25,7 +26,8 @@ root=$PWD
 
 ci_suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite
   DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite)
-extended_suites=(JoinSuite DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite)
+extended_suites=(JoinSuite DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite
+  RulesAdaptiveQueryExecSuite)
 control=0
 suites=()
 only=()
@@ -79,6 +81,8 @@ for s in "${suites[@]}"; do
       [ "$control" = 1 ] && c=org.apache.spark.shuffle.HostLocalShuffleReadingSuite || c=dev.sluice.spark.suites.SluiceHostLocalShuffleReadingSuite ;;
     AdaptiveQueryExecSuite)
       [ "$control" = 1 ] && c=org.apache.spark.sql.execution.adaptive.AdaptiveQueryExecSuite || c=dev.sluice.spark.suites.SluiceAdaptiveQueryExecSuite ;;
+    RulesAdaptiveQueryExecSuite)
+      [ "$control" = 1 ] && c=org.apache.spark.sql.execution.adaptive.AdaptiveQueryExecSuite || c=dev.sluice.spark.suites.SluiceRulesAdaptiveQueryExecSuite ;;
     DataFrameAggregateSuite|DataFrameWindowFunctionsSuite|JoinSuite|DataFrameSetOperationsSuite|SubquerySuite)
       [ "$control" = 1 ] && c=org.apache.spark.sql.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     SQLWindowFunctionSuite|ExchangeSuite|PlannerSuite)

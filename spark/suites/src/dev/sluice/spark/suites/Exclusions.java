@@ -15,6 +15,24 @@ public final class Exclusions {
   /** One excluded test: its suite, its exact name, the assertion, and why it cannot hold. */
   public record Excluded(String suite, String test, String asserts, String why) {}
 
+  /**
+   * Why adaptive execution's coalescing tests cannot hold over a native node: the node is not a
+   * query stage, it coalesces its own reads.
+   */
+  private static final String NOT_A_STAGE =
+      "the aggregate is a SluiceAggregate: its shuffle is inside the node, not a query stage"
+          + " that AQEShuffleReadExec reads, and the node coalesces its own reads from the map"
+          + " outputs' sizes (AdaptiveCoalesce), so no AQEShuffleReadExec is found";
+
+  /**
+   * Why adaptive execution's empty-relation tests cannot hold over a native node: it is no query
+   * stage whose row count adaptive execution knows.
+   */
+  private static final String EMPTY =
+      "the sort or aggregate is a SluiceSortExchange or SluiceAggregate, not a query stage, so"
+          + " adaptive execution knows no row count of 0 for it and runs it (empty) instead of"
+          + " replacing it";
+
   public static final List<Excluded> LIST =
       List.of(
           new Excluded(
@@ -109,6 +127,87 @@ public final class Exclusions {
                   + " ShuffleExchangeExecs",
               "both aggregates are SluiceAggregates, so no HashAggregateExec is found (the"
                   + " test checks no answer)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "Empty stage coalesced to 1-partition RDD",
+              "that the aggregate over an empty left outer join reads three coalesced AQEShuffleReadExecs",
+              NOT_A_STAGE + " (the answer, empty, is checked first)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "multiple joins with aggregate",
+              "that every ShuffleQueryStageExec of the three-join plan is read locally or counted as not: 5",
+              "the aggregate below the joins is a SluiceAggregate, whose shuffle is inside the node, so"
+                  + " the plan has one ShuffleQueryStageExec fewer (4); the answer is checked first"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "multiple joins with aggregate 2",
+              "the same count for the plan with a second aggregate: 7",
+              "as in \"multiple joins with aggregate\": 6 query stages; the answer is checked first"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-35585: Support propagate empty relation through project/filter",
+              "that ORDER BY over a filter matching nothing becomes an EmptyRelationExec",
+              EMPTY + " (the answer, empty, is checked first)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-35442: Support propagate empty relation through aggregate",
+              "that GROUP BY over a filter matching nothing becomes an EmptyRelationExec",
+              EMPTY + " (the answer, empty, is checked first)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-35442: Support propagate empty relation through union",
+              "that a UNION branch aggregating nothing is pruned, leaving a given number of UnionExecs",
+              EMPTY + " (the answer is checked first)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-34091: Batch shuffle fetch in AQE partition coalescing",
+              "that a node of the plan carries the shuffle read metric localBlocksFetched, smaller with"
+                  + " batch fetch on",
+              "the aggregate is a SluiceAggregate, which reads its shuffle through the engine and has no"
+                  + " such metric (its blocks are read one segment per map output either way); the"
+                  + " answer is checked first"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-33933: Materialize BroadcastQueryStage first in AQE",
+              "that the first stage materialized is named BroadcastQueryStageExec-1 (stage 0 being"
+                  + " the aggregate's shuffle)",
+              "the aggregate is a SluiceAggregate, not a query stage, so the broadcast is stage 0; it is"
+                  + " still materialized first. The answer (26 rows) is checked first"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-34899: Use origin plan if we can not coalesce shuffle partition",
+              "that df.sort(key) plans one ShuffleExchangeExec with 2 partitions and reads it without an"
+                  + " AQEShuffleReadExec",
+              "the sort's exchange is a SluiceSortExchange, so no ShuffleExchangeExec is found (the"
+                  + " assertion comes before that query's answer check; the repartition case before"
+                  + " it passes, answer included)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-34980: Support coalesce partition through union",
+              "the number of AQEShuffleReadExecs and partitions of unions of aggregates",
+              NOT_A_STAGE + " (the answers are collected first)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-35239: Coalesce shuffle partition should handle empty input RDD",
+              "that GROUP BY over an empty table reads one coalesced AQEShuffleReadExec",
+              NOT_A_STAGE + " (the answer is checked first)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-35968: AQE coalescing should not produce too small partitions by default",
+              "that sum(id) GROUP BY id % 3 over RANGE(10) reads one coalesced AQEShuffleReadExec",
+              NOT_A_STAGE + " (the answer is checked first)"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-36424: Support eliminate limits in AQE Optimizer",
+              "that AQE's optimizer drops a LIMIT 5 over an aggregate whose stage returned 2 rows",
+              "the aggregate is a SluiceAggregate, not a query stage, so AQE knows no row count for it"
+                  + " and keeps the limit, which returns the same rows; the answer is checked first"),
+          new Excluded(
+              SluiceRulesAdaptiveQueryExecSuite.SUITE,
+              "SPARK-47247: coalesce differently for BNLJ",
+              "that the aggregate below a broadcast nested loop join is read through a coalesced"
+                  + " AQEShuffleReadExec when the minimum partition size is 64MB",
+              NOT_A_STAGE + " (the answer is checked first)"),
           new Excluded(
               "ExchangeSuite",
               "SPARK-23207: Make repartition() generate consistent output",
