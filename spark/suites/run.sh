@@ -5,7 +5,8 @@
 # and Spark SQL's AdaptiveQueryExecSuite, with Sluice as the shuffle manager; and Spark SQL's
 # suites of the plan shapes Sluice's SQL rules rewrite, with the rules on as well (after each, a
 # check that the rules planned native nodes in it): DataFrameAggregateSuite,
-# DataFrameWindowFunctionsSuite and SQLWindowFunctionSuite by default (CI), JoinSuite,
+# DataFrameWindowFunctionsSuite, SQLWindowFunctionSuite and SQLQueryTestSuite (the golden files
+# of aggregates and windows, SluiceSQLQueryTestSuite.FILES) by default (CI), JoinSuite,
 # DataFrameSetOperationsSuite, SubquerySuite, ExchangeSuite, PlannerSuite and
 # RulesAdaptiveQueryExecSuite (AdaptiveQueryExecSuite again, with the rules on) with --extended or
 # when named (outside CI for time). Tests on the one exclusion list (Exclusions.java) are left
@@ -13,28 +14,30 @@
 #
 #   bash spark/suites/run.sh [--control] [--extended] [-z TEST_NAME_PART ...] [SUITE ...]
 #
-# --extended runs the six SQL suites named only on request after the seven CI runs (what
-# `bash spark/test.sh --extended` runs).
+# --extended runs the six SQL suites named only on request after the eight CI runs (what
+# `bash spark/test.sh --extended` runs), and SQLQueryTestSuite's files under every codegen
+# configuration they name (CI leaves out CODEGEN_ONLY; see SluiceSQLQueryTestSuite).
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
 # SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, ...: the names above);
-# the default is the seven CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
+# the default is the eight CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
 # spark/test.sh); the Sluice jar from spark/build.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 
 ci_suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite
-  DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite)
+  DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite SQLQueryTestSuite)
 extended_suites=(JoinSuite DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite
   RulesAdaptiveQueryExecSuite)
 control=0
+all_dims=false
 suites=()
 only=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --control) control=1 ;;
-    --extended) suites+=("${ci_suites[@]}" "${extended_suites[@]}") ;;
+    --extended) suites+=("${ci_suites[@]}" "${extended_suites[@]}"); all_dims=true ;;
     -z) only+=(-z "$2"); shift ;;
     -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
@@ -58,9 +61,19 @@ if [ ! -f "$lib/.complete" ]; then
     -DexcludeArtifactIds=scala-library,scala-reflect,scala-xml)
   touch "$lib/.complete"
 fi
+# SQLQueryTestSuite's input and golden files and the tables they load, unpacked from the
+# spark-sql test jar: the suite looks for the former in a Spark source tree (which pyspark is
+# not) and reads the latter by path (a file in a jar has none), so the folder goes on the class
+# path ahead of the jar.
+resources=$root/spark/suites/target/resources
+if [ ! -f "$resources/.complete" ]; then
+  rm -rf "$resources" && mkdir -p "$resources"
+  (cd "$resources" && unzip -q -o "$lib"/spark-sql_2.13-*-tests.jar 'sql-tests/*' 'test-data/*')
+  touch "$resources/.complete"
+fi
 
 # pyspark's runtime jars first (Spark 4.0.1 and its Scala), then the test jars.
-cp="$spark_home/jars/*:$lib/*"
+cp="$spark_home/jars/*:$resources:$lib/*"
 if [ "$control" = 0 ]; then
   [ -f spark/target/sluice-spark.jar ] || bash spark/build.sh
   classes=$root/spark/suites/target/classes
@@ -87,6 +100,10 @@ for s in "${suites[@]}"; do
       [ "$control" = 1 ] && c=org.apache.spark.sql.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     SQLWindowFunctionSuite|ExchangeSuite|PlannerSuite)
       [ "$control" = 1 ] && c=org.apache.spark.sql.execution.$s || c=dev.sluice.spark.suites.Sluice$s ;;
+    SQLQueryTestSuite)
+      # Its file selection and the folder of its golden files live in the Sluice subclass.
+      [ "$control" = 1 ] && { echo "SQLQueryTestSuite has no --control run" >&2; exit 2; }
+      c=dev.sluice.spark.suites.SluiceSQLQueryTestSuite ;;
     *) echo "unknown suite $s" >&2; exit 2 ;;
   esac
   run_suites+=(-s "$c" "${only[@]}")
@@ -126,5 +143,6 @@ java -Xmx4g -Xss4m -XX:ReservedCodeCacheSize=256m \
   -Dspark.ui.showConsoleProgress=false -Dspark.unsafe.exceptionOnMemoryLeak=true \
   -Djava.io.tmpdir="$work/target/tmp" -Dlog4j.configurationFile="file:$root/spark/suites/log4j2.properties" \
   -Dsluice.suites.log="$root/spark/suites/target/unit-tests.log" \
+  -Dsluice.suites.sqlTests="$resources/sql-tests" -Dsluice.suites.allCodegenDims=$all_dims \
   "${manager[@]}" \
   -cp "$cp" org.scalatest.tools.Runner -oDF "${run_suites[@]}"
