@@ -268,7 +268,8 @@ class Worker:
         self.a, self.manager = a, manager
         jar = a.baseline_jar if manager == BASELINE and a.baseline_jar else JAR
         conf = a.sluice_conf + (a.baseline_conf if manager == BASELINE else [])
-        self.spark = session(manager, a.cores, a.tmp / manager, conf, jar)
+        settings = dict(kv.partition("=")[::2] for kv in a.conf)
+        self.spark = session(manager, a.cores, a.tmp / manager, conf, jar, settings=settings)
         self.df = None
         self.job = None
         # Warm-up: JIT, native library, engine.
@@ -330,6 +331,8 @@ def start_worker(a, manager):
     args = [sys.executable, __file__, "--manager", manager,
             "--terasort-gb", str(a.terasort_gb), "--gb", str(a.gb), "--cores", str(a.cores),
             "--tmp", str(a.tmp)]
+    for kv in a.conf:
+        args += ["--conf", kv]
     for kv in a.sluice_conf:
         args += ["--sluice-conf", kv]
     for kv in a.baseline_conf:
@@ -444,6 +447,9 @@ def main():
     ap.add_argument("--quick", action="store_true", help="tiny sizes, a smoke run")
     ap.add_argument("--json", type=pathlib.Path)
     ap.add_argument("--tmp", type=pathlib.Path, default=pathlib.Path("/tmp/sluice-bench-spark"))
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for every manager's runs (repeatable), e.g. "
+                         "spark.sql.execution.sortBeforeRepartition=false")
     ap.add_argument("--sluice-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the Sluice runs only (repeatable), "
                          "e.g. spark.sluice.operatorStateBytes=64m")
@@ -457,9 +463,9 @@ def main():
                     help=f"which of sort, sluice, {BASELINE} to run (default sort,sluice)")
     ap.add_argument("--manager", choices=[*MANAGERS, BASELINE], help=argparse.SUPPRESS)
     a = ap.parse_args()
-    bad = [kv for kv in a.sluice_conf if "=" not in kv or not kv.startswith("spark.")]
+    bad = [kv for kv in a.conf + a.sluice_conf if "=" not in kv or not kv.startswith("spark.")]
     if bad:
-        ap.error(f"--sluice-conf takes spark.KEY=VALUE, got {bad}")
+        ap.error(f"--conf and --sluice-conf take spark.KEY=VALUE, got {bad}")
     a.workloads = [w for w in a.workloads.split(",") if w]
     unknown = [w for w in a.workloads if w not in WORKLOADS]
     if unknown:

@@ -507,8 +507,8 @@ def map_stages_run(s, group):
 def test_sql_repartition_skips_spark_s_sort_only_for_a_determinate_input(tmp_path):
     # df.repartition(n) deals rows round robin. Spark SQL sorts each map
     # task's rows first so that a retried task deals them the same way; Sluice
-    # leaves the sort out where the input RDD is DETERMINATE (a range, a file,
-    # a cached table) and keeps it after a shuffle read (UNORDERED), with
+    # leaves the sort out where the input's order is proven stable (a range, a
+    # file, a cached table of those) and keeps it after a shuffle read, with
     # adaptive execution on and off; the setting turns it off.
     cases = [("true", "true"), ("true", "false"), ("false", "true")]
     for native, aqe in cases:

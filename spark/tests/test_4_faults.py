@@ -399,3 +399,53 @@ def test_sql_repartition_without_sort_deals_a_rerun_map_task_alike(tmp_path):
         assert second == first
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("manager", ["sort", SLUICE])
+def test_sql_repartition_of_an_unstable_input_deals_a_rerun_alike(tmp_path, manager):
+    # SPARK-23207: repartition(n) deals a map task's rows round robin in the
+    # order it reads them. A DataFrame over a Python RDD whose partitions come
+    # out in a new order on each attempt is still DETERMINATE to Spark, so the
+    # level proves nothing; only Spark's sort before the deal (which Sluice
+    # keeps for any input its allow-list does not prove stable) makes a rerun
+    # task deal every row to the partition it went to before. The largest map
+    # output is cut in half after a first read; the rerun must leave every
+    # partition as it was.
+    def in_a_new_order(index, part):
+        # The partition's rows in a random order, new on every attempt (the
+        # system's randomness, no seed). Defined here so that it is pickled
+        # by value: the Python workers cannot import this file.
+        import random
+
+        part = list(part)
+        random.shuffle(part)
+        return iter(part)
+
+    s = session("local[2]", manager, tmp_path)
+    try:
+        sc = s.sparkContext
+        if manager == SLUICE:
+            rr = sc._jvm.dev.sluice.spark.sql.RoundRobinExchangeExec
+            kept = rr.sortedShuffles()
+        source = sc.parallelize([(i, f"row-{i:06d}") for i in range(40000)], 4)
+        df = s.createDataFrame(source.mapPartitionsWithIndex(in_a_new_order), "id long, v string")
+        rows = df.repartition(6).rdd.map(tuple)
+        first = rows.glom().collect()  # map stage done, outputs on disk
+        assert sorted(r for p in first for r in p) == [(i, f"row-{i:06d}") for i in range(40000)]
+        if manager == SLUICE:
+            assert rr.sortedShuffles() == kept + 1, "Spark's sort was left out for a Python RDD"
+            outputs = sluice_metrics(s)["map_outputs"]
+        data = sorted(pathlib.Path(tmp_path).rglob("shuffle_*.data"), key=lambda f: f.stat().st_size)
+        assert len(data) == 4, data
+        b = data[-1].read_bytes()
+        data[-1].write_bytes(b[: len(b) // 2])
+        sc.setJobGroup("after-cut", "read the cut output")
+        second = rows.glom().collect()
+        attempts = stage_attempts(sc, "after-cut")
+        assert max(attempts.values()) >= 1, f"no stage was retried: {attempts}"
+        if manager == SLUICE:
+            assert sluice_metrics(s)["map_outputs"] >= outputs + 1, "no map task was rerun"
+        assert [len(p) for p in second] == [len(p) for p in first]
+        assert [sorted(p) for p in second] == [sorted(p) for p in first]
+    finally:
+        s.stop()

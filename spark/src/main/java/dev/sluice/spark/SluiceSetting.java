@@ -185,8 +185,9 @@ public enum SluiceSetting {
       0,
       "",
       Scope.SESSION,
-      "repartition(n) of a determinate input (a file, a cached table, a range) deals its rows"
-          + " without Spark SQL's defensive sort; any other input keeps the sort.");
+      "repartition(n) of an input whose row order is the same in every attempt (a range, a"
+          + " file scan or a cached table of those, under deterministic projections and filters)"
+          + " deals its rows without Spark SQL's defensive sort; any other input keeps the sort.");
 
   /** A setting's type: how its value is written and parsed. */
   public enum Type {

@@ -29,13 +29,15 @@ import scala.collection.immutable.Seq;
  * rows; Spark SQL therefore sorts every map task's rows (by hash, then bytes) before dealing them
  * ({@code spark.sql.execution.sortBeforeRepartition}, on by default), whatever the input. That
  * sort is most of a repartition's map-side work, and it buys nothing when every attempt reads its
- * rows in the same order. Spark records exactly that as the input RDD's {@code
- * outputDeterministicLevel}: {@code DETERMINATE} for file scans, cached tables, ranges and the
- * narrow operators over them, {@code UNORDERED} once a shuffle is read (its blocks arrive in any
- * order). This node builds Spark's own shuffle dependency ({@code
+ * rows in the same order. Spark's {@code DETERMINATE} level does not prove that (every root RDD
+ * is {@code DETERMINATE} unless it says otherwise, a Python RDD whose rows come in another order
+ * on each attempt too), so the input plan must pass {@link StableOrder}'s allow-list (ranges, file
+ * scans and cached tables of those, under deterministic projections and filters) and its RDD be
+ * {@code DETERMINATE}.
+ * This node builds Spark's own shuffle dependency ({@code
  * ShuffleExchangeExec.prepareShuffleDependency}: partitioner, serializer, write metrics), with the
- * sort off when the input is {@code DETERMINATE}; Spark then builds the dealing as an
- * order-sensitive map whose output stays {@code DETERMINATE}, so the scheduler retries it as any
+ * sort off when both hold; Spark then builds the dealing as an order-sensitive map whose output
+ * stays {@code DETERMINATE}, so the scheduler retries it as any
  * determinate stage. Any other input keeps Spark's sort. The node is not an adaptive query stage
  * (as the other native nodes): its map stage runs as a parent stage of the job that reads it,
  * which is how a user-set partition count ({@code REPARTITION_BY_NUM}, the only origin the rule
@@ -58,12 +60,12 @@ public final class RoundRobinExchangeExec extends SparkPlan {
     this.metrics = new ExchangeMetrics(sparkContext());
   }
 
-  /** Round-robin shuffles this JVM prepared without Spark's sort (input determinate). */
+  /** Round-robin shuffles this JVM prepared without Spark's sort (input order proven stable). */
   public static long unsortedShuffles() {
     return UNSORTED.get();
   }
 
-  /** Round-robin shuffles this node prepared with Spark's sort (input not determinate). */
+  /** Round-robin shuffles this node prepared with Spark's sort (input order not proven). */
   public static long sortedShuffles() {
     return SORTED.get();
   }
@@ -93,7 +95,8 @@ public final class RoundRobinExchangeExec extends SparkPlan {
     if (shuffled == null) {
       RDD<InternalRow> input = child.execute();
       boolean determinate =
-          input.outputDeterministicLevel() == DeterministicLevel.DETERMINATE();
+          StableOrder.proven(child)
+              && input.outputDeterministicLevel() == DeterministicLevel.DETERMINATE();
       // Spark reads the setting while it builds the dependency, on this thread: the session's
       // settings with the sort off, for this one call.
       SQLConf settings = SQLConf.get().clone();
