@@ -34,6 +34,15 @@ pub enum BridgeError {
     /// An argument the Java side passed is out of range.
     #[error("{0}")]
     Argument(String),
+    /// A call named a native object that is closed or was never opened
+    /// (see `handles`): a reader on another thread after the task closed it.
+    #[error("{kind} handle {handle} is not open (closed, or never opened)")]
+    StaleHandle {
+        /// What the handle names ("map attempt", "reduce operator").
+        kind: &'static str,
+        /// The handle the Java side passed.
+        handle: i64,
+    },
     /// A JNI call itself failed.
     #[error("JNI: {0}")]
     Jni(#[from] jni::errors::Error),
@@ -53,9 +62,10 @@ impl BridgeError {
             BridgeError::Engine(EngineError::Argument(_))
             | BridgeError::Argument(_)
             | BridgeError::SettingsChanged(_) => ILLEGAL_ARGUMENT,
-            BridgeError::Engine(_) | BridgeError::Jni(_) | BridgeError::Panic(_) => {
-                SLUICE_EXCEPTION
-            }
+            BridgeError::Engine(_)
+            | BridgeError::StaleHandle { .. }
+            | BridgeError::Jni(_)
+            | BridgeError::Panic(_) => SLUICE_EXCEPTION,
         }
     }
 }

@@ -30,11 +30,14 @@
 //!   `OutputFormat`: codec, level, checksum) checked into the engine's.
 //! - `fields`: reading those typed objects by field name and type.
 //! - `error`: errors and the Java exception each becomes.
+//! - `handles`: the ids Java holds for open map attempts and reduce
+//!   operators, checked on every call (never raw pointers).
 
 pub mod bridge;
 pub mod error;
 pub mod fields;
 pub mod format;
+pub mod handles;
 pub mod ops;
 pub mod settings;
 
@@ -51,6 +54,13 @@ use sluice_engine::reduce::{self, BlockName, ReduceTask};
 use crate::bridge::{HostMapTask, HostSettings};
 use crate::error::{BridgeError, BridgeResult};
 use crate::format::HostFormat;
+use crate::handles::Registry;
+
+/// The open map attempts, by the handle `mapOpen` returned.
+static MAP_TASKS: Registry<HostMapTask> = Registry::new("map attempt");
+
+/// The open reduce operators, by the handle `reduceOpen` returned.
+static REDUCE_TASKS: Registry<ReduceTask> = Registry::new("reduce operator");
 
 /// Runs `f`, turning an error or a panic into a pending Java exception and
 /// `fallback`.
@@ -118,32 +128,6 @@ fn with_frame<T>(
         BridgeError::Argument(format!("frame of {len} bytes in a {}-byte array", input.len()))
     })?;
     f(frame)
-}
-
-/// The map attempt behind a handle from `mapOpen`.
-///
-/// # Safety
-/// `handle` must come from `mapOpen` and not yet be passed to `mapCommit`
-/// or `mapAbort`; the Java side zeroes its copy when it does.
-unsafe fn task_mut<'a>(handle: jlong) -> BridgeResult<&'a mut HostMapTask> {
-    let ptr = handle as *mut HostMapTask;
-    // SAFETY: non-null handles are live `Box<HostMapTask>` pointers owned by
-    // one Java writer, which calls from one thread at a time (the caller's
-    // contract).
-    unsafe { ptr.as_mut() }.ok_or_else(|| BridgeError::Argument("map task handle is 0".into()))
-}
-
-/// Takes back ownership of the map attempt behind a handle.
-///
-/// # Safety
-/// As [`task_mut`]; the handle is dead afterwards.
-unsafe fn task_take(handle: jlong) -> BridgeResult<Box<HostMapTask>> {
-    let ptr = handle as *mut HostMapTask;
-    if ptr.is_null() {
-        return Err(BridgeError::Argument("map task handle is 0".into()));
-    }
-    // SAFETY: see `task_mut`; the Java side forgets the handle after this.
-    Ok(unsafe { Box::from_raw(ptr) })
 }
 
 /// `static native long unaccountedBytes(long bufferPoolBytes, long memoryBudget, int reduceTasks)`:
@@ -261,7 +245,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapOpen<'l>(
             non_negative(partitions.into(), "partitions")? as u32,
             host_keys != 0,
         )?;
-        Ok(Box::into_raw(Box::new(task)) as jlong)
+        Ok(MAP_TASKS.insert(task))
     })
 }
 
@@ -288,8 +272,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapProduce<'l>(
         // the Java caller holds the buffer (it does, for this call), and
         // `len <= capacity`.
         let data = unsafe { std::slice::from_raw_parts(addr as *const u8, len) };
-        // SAFETY: the handle contract of `task_mut`.
-        unsafe { task_mut(task) }?.produce(data, count)
+        MAP_TASKS.with(task, |task| task.produce(data, count))
     })
 }
 
@@ -306,9 +289,8 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapCommit<'l>(
     format: JObject<'l>,
 ) -> jlongArray {
     guard(&mut env, std::ptr::null_mut(), |env| {
-        // SAFETY: the handle contract of `task_take`; taken first so that
-        // the attempt is freed whatever fails below.
-        let task = unsafe { task_take(task) }?;
+        // Taken first so that the attempt is freed whatever fails below.
+        let task = MAP_TASKS.take(task)?;
         let path = path_from(env, &path)?;
         let format = HostFormat::read(env, &format)?;
         let written = task.commit_to_file(&path, format.codec()?, format.checksum()?)?;
@@ -334,9 +316,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapSpill<'l>(
     guard(&mut env, -1, |env| {
         let path = path_from(env, &path)?;
         let codec = HostFormat::read(env, &format)?.codec()?;
-        // SAFETY: the handle contract of `task_mut`.
-        let task = unsafe { task_mut(task) }?;
-        Ok(task.spill(&path, codec)? as jlong)
+        MAP_TASKS.with(task, |task| Ok(task.spill(&path, codec)? as jlong))
     })
 }
 
@@ -348,8 +328,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapAbort<'l>(
     task: jlong,
 ) {
     guard(&mut env, (), |_| {
-        // SAFETY: the handle contract of `task_take`.
-        drop(unsafe { task_take(task) }?);
+        drop(MAP_TASKS.take(task)?);
         Ok(())
     })
 }
@@ -507,17 +486,6 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_decodeValues<'l>(
     })
 }
 
-/// The reduce operator behind a handle from `reduceOpen`.
-///
-/// # Safety
-/// `handle` must come from `reduceOpen` and not yet be passed to
-/// `reduceClose`; one Java reader uses it, from one thread at a time.
-unsafe fn reduce_mut<'a>(handle: jlong) -> BridgeResult<&'a mut ReduceTask> {
-    let ptr = handle as *mut ReduceTask;
-    // SAFETY: the caller's contract: a live `Box<ReduceTask>` pointer.
-    unsafe { ptr.as_mut() }.ok_or_else(|| BridgeError::Argument("reduce handle is 0".into()))
-}
-
 /// `static native long reduceOpen(EngineOp op, int startPartition, int endPartition, String spillDir)`:
 /// a reduce task's final aggregate, or its sort-merge for a sort, spilling
 /// to `spillDir` (freed by `reduceClose`).
@@ -537,7 +505,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceOpen<'l>(
         let dir: String = env.get_string(&spill_dir)?.into();
         bridge::engine()?;
         let op = ReduceTask::open(&op, start..end, std::path::Path::new(&dir))?;
-        Ok(Box::into_raw(Box::new(op)) as jlong)
+        Ok(REDUCE_TASKS.insert(op))
     })
 }
 
@@ -563,12 +531,10 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceFeed<'l>(
 ) -> jint {
     guard(&mut env, -1, |env| {
         let name = BlockName::single(shuffle, map, reduce, offset);
-        // SAFETY: the handle contract of `reduce_mut`.
-        let op = unsafe { reduce_mut(handle) }?;
         FEED_FRAME.with(|buf| {
             let mut buf = buf.borrow_mut();
             copy_frame(env, &frame, frame_len, &mut buf)?;
-            Ok(op.feed(&buf, &name)? as jint)
+            REDUCE_TASKS.with(handle, |op| Ok(op.feed(&buf, &name)? as jint))
         })
     })
 }
@@ -612,9 +578,10 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceGrant<'l>(
 ) -> jboolean {
     guard(&mut env, 0, |_| {
         let bytes = non_negative(bytes, "granted bytes")? as usize;
-        // SAFETY: the handle contract of `reduce_mut`.
-        unsafe { reduce_mut(handle) }?.grant(bytes);
-        Ok(1)
+        REDUCE_TASKS.with(handle, |op| {
+            op.grant(bytes);
+            Ok(1)
+        })
     })
 }
 
@@ -631,8 +598,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceShortfall<'l
 ) -> jlong {
     guard(&mut env, -1, |_| {
         let upcoming = non_negative(upcoming, "upcoming bytes")? as usize;
-        // SAFETY: the handle contract of `reduce_mut`.
-        let short = unsafe { reduce_mut(handle) }?.shortfall(upcoming);
+        let short = REDUCE_TASKS.with(handle, |op| Ok(op.shortfall(upcoming)))?;
         Ok(jlong::try_from(short).unwrap_or(jlong::MAX))
     })
 }
@@ -645,10 +611,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpilledRuns<
     _class: JClass<'l>,
     handle: jlong,
 ) -> jlong {
-    guard(&mut env, -1, |_| {
-        // SAFETY: the handle contract of `reduce_mut`.
-        Ok(unsafe { reduce_mut(handle) }?.spilled_runs() as jlong)
-    })
+    guard(&mut env, -1, |_| REDUCE_TASKS.with(handle, |op| Ok(op.spilled_runs() as jlong)))
 }
 
 /// `static native long reduceFinish(long handle)`: emits every key's
@@ -659,10 +622,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceFinish<'l>(
     _class: JClass<'l>,
     handle: jlong,
 ) -> jlong {
-    guard(&mut env, -1, |_| {
-        // SAFETY: the handle contract of `reduce_mut`.
-        Ok(unsafe { reduce_mut(handle) }?.finish()? as jlong)
-    })
+    guard(&mut env, -1, |_| REDUCE_TASKS.with(handle, |op| Ok(op.finish()? as jlong)))
 }
 
 /// `static native long reduceNext(long handle, ByteBuffer direct)`:
@@ -683,8 +643,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceNext<'l>(
         // the Java caller holds the buffer, which it does for this call and
         // does not touch meanwhile.
         let out = unsafe { std::slice::from_raw_parts_mut(addr, capacity) };
-        // SAFETY: the handle contract of `reduce_mut`.
-        let (bytes, records) = unsafe { reduce_mut(handle) }?.next_records(out)?;
+        let (bytes, records) = REDUCE_TASKS.with(handle, |op| Ok(op.next_records(out)?))?;
         Ok(bytes as i64 | (records as i64) << 32)
     })
 }
@@ -698,12 +657,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceClose<'l>(
     handle: jlong,
 ) {
     guard(&mut env, (), |_| {
-        let ptr = handle as *mut ReduceTask;
-        if ptr.is_null() {
-            return Err(BridgeError::Argument("reduce handle is 0".into()));
-        }
-        // SAFETY: as `reduce_mut`; the Java side forgets the handle.
-        drop(unsafe { Box::from_raw(ptr) });
+        drop(REDUCE_TASKS.take(handle)?);
         Ok(())
     })
 }

@@ -141,9 +141,17 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     return records;
   }
 
-  /** The native operator's results, a buffer at a time; frees the operator at the end. */
+  /**
+   * The native operator's results, a buffer at a time; frees the operator at the end.
+   *
+   * <p>The task's completion listener closes it, and a consumer on another thread (Spark's {@code
+   * PipedRDD} writes a task's records to its child process from a thread of its own) may still be
+   * reading then. The handle is a checked id, not a pointer (the native side's {@code handles}):
+   * a close waits for a native call in flight, and a call after it fails with a {@code
+   * SluiceException} naming the closed handle, never touching freed memory.
+   */
   public static final class Native {
-    private long handle;
+    private volatile long handle;
     public ByteBuffer buf =
         ByteBuffer.allocateDirect(RESULT_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
 
@@ -174,7 +182,7 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       return 0;
     }
 
-    void close() {
+    synchronized void close() {
       if (handle != 0) {
         long h = handle;
         handle = 0;

@@ -1,0 +1,86 @@
+package dev.sluice.spark;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import dev.sluice.spark.jni.SluiceNative;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.spark.api.java.JavaPairRDD;
+import org.apache.spark.api.java.JavaSparkContext;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import scala.Tuple2;
+
+/**
+ * Native map attempts and reduce operators are named by checked handles: a handle that is closed
+ * or was never opened is a {@link SluiceException}, never a read through a dangling pointer (which
+ * crashes the JVM or returns freed bytes); and a reduce task's results read by another thread while
+ * the task closes them (Spark's {@code PipedRDD}) end cleanly.
+ */
+class HandleTest {
+  private static JavaSparkContext sc;
+
+  @BeforeAll
+  static void start() throws IOException {
+    sc = SparkContexts.start(SluiceShuffleManager.class.getName(), SparkContexts.scratch());
+  }
+
+  @AfterAll
+  static void stop() {
+    sc.stop();
+  }
+
+  @Test
+  void aHandleNeverOpenedOrClosedIsATypedError() {
+    // The engine is open once a Sluice shuffle ran in this JVM.
+    assertEquals(
+        3, sc.parallelizePairs(List.of(new Tuple2<>(1, 1), new Tuple2<>(2, 2), new Tuple2<>(3, 3)))
+            .reduceByKey(Integer::sum, 2)
+            .count());
+    ByteBuffer buf = ByteBuffer.allocateDirect(4096);
+    // Ids a pointer-based bridge would have dereferenced: a plausible heap address, a small
+    // number, a negative one.
+    for (long bogus : new long[] {0x7f00_1234_5670L, 12345L, -8L, Long.MAX_VALUE}) {
+      SluiceException next =
+          assertThrows(SluiceException.class, () -> SluiceNative.reduceNext(bogus, buf));
+      assertTrue(next.getMessage().contains("reduce operator handle " + bogus), next.getMessage());
+      assertThrows(SluiceException.class, () -> SluiceNative.reduceFinish(bogus));
+      assertThrows(SluiceException.class, () -> SluiceNative.reduceClose(bogus));
+      SluiceException produce =
+          assertThrows(SluiceException.class, () -> SluiceNative.mapProduce(bogus, buf, 0, 0));
+      assertTrue(produce.getMessage().contains("map attempt handle " + bogus), produce.getMessage());
+      assertThrows(SluiceException.class, () -> SluiceNative.mapAbort(bogus));
+    }
+  }
+
+  @Test
+  void resultsPipedFromAnotherThreadWhileTheTaskClosesThem() {
+    // reduceByKey reads its results through native reduce operators (grouped by key hash, on by
+    // default); pipe() feeds each partition's records to `head -1` from a writer thread of its
+    // own, which can still be reading when `head` has exited and the task completes and closes
+    // the operator. Every run gives each partition's first line and nothing else.
+    List<Tuple2<Long, Long>> pairs = new ArrayList<>();
+    for (long i = 0; i < 200_000; i++) {
+      pairs.add(new Tuple2<>(i % 50_000, 1L));
+    }
+    JavaPairRDD<Long, Long> sums = sc.parallelizePairs(pairs, 4).reduceByKey(Long::sum, 8);
+    Map<String, Boolean> valid = new HashMap<>();
+    for (long k = 0; k < 50_000; k++) {
+      valid.put("(" + k + ",4)", true);
+    }
+    for (int run = 0; run < 10; run++) {
+      List<String> firsts = sums.map(Tuple2::toString).pipe("head -1").collect();
+      assertEquals(8, firsts.size(), "one line per partition");
+      for (String line : firsts) {
+        assertTrue(valid.containsKey(line), line);
+      }
+    }
+  }
+}
