@@ -449,3 +449,52 @@ def test_sql_repartition_of_an_unstable_input_deals_a_rerun_alike(tmp_path, mana
         assert [sorted(p) for p in second] == [sorted(p) for p in first]
     finally:
         s.stop()
+
+
+# A job in a JVM whose driver (the executor too, in local mode) is told to
+# load a native library that does not exist.
+_NO_LIBRARY_JOB = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import session
+s = session("local[2]", sys.argv[3], sys.argv[2], extra={
+    "spark.driver.extraJavaOptions": "-Dsluice.native.library=/nonexistent/libsluice_jni.so"})
+sc = s.sparkContext
+out = {}
+out["sums"] = sorted(sc.parallelize(range(10000), 4).map(lambda i: (i % 7, 1))
+                     .reduceByKey(lambda a, b: a + b, 3).collect())
+df = s.range(0, 10000, 1, 4).selectExpr("id % 5 as k", "cast(id as decimal(9,2)) as d")
+out["sql"] = sorted((r.k, str(r.s)) for r in df.groupBy("k").agg({"d": "sum"})
+                    .withColumnRenamed("sum(d)", "s").collect())
+out["ordered"] = [r.id for r in s.range(0, 1000, 1, 4).orderBy("id").limit(5).collect()]
+m = sc._jvm.dev.sluice.spark.SluiceMetrics
+out["map_outputs"] = m.mapOutputs()
+out["live"] = m.liveMapAttempts()
+s.stop()
+print(json.dumps(out))
+"""
+
+
+def test_a_native_library_that_cannot_load_falls_back_to_the_sort_shuffle(tmp_path):
+    # The driver cannot load the library (a wrong sluice.native.library;
+    # the same as a platform the jar has no library for or a noexec
+    # directory): every shuffle, RDD and SQL, runs on Spark's sort shuffle
+    # with Spark's answers, and the log says why once.
+    p = subprocess.run(
+        [sys.executable, "-c", _NO_LIBRARY_JOB, str(pathlib.Path(__file__).parent),
+         str(tmp_path), SLUICE],
+        capture_output=True, text=True, timeout=400,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["sums"] == [[k, len(range(k, 10000, 7))] for k in range(7)]
+    want = {}
+    for i in range(10000):
+        want[i % 5] = want.get(i % 5, 0) + i
+    assert got["sql"] == [[k, f"{want[k]}.00"] for k in range(5)]
+    assert got["ordered"] == [0, 1, 2, 3, 4]
+    assert got["map_outputs"] == 0 and got["live"] == 0, got
+    said = [line for line in p.stderr.splitlines() if "native library cannot be loaded" in line]
+    assert len(said) == 1, said
+    assert "/nonexistent/libsluice_jni.so" in said[0], said[0]
+    assert "runs on Spark's sort shuffle" in said[0], said[0]

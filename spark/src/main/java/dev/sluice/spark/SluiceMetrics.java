@@ -37,7 +37,10 @@ public final class SluiceMetrics {
    * dropped. Zero once every task has ended, whatever way it ended.
    */
   public static long liveMapAttempts() {
-    return SluiceNative.liveMapAttempts();
+    // A JVM that cannot load the library opens no attempt.
+    return dev.sluice.spark.jni.NativeLibrary.unavailableReason() != null
+        ? 0
+        : SluiceNative.liveMapAttempts();
   }
 
   /** Map attempts whose output Sluice wrote. */

@@ -1,6 +1,7 @@
 package dev.sluice.spark;
 
 import dev.sluice.spark.jni.EngineSettings;
+import dev.sluice.spark.jni.NativeLibrary;
 import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.jni.SpillStrategy;
 import dev.sluice.spark.ops.OpSpec;
@@ -66,6 +67,44 @@ public class SluiceShuffleManager extends SortShuffleManager {
     super(conf);
     this.conf = conf;
     this.operatorSpill = SluiceConf.spillStrategy(conf);
+    String why = NativeLibrary.load(libraryDir(conf));
+    if (why != null) {
+      LOG.warn(
+          "Sluice: the native library cannot be loaded in this JVM ({}); every shuffle planned"
+              + " here runs on Spark's sort shuffle",
+          why);
+    }
+  }
+
+  /**
+   * Where the native library is copied before it is loaded: one of Spark's local directories
+   * (which a cluster manager may point at volumes of its own), or null (the JVM's temporary
+   * directory) when none can be made.
+   */
+  private static String libraryDir(SparkConf conf) {
+    try {
+      return org.apache.spark.util.Utils.getLocalDir(conf);
+    } catch (RuntimeException e) {
+      return null;
+    }
+  }
+
+  /**
+   * Fails a task given a Sluice shuffle on an executor that cannot load the native library: the
+   * driver loaded it and planned the shuffle for Sluice, so the map outputs are (or will be)
+   * Sluice's and Spark's sort shuffle cannot stand in for it here.
+   */
+  private static void requireLibrary(ShuffleHandle handle) {
+    String why = NativeLibrary.unavailableReason();
+    if (why != null) {
+      throw new SluiceException(
+          "Sluice's native library cannot be loaded on this executor ("
+              + why
+              + "), but the driver planned shuffle "
+              + handle.shuffleId()
+              + " for Sluice: run the executors where the driver's library loads, or set"
+              + " spark.shuffle.manager=sort");
+    }
   }
 
   @Override
@@ -118,6 +157,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
     if (!(handle instanceof SluiceShuffleHandle)) {
       return super.getWriter(handle, mapId, context, metrics);
     }
+    requireLibrary(handle);
     @SuppressWarnings("unchecked")
     SluiceShuffleHandle<K, V, ?> h = (SluiceShuffleHandle<K, V, ?>) handle;
     SluiceConf settings = new SluiceConf(SparkEnv.get().conf());
@@ -146,6 +186,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
       return super.getReader(
           handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
+    requireLibrary(handle);
     SluiceShuffleHandle<K, ?, C> h = (SluiceShuffleHandle<K, ?, C>) handle;
     if (h.op() != null || h.sortKind() != SortKind.NONE) {
       openEngine(new SluiceConf(SparkEnv.get().conf()));

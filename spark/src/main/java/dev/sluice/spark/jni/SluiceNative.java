@@ -3,11 +3,7 @@ package dev.sluice.spark.jni;
 import dev.sluice.spark.SluiceException;
 import dev.sluice.spark.shuffle.SluiceBlockInputStream;
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.ByteBuffer;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 
 /**
  * The native engine's entry points (crate {@code sluice-jni}). Crossed once per buffer or block,
@@ -15,46 +11,20 @@ import java.nio.file.StandardCopyOption;
  * IOException} for corrupt or truncated data and failed writes, {@link SluiceException} for the
  * rest.
  *
- * <p>The library travels inside the jar ({@value #RESOURCE}) and is copied to a temporary file
- * and loaded the first time this class is used, so nothing is installed on the nodes. The system
- * property {@code sluice.native.library} names a library file to load instead.
+ * <p>The library is loaded by {@link NativeLibrary} the first time this class is used, unless the
+ * shuffle manager loaded it already (into one of Spark's local directories); where it cannot be
+ * loaded, this class fails to initialise with that reason, and Sluice's callers check {@link
+ * NativeLibrary#unavailableReason} first so that it never does.
  */
 public final class SluiceNative {
-  /** Where the jar carries the linux x86-64 library. */
-  static final String RESOURCE = "/native/linux-x86_64/libsluice_jni.so";
-
   static {
-    load();
+    String why = NativeLibrary.unavailableReason();
+    if (why != null) {
+      throw new UnsatisfiedLinkError("Sluice's native library cannot be loaded: " + why);
+    }
   }
 
   private SluiceNative() {}
-
-  private static void load() {
-    String override = System.getProperty("sluice.native.library");
-    if (override != null && !override.isEmpty()) {
-      System.load(override);
-      return;
-    }
-    String os = System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT);
-    String arch = System.getProperty("os.arch", "");
-    if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) {
-      throw new UnsatisfiedLinkError(
-          "Sluice's jar carries a native library for linux x86-64 only, not " + os + "/" + arch);
-    }
-    try (InputStream in = SluiceNative.class.getResourceAsStream(RESOURCE)) {
-      if (in == null) {
-        throw new UnsatisfiedLinkError("the jar does not carry " + RESOURCE);
-      }
-      Path tmp = Files.createTempFile("libsluice_jni", ".so");
-      Files.copy(in, tmp, StandardCopyOption.REPLACE_EXISTING);
-      tmp.toFile().deleteOnExit();
-      System.load(tmp.toAbsolutePath().toString());
-    } catch (IOException e) {
-      UnsatisfiedLinkError err = new UnsatisfiedLinkError("extracting " + RESOURCE + ": " + e);
-      err.initCause(e);
-      throw err;
-    }
-  }
 
   /**
    * Opens the process's engine; a later call gets the same engine, with its {@code inlineAtTasks}

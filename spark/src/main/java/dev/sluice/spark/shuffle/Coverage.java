@@ -49,13 +49,21 @@ public final class Coverage {
     return null;
   }
 
-  /** Why no shuffle of this application can run on Sluice, or null if they can. */
+  /**
+   * Why no shuffle of this application can run on Sluice in this JVM, or null if they can: its
+   * settings, or a native library this JVM cannot load ({@link
+   * dev.sluice.spark.jni.NativeLibrary}).
+   */
   public static String settingsReason(SparkConf conf) {
     if (conf.getBoolean("spark.io.encryption.enabled", false)) {
       return "I/O encryption is on (spark.io.encryption.enabled)";
     }
     if (conf.getBoolean("spark.shuffle.push.enabled", false)) {
       return "push-based shuffle is on (spark.shuffle.push.enabled)";
+    }
+    String library = dev.sluice.spark.jni.NativeLibrary.unavailableReason();
+    if (library != null) {
+      return "Sluice's native library cannot be loaded in this JVM (" + library + ")";
     }
     return null;
   }
