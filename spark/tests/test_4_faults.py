@@ -498,3 +498,56 @@ def test_a_native_library_that_cannot_load_falls_back_to_the_sort_shuffle(tmp_pa
     assert len(said) == 1, said
     assert "/nonexistent/libsluice_jni.so" in said[0], said[0]
     assert "runs on Spark's sort shuffle" in said[0], said[0]
+
+
+# A window and a repartition in one map task with 2 % of the heap as Spark's
+# memory, in a JVM of its own (the setting applies at JVM start).
+_SMALL_MEMORY_WINDOW_JOB = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import session
+s = session("local[2]", sys.argv[3], sys.argv[2], extra={"spark.memory.fraction": "0.02"})
+df = s.range(0, int(sys.argv[4]), 1, 4).selectExpr(
+    "id % 500 as g", "id", "repeat(string(id), 8) as pad")
+ranked = df.selectExpr("g", "pad", "row_number() over (partition by g order by id) as rn")
+out = {}
+try:
+    r = ranked.repartition(200).selectExpr(
+        "count(*) as n", "sum(rn) as s", "sum(length(pad)) as p").collect()[0]
+    out.update(n=r.n, s=r.s, p=r.p)
+except Exception as e:
+    out["error"] = str(e)[-4000:]
+m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+out["live"] = m.liveMapAttempts()
+out["spills"] = m.mapSpills()
+s.stop()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("manager", ["sort", SLUICE])
+def test_a_window_and_a_repartition_in_one_task_share_little_memory(tmp_path, manager):
+    # Spark's consumers spill for each other when a task runs short: the
+    # window's sort and buffers and the exchange's map output below
+    # repartition(200) share 2 % of the heap, so Sluice's map output must give
+    # memory back when the sorter asks (not only when its own writer does),
+    # or the task fails with SparkOutOfMemoryError where the sort shuffle
+    # runs. Both managers give the same exact answer.
+    rows = 400_000
+    p = subprocess.run(
+        [sys.executable, "-c", _SMALL_MEMORY_WINDOW_JOB, str(pathlib.Path(__file__).parent),
+         str(tmp_path), manager, str(rows)],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert "error" not in got, got["error"]
+    per_group = rows // 500
+    assert got["n"] == rows
+    assert got["s"] == 500 * per_group * (per_group + 1) // 2
+    assert got["p"] == sum(8 * len(str(i)) for i in range(rows))
+    assert got["live"] == 0
+    if manager == SLUICE:
+        # The pressure reached Sluice's map output: it spilled, and the
+        # task went on.
+        assert got["spills"] >= 1, got
