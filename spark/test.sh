@@ -13,8 +13,9 @@
 # --extended adds what does not: the pytest tests marked `extended` (all 99
 # TPC-DS queries at scale factor 0.01 under both managers, the TPC-H
 # benchmark's interleaved protocol over two sets of processes) and Spark SQL's
-# join, set-operation, subquery, exchange and planner suites with Sluice's
-# SQL rules on (spark/suites/run.sh --extended).
+# join, set-operation, subquery, exchange, planner and adaptive execution
+# suites and SQLQueryTestSuite's PostgreSQL ports with Sluice's SQL rules on
+# (spark/suites/run.sh --extended).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

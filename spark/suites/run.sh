@@ -15,8 +15,8 @@
 #   bash spark/suites/run.sh [--control] [--extended] [-z TEST_NAME_PART ...] [SUITE ...]
 #
 # --extended runs the six SQL suites named only on request after the eight CI runs (what
-# `bash spark/test.sh --extended` runs), and SQLQueryTestSuite's files under every codegen
-# configuration they name (CI leaves out CODEGEN_ONLY; see SluiceSQLQueryTestSuite).
+# `bash spark/test.sh --extended` runs), and SQLQueryTestSuite's PostgreSQL ports and every
+# codegen configuration the files name (CI leaves out CODEGEN_ONLY; see SluiceSQLQueryTestSuite).
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
 # SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, ...: the names above);
@@ -143,6 +143,6 @@ java -Xmx4g -Xss4m -XX:ReservedCodeCacheSize=256m \
   -Dspark.ui.showConsoleProgress=false -Dspark.unsafe.exceptionOnMemoryLeak=true \
   -Djava.io.tmpdir="$work/target/tmp" -Dlog4j.configurationFile="file:$root/spark/suites/log4j2.properties" \
   -Dsluice.suites.log="$root/spark/suites/target/unit-tests.log" \
-  -Dsluice.suites.sqlTests="$resources/sql-tests" -Dsluice.suites.allCodegenDims=$all_dims \
+  -Dsluice.suites.sqlTests="$resources/sql-tests" -Dsluice.suites.extended=$all_dims \
   "${manager[@]}" \
   -cp "$cp" org.scalatest.tools.Runner -oDF "${run_suites[@]}"

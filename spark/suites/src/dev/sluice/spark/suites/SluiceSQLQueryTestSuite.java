@@ -16,8 +16,8 @@ import scala.jdk.javaapi.CollectionConverters;
  * <p>The suite finds its files under {@code spark.test.home}'s source tree ({@code
  * sql/core/src/test/resources/sql-tests}), which a runtime-only Spark does not have; {@code
  * spark/suites/run.sh} unpacks the same files from Spark's {@code spark-sql} test jar and names
- * the folder in the {@value #DIR_PROPERTY} system property. Only the files in {@link #FILES} become
- * tests.
+ * the folder in the {@value #DIR_PROPERTY} system property. Only the files in {@link #FILES} (and
+ * {@link #EXTENDED_FILES} in the extended tier) become tests.
  *
  * <p>A file may ask for its queries to run once per configuration of a dimension ({@code
  * --CONFIG_DIM}); the codegen dimension runs each query three times: with whole-stage code
@@ -26,7 +26,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * projections with {@code UnsafeProjection.create}, which compiles them under the first two alike
  * and interprets them under the third, so the second differs from the first only in Spark's own
  * operators. CI leaves it out (a third of these files' time); with the {@value
- * #ALL_DIMS_PROPERTY} system property set to {@code true} (the extended tier), every configuration
+ * #EXTENDED_PROPERTY} system property set to {@code true} (the extended tier), every configuration
  * runs.
  */
 public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSuite {
@@ -34,12 +34,12 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
   static final String DIR_PROPERTY = "sluice.suites.sqlTests";
 
   /**
-   * The input files run (paths under {@code inputs/}): every file whose queries are mainly
-   * aggregates (grouping, grouping sets, rollups and cubes, filters and ordinals, counts, having,
-   * pivots, statistical and ordered-set aggregates) or windows, the PostgreSQL ports of both
-   * included. Files whose functions are Python UDFs ({@code udf/}, {@code udaf/}) are left out:
-   * they run the same queries again through a Python worker per UDF kind (the pandas ones need
-   * pandas and pyarrow), and the aggregate around the UDF is the same plan.
+   * The input files run in CI (paths under {@code inputs/}): every Spark file whose queries are
+   * mainly aggregates (grouping, grouping sets, rollups and cubes, filters and ordinals, counts,
+   * having, pivots, statistical and ordered-set aggregates) or windows; the PostgreSQL ports of
+   * both are {@link #EXTENDED_FILES}. Files whose functions are Python UDFs ({@code udf/}, {@code
+   * udaf/}) are left out: they run the same queries again through a Python worker per UDF kind
+   * (the pandas ones need pandas and pyarrow), and the aggregate around the UDF is the same plan.
    */
   static final Set<String> FILES =
       Set.of(
@@ -63,7 +63,14 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
           "try_aggregates.sql",
           "listagg.sql",
           "window.sql",
-          "typeCoercion/native/windowFrameCoercion.sql",
+          "typeCoercion/native/windowFrameCoercion.sql");
+
+  /**
+   * The PostgreSQL ports of aggregates, grouping sets and windows: run with {@value
+   * #EXTENDED_PROPERTY} set (the extended tier), for CI's time.
+   */
+  static final Set<String> EXTENDED_FILES =
+      Set.of(
           "postgreSQL/aggregates_part1.sql",
           "postgreSQL/aggregates_part2.sql",
           "postgreSQL/aggregates_part3.sql",
@@ -76,8 +83,11 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
           "postgreSQL/window_part3.sql",
           "postgreSQL/window_part4.sql");
 
-  /** The system property that runs every codegen configuration (see the class comment). */
-  static final String ALL_DIMS_PROPERTY = "sluice.suites.allCodegenDims";
+  /**
+   * The system property that runs {@link #EXTENDED_FILES} too, and every codegen configuration
+   * (see the class comment): the extended tier.
+   */
+  static final String EXTENDED_PROPERTY = "sluice.suites.extended";
 
   /** The codegen configuration CI leaves out: compiled expressions without whole-stage code. */
   private static final String CODEGEN_ONLY_KEY = "spark.sql.codegen.factoryMode";
@@ -88,11 +98,21 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
 
   public SluiceSQLQueryTestSuite() {
     Exclusions.check(SUITE, testNames());
-    for (String file : FILES) {
+    for (String file : selected()) {
       if (!testNames().contains(file)) {
         throw new IllegalStateException(SUITE + " has no input file " + file + " to run");
       }
     }
+  }
+
+  /** The files this run takes: {@link #FILES}, and {@link #EXTENDED_FILES} in the extended tier. */
+  private static Set<String> selected() {
+    if (!Boolean.getBoolean(EXTENDED_PROPERTY)) {
+      return FILES;
+    }
+    Set<String> all = new java.util.HashSet<>(FILES);
+    all.addAll(EXTENDED_FILES);
+    return all;
   }
 
   /** The unpacked {@code sql-tests} folder (called from the superclass's constructor). */
@@ -109,14 +129,14 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
   /** Registers only the files in {@link #FILES} (called from the superclass's constructor). */
   @Override
   public void createScalaTestCase(org.apache.spark.sql.SQLQueryTestHelper.TestCase testCase) {
-    if (FILES.contains(testCase.name())) {
+    if (selected().contains(testCase.name())) {
       super.createScalaTestCase(testCase);
     }
   }
 
   /**
    * Runs the configurations of the file's dimensions, less the {@code CODEGEN_ONLY} one unless
-   * {@value #ALL_DIMS_PROPERTY} is set (see the class comment).
+   * {@value #EXTENDED_PROPERTY} is set (see the class comment).
    */
   @Override
   public void runQueriesWithSparkConfigDimensions(
@@ -124,7 +144,7 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
       org.apache.spark.sql.SQLQueryTestHelper.TestCase testCase,
       Tuple2<String, String>[] settings,
       Seq<Seq<Tuple2<String, String>>> dims) {
-    if (Boolean.getBoolean(ALL_DIMS_PROPERTY)) {
+    if (Boolean.getBoolean(EXTENDED_PROPERTY)) {
       super.runQueriesWithSparkConfigDimensions(queries, testCase, settings, dims);
       return;
     }
