@@ -259,6 +259,20 @@ SHORT_OF_MEMORY = {
 }
 
 
+def stage_spills(spark):
+    """(memory, disk) bytes spilled that Spark's status store reports for
+    each stage of the session, in stage order: what its UI shows as Spill
+    (Memory) and Spill (Disk)."""
+    jsc = spark.sparkContext._jsc.sc()
+    jsc.listenerBus().waitUntilEmpty()
+    jvm = spark.sparkContext._jvm
+    stages = jsc.statusStore().stageList(
+        jvm.java.util.ArrayList(), False, False,
+        spark.sparkContext._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
+    by_id = sorted((stages.apply(i) for i in range(stages.size())), key=lambda st: st.stageId())
+    return [(st.memoryBytesSpilled(), st.diskBytesSpilled()) for st in by_id]
+
+
 def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):
     # Spark's memory manager cut to 32 MiB (about 9 MiB of execution memory
     # per task) and two reduce tasks of about 25 MiB of rows each: the reduce
@@ -289,6 +303,11 @@ def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):
         assert len(set(got)) == n, "every row once"
         assert m.reduceShortGrants() > short
         assert m.reduceSpilledRuns() > spilled
+        # Spark's spill metrics of the reduce stage: the runs as they were in
+        # memory (their rows' bytes, at least the 25 MiB or so the tasks could
+        # not keep), and what went to disk.
+        memory, disk = stage_spills(s)[-1]
+        assert memory > 4 << 20 and disk > 4 << 20, (memory, disk)
     finally:
         s.stop()
 
@@ -321,6 +340,9 @@ def test_sql_aggregate_reduce_side_spills_when_spark_grants_too_little(tmp_path)
         assert watch.left() == [], watch.left()
         assert m.reduceShortGrants() > short
         assert m.reduceSpilledRuns() > spilled
+        # The stage of the aggregate's reduce side reports its spilled tables.
+        spills = stage_spills(s)
+        assert any(memory > 0 and disk > 0 for memory, disk in spills), spills
     finally:
         s.stop()
 

@@ -213,7 +213,7 @@ def test_sql_exchange_data_size_is_spark_s(tmp_path):
     # Adaptive execution plans joins from the exchange's "data size": Sluice
     # must report the bytes Spark's own writer reports (the rows' sizes), in
     # its own exchange nodes too.
-    sizes = {}
+    sizes, sorted_sizes = {}, {}
     for manager in ("sort", SLUICE):
         s = session("local[2]", manager, tmp_path / manager.rsplit(".", 1)[-1],
                     extra={"spark.sql.adaptive.enabled": "false"})
@@ -225,9 +225,19 @@ def test_sql_exchange_data_size_is_spark_s(tmp_path):
             exchanges = nodes_named(df._jdf.queryExecution().executedPlan(), name)
             assert len(exchanges) == 1, exchanges
             sizes[manager] = exchanges[0].metrics().apply("dataSize").value()
+            # An ORDER BY: under Sluice its native sorted exchange.
+            ordered = s.range(0, 1000, 1, 4).selectExpr("id", "cast(id as string) as t").orderBy("t")
+            assert [r.id for r in ordered.collect()] == sorted(range(1000), key=str)
+            name = "Exchange" if manager == "sort" else "SluiceSortExchange"
+            exchanges = nodes_named(ordered._jdf.queryExecution().executedPlan(), name)
+            assert len(exchanges) == 1, exchanges
+            sorted_sizes[manager] = exchanges[0].metrics().apply("dataSize").value()
         finally:
             s.stop()
     assert sizes[SLUICE] == sizes["sort"] == 8 * 24, sizes
+    # Each row: an 8-byte null bitset word, the long, the string's offset and
+    # length word, and its 1-3 characters padded to a word.
+    assert sorted_sizes[SLUICE] == sorted_sizes["sort"] == 1000 * 32, sorted_sizes
 
 
 def stage_attempts(sc, group):

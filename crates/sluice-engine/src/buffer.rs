@@ -14,13 +14,23 @@
 //! `WouldBlock`, by [`Backpressure`](crate::Backpressure). A request larger
 //! than the whole pool (a single huge record) is granted alone, once
 //! nothing else is charged, and its bytes are not kept for reuse.
+//!
+//! Requests that wait are served in arrival order: a request that arrives
+//! while others wait queues behind them even if it would fit, so a huge
+//! record waiting for the pool to empty is not starved by a stream of small
+//! buffers taking each byte returned. A wait is taken in slices and ends
+//! early when the host stops the task, or fails after its bound
+//! ([`crate::waits`]); either way the request leaves the queue.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use sluice_core::format::{BatchView, CheckedPayload, Layout, RecordBatch, Span};
 
 use crate::error::{EngineError, ShuffleId};
+use crate::waits::{self, HOST_WAIT_MAX, WAIT_SLICE};
 use crate::Backpressure;
 
 /// Free buffers the pool keeps for reuse at most.
@@ -31,11 +41,23 @@ struct PoolState {
     used: usize,
     peak: usize,
     free: Vec<Vec<u8>>,
+    /// Tickets of the requests waiting, in arrival order.
+    waiting: VecDeque<u64>,
+    next_ticket: u64,
+}
+
+impl PoolState {
+    /// Takes `ticket` out of the queue (its request was served or gave up).
+    fn leave(&mut self, ticket: u64) {
+        self.waiting.retain(|&t| t != ticket);
+    }
 }
 
 #[derive(Debug)]
 pub(crate) struct PoolInner {
     capacity: usize,
+    /// Longest a request waits in all.
+    wait_max: Duration,
     state: Mutex<PoolState>,
     returned: Condvar,
     next_id: AtomicU64,
@@ -71,9 +93,15 @@ pub struct BufferPool {
 impl BufferPool {
     /// A pool that hands out at most `capacity` bytes at once.
     pub fn new(capacity: usize) -> Self {
+        Self::with_wait_max(capacity, HOST_WAIT_MAX)
+    }
+
+    /// A pool whose requests wait at most `wait_max` in all.
+    pub fn with_wait_max(capacity: usize, wait_max: Duration) -> Self {
         BufferPool {
             inner: Arc::new(PoolInner {
                 capacity,
+                wait_max,
                 state: Mutex::new(PoolState::default()),
                 returned: Condvar::new(),
                 next_id: AtomicU64::new(1),
@@ -111,12 +139,45 @@ impl BufferPool {
         let inner = &self.inner;
         let mut st = inner.lock();
         // A buffer larger than the whole pool (one record of hundreds of
-        // MiB) is charged alone: it waits until nothing else is charged.
-        while st.used > 0 && st.used + size > inner.capacity {
+        // MiB) is charged alone: it fits once nothing else is charged.
+        let fits = |st: &PoolState| st.used == 0 || st.used + size <= inner.capacity;
+        if !st.waiting.is_empty() || !fits(&st) {
             if mode == Backpressure::WouldBlock {
                 return Err(EngineError::WouldBlock { used: st.used, capacity: inner.capacity });
             }
-            st = inner.returned.wait(st).unwrap_or_else(|p| p.into_inner());
+            let ticket = st.next_ticket;
+            st.next_ticket += 1;
+            st.waiting.push_back(ticket);
+            let start = Instant::now();
+            while st.waiting.front() != Some(&ticket) || !fits(&st) {
+                st = inner
+                    .returned
+                    .wait_timeout(st, WAIT_SLICE)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+                let waited = start.elapsed();
+                let give_up = if waited > inner.wait_max {
+                    Some(EngineError::WaitTimedOut {
+                        what: self.wait_what(size, &st),
+                        waited,
+                        bound: inner.wait_max,
+                    })
+                } else {
+                    // Asked without the lock: the host's check may call into it.
+                    drop(st);
+                    let stop = waits::stop_requested();
+                    st = inner.lock();
+                    stop.then(|| EngineError::Interrupted { what: self.wait_what(size, &st) })
+                };
+                if let Some(e) = give_up {
+                    st.leave(ticket);
+                    drop(st);
+                    // The request behind may now be first.
+                    inner.returned.notify_all();
+                    return Err(e);
+                }
+            }
+            st.leave(ticket);
         }
         st.used += size;
         st.peak = st.peak.max(st.used);
@@ -128,7 +189,12 @@ impl BufferPool {
             Some(i) => st.free.swap_remove(i),
             None => Vec::new(),
         };
+        let others_wait = !st.waiting.is_empty();
         drop(st);
+        if others_wait {
+            // The next in line may fit too.
+            inner.returned.notify_all();
+        }
         bytes.reserve_exact(size);
         Ok(MapBuffer {
             id: inner.next_id.fetch_add(1, Ordering::Relaxed),
@@ -138,6 +204,17 @@ impl BufferPool {
             spans: Some(Vec::new()),
             pool: inner.clone(),
         })
+    }
+}
+
+impl BufferPool {
+    fn wait_what(&self, size: usize, st: &PoolState) -> String {
+        format!(
+            "{size} bytes of the map buffer pool ({} of {} bytes in use, {} requests waiting)",
+            st.used,
+            self.inner.capacity,
+            st.waiting.len()
+        )
     }
 }
 
@@ -303,5 +380,126 @@ impl Drop for ProducedBuffer {
     fn drop(&mut self) {
         let bytes = self.batch.take().map(RecordBatch::into_buffer).unwrap_or_default();
         self.pool.give_back(self.charge, bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::mpsc;
+    use std::thread;
+
+    use super::*;
+
+    thread_local! {
+        /// The flag the stop check reads on this thread, if the test set one.
+        static STOP: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+    }
+
+    fn stop_check() -> bool {
+        STOP.with(|s| s.borrow().as_ref().is_some_and(|f| f.load(Ordering::SeqCst)))
+    }
+
+    fn owner() -> BufferOwner {
+        BufferOwner { shuffle: 1, map: 0, attempt: 0, layout: Layout::Variable }
+    }
+
+    /// Spawns a request for `size` bytes that reports on `done` once served
+    /// (holding the buffer until `release` says so) or failed.
+    fn request(
+        pool: &BufferPool,
+        size: usize,
+        name: &'static str,
+        stop: Arc<AtomicBool>,
+        done: mpsc::Sender<(&'static str, Result<(), String>)>,
+    ) -> (thread::JoinHandle<()>, mpsc::Sender<()>) {
+        let pool = pool.clone();
+        let (release, hold) = mpsc::channel::<()>();
+        let h = thread::spawn(move || {
+            STOP.with(|s| *s.borrow_mut() = Some(stop));
+            match pool.acquire(size, Backpressure::Wait, owner()) {
+                Ok(buf) => {
+                    done.send((name, Ok(()))).expect("test alive");
+                    let _ = hold.recv();
+                    drop(buf);
+                }
+                Err(e) => done.send((name, Err(e.to_string()))).expect("test alive"),
+            }
+        });
+        (h, release)
+    }
+
+    fn waiting(pool: &BufferPool, n: usize) {
+        let start = Instant::now();
+        while pool.inner.lock().waiting.len() != n {
+            assert!(start.elapsed() < Duration::from_secs(10), "{n} requests never queued");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_huge_request_is_served_before_small_ones_that_came_after_it() {
+        waits::set_stop_check(stop_check);
+        let pool = BufferPool::new(100);
+        let held = pool.acquire(60, Backpressure::Wait, owner()).expect("fits");
+        let (tx, rx) = mpsc::channel();
+        let no = Arc::new(AtomicBool::new(false));
+        // 200 bytes: more than the pool, served once nothing else is held.
+        let (huge, release_huge) = request(&pool, 200, "huge", no.clone(), tx.clone());
+        waiting(&pool, 1);
+        // 10 bytes would fit beside the 60 held, but the huge one came first.
+        let (small, release_small) = request(&pool, 10, "small", no, tx);
+        waiting(&pool, 2);
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "served out of turn");
+        drop(held);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("served"), ("huge", Ok(())));
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err(), "small beside the huge one");
+        release_huge.send(()).expect("alive");
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("served"), ("small", Ok(())));
+        release_small.send(()).expect("alive");
+        huge.join().expect("no panic");
+        small.join().expect("no panic");
+        assert_eq!(pool.used(), 0);
+    }
+
+    #[test]
+    fn a_stopped_waiter_leaves_the_queue_with_a_typed_error() {
+        waits::set_stop_check(stop_check);
+        let pool = BufferPool::new(100);
+        let held = pool.acquire(100, Backpressure::Wait, owner()).expect("fits");
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (first, _r1) = request(&pool, 500, "killed", stop.clone(), tx.clone());
+        waiting(&pool, 1);
+        let (second, release) = request(&pool, 50, "next", Arc::new(AtomicBool::new(false)), tx);
+        waiting(&pool, 2);
+        // The host kills the first waiter's task: its wait ends within a slice.
+        stop.store(true, Ordering::SeqCst);
+        let (name, got) = rx.recv_timeout(Duration::from_secs(10)).expect("ended");
+        assert_eq!(name, "killed");
+        let msg = got.expect_err("interrupted");
+        assert!(msg.contains("interrupted while waiting for 500 bytes"), "{msg}");
+        waiting(&pool, 1);
+        drop(held);
+        assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("served"), ("next", Ok(())));
+        release.send(()).expect("alive");
+        first.join().expect("no panic");
+        second.join().expect("no panic");
+        assert_eq!(pool.used(), 0);
+    }
+
+    #[test]
+    fn a_wait_past_its_bound_fails_naming_it() {
+        let pool = BufferPool::with_wait_max(100, Duration::from_millis(300));
+        let held = pool.acquire(80, Backpressure::Wait, owner()).expect("fits");
+        let start = Instant::now();
+        let e = pool.acquire(50, Backpressure::Wait, owner()).expect_err("bounded");
+        assert!(start.elapsed() >= Duration::from_millis(300));
+        assert!(matches!(e, EngineError::WaitTimedOut { .. }), "{e}");
+        assert!(e.to_string().contains("50 bytes of the map buffer pool (80 of 100"), "{e}");
+        assert!(pool.inner.lock().waiting.is_empty());
+        drop(held);
+        assert_eq!(pool.used(), 0);
     }
 }

@@ -78,6 +78,22 @@ pub enum EngineError {
         /// The pool's capacity.
         capacity: usize,
     },
+    /// The host asked a waiting thread to stop (a Spark task was killed).
+    #[error("interrupted while waiting for {what}")]
+    Interrupted {
+        /// What the thread waited for.
+        what: String,
+    },
+    /// A host thread waited longer than the engine's bound.
+    #[error("waited {waited:?} for {what}, longer than the bound of {bound:?}")]
+    WaitTimedOut {
+        /// What the thread waited for.
+        what: String,
+        /// How long it waited.
+        waited: std::time::Duration,
+        /// The bound ([`crate::waits::HOST_WAIT_MAX`]).
+        bound: std::time::Duration,
+    },
     /// The map stage of the shuffle has ended; no more map output is taken.
     #[error("shuffle {0}: the map stage has ended")]
     MapStageEnded(ShuffleId),

@@ -65,6 +65,7 @@ mod scheduler;
 mod segment;
 mod shuffle;
 mod store;
+pub mod waits;
 mod worker;
 
 pub use buffer::{BufferPool, MapBuffer, POOL_FREE_BUFFERS_MAX};

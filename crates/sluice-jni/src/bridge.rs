@@ -204,13 +204,18 @@ pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
 
 /// Bytes one reduce task's native operator may hold beyond what the host
 /// granted it: an aggregate's state floor
-/// ([`sluice_engine::REDUCE_STATE_FLOOR_BYTES`]) and, at the end, the read
+/// ([`sluice_engine::REDUCE_STATE_FLOOR_BYTES`]), at the end the read
 /// buffers of one merge of the most spilled runs it opens at once
 /// ([`sluice_core::reorg::MERGE_FAN_IN_MAX`] runs of
-/// [`sluice_core::reorg::MERGE_RUN_READ_BYTES`] each).
+/// [`sluice_core::reorg::MERGE_RUN_READ_BYTES`] each), and the two buffers
+/// its thread keeps between fetched blocks (the inflate buffer and the
+/// copy of a block fed to the operator, at most
+/// [`sluice_engine::reduce::THREAD_BUFFER_KEEP_BYTES`] each; a larger
+/// block's are freed once it is read).
 pub fn unaccounted_task_bytes() -> u64 {
     let merge = sluice_core::reorg::MERGE_FAN_IN_MAX * sluice_core::reorg::MERGE_RUN_READ_BYTES;
-    (sluice_engine::REDUCE_STATE_FLOOR_BYTES + merge) as u64
+    let kept = 2 * sluice_engine::reduce::THREAD_BUFFER_KEEP_BYTES;
+    (sluice_engine::REDUCE_STATE_FLOOR_BYTES + merge + kept) as u64
 }
 
 /// The engine, if it was opened.

@@ -7,6 +7,7 @@
 //! iterator turns an `IOException` from a fetched block's stream into a
 //! fetch failure, so the map output is recomputed rather than read wrong.
 
+use sluice_core::reorg::ReorgError;
 use sluice_engine::EngineError;
 
 /// Java class of engine misuse and internal failures.
@@ -49,6 +50,17 @@ pub enum BridgeError {
     /// The native code panicked; the message is the panic's.
     #[error("native panic: {0}")]
     Panic(String),
+    /// Fetched bytes that passed their CRCs did not make sense to the code
+    /// reading them (a record of the wrong width for its operator, a
+    /// partition number out of range, a panic while decoding): see
+    /// [`BridgeError::reading`].
+    #[error("{what}: {detail}")]
+    Fetched {
+        /// The segment and offset being read.
+        what: String,
+        /// What went wrong.
+        detail: String,
+    },
 }
 
 impl BridgeError {
@@ -59,6 +71,7 @@ impl BridgeError {
     pub fn java_class(&self) -> &'static str {
         match self {
             BridgeError::Engine(e) if e.is_data_fault() => IO_EXCEPTION,
+            BridgeError::Fetched { .. } => IO_EXCEPTION,
             BridgeError::Engine(EngineError::Argument(_))
             | BridgeError::Argument(_)
             | BridgeError::SettingsChanged(_) => ILLEGAL_ARGUMENT,
@@ -70,5 +83,80 @@ impl BridgeError {
     }
 }
 
+impl BridgeError {
+    /// This error, met while reading the fetched bytes of `what`, as the
+    /// host must see it. Bytes that passed their CRCs can still be forged or
+    /// written by a faulty writer, and whatever they make the reader fail
+    /// with (a panic, a record whose shape the operator refuses) is a fault
+    /// of those bytes: an `IOException`, which Spark's fetch iterator turns
+    /// into a fetch failure so the map output is recomputed, rather than a
+    /// task failure retried on the same bytes. Misuse by the Java side (a
+    /// stale handle, a bad argument) and errors that are data faults
+    /// already stay as they are.
+    pub fn reading(self, what: &impl std::fmt::Display) -> BridgeError {
+        let fetched = |detail: String| BridgeError::Fetched { what: what.to_string(), detail };
+        match self {
+            BridgeError::Panic(msg) => fetched(format!("native panic while reading it: {msg}")),
+            BridgeError::Engine(
+                e @ (EngineError::Format(_)
+                | EngineError::Reorg(
+                    ReorgError::ValueWidth { .. }
+                    | ReorgError::StateWidth { .. }
+                    | ReorgError::Layout { .. }
+                    | ReorgError::Format(_),
+                )),
+            ) => fetched(e.to_string()),
+            other => other,
+        }
+    }
+}
+
 /// Result of a bridge call.
 pub type BridgeResult<T> = Result<T, BridgeError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WHAT: &str = "shuffle_1_2_3 at byte 40";
+
+    #[test]
+    fn faults_of_fetched_bytes_are_io_exceptions_naming_the_block() {
+        let refused = [
+            BridgeError::Panic("index out of bounds".into()),
+            BridgeError::Engine(EngineError::Reorg(ReorgError::ValueWidth {
+                record: 3,
+                value_type: "i64",
+                want: 8,
+                got: 5,
+            })),
+            BridgeError::Engine(EngineError::Reorg(ReorgError::StateWidth {
+                record: 0,
+                want: 16,
+                got: 7,
+            })),
+        ];
+        for e in refused {
+            // Before `reading`, each of these failed the task as a SluiceException.
+            assert_eq!(e.java_class(), SLUICE_EXCEPTION, "{e}");
+            let r = e.reading(&WHAT);
+            assert_eq!(r.java_class(), IO_EXCEPTION, "{r}");
+            assert!(r.to_string().starts_with(WHAT), "{r}");
+        }
+    }
+
+    #[test]
+    fn misuse_and_data_faults_keep_their_class() {
+        let stale = BridgeError::StaleHandle { kind: "reduce operator", handle: 9 };
+        assert_eq!(stale.reading(&WHAT).java_class(), SLUICE_EXCEPTION);
+        let arg = BridgeError::Argument("frame of 9 bytes in a 4-byte array".into());
+        assert_eq!(arg.reading(&WHAT).java_class(), ILLEGAL_ARGUMENT);
+        let cut = BridgeError::Engine(EngineError::Misplaced {
+            what: WHAT.into(),
+            detail: "cut short".into(),
+        });
+        let r = cut.reading(&WHAT);
+        assert_eq!(r.java_class(), IO_EXCEPTION);
+        assert!(matches!(r, BridgeError::Engine(EngineError::Misplaced { .. })), "{r}");
+    }
+}

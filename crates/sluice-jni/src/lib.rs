@@ -32,6 +32,8 @@
 //! - `error`: errors and the Java exception each becomes.
 //! - `handles`: the ids Java holds for open map attempts and reduce
 //!   operators, checked on every call (never raw pointers).
+//! - `stop`: the engine's check, in a wait, whether the JVM killed the
+//!   waiting task.
 
 pub mod bridge;
 pub mod error;
@@ -40,6 +42,7 @@ pub mod format;
 pub mod handles;
 pub mod ops;
 pub mod settings;
+pub mod stop;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -80,6 +83,15 @@ fn guard<T>(
         let _ = env.throw_new(err.java_class(), err.to_string());
     }
     fallback
+}
+
+/// Runs `f`, which reads the fetched bytes of `what`, turning its errors
+/// and panics into what they are to the host ([`BridgeError::reading`]).
+fn reading<T>(what: &BlockName, f: impl FnOnce() -> BridgeResult<T>) -> BridgeResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r.map_err(|e| e.reading(what)),
+        Err(payload) => Err(BridgeError::Panic(panic_text(payload.as_ref())).reading(what)),
+    }
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
@@ -192,6 +204,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_openEngine<'l>(
 ) {
     guard(&mut env, (), |env| {
         let settings = settings::read(env, &settings)?;
+        stop::install(env)?;
         bridge::open_engine(&settings).map(|_| ())
     })
 }
@@ -278,7 +291,8 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapProduce<'l>(
 
 /// `static native long[] mapCommit(long task, String dataFile, OutputFormat format)`:
 /// each partition's bytes in the file, then (if `format` has a checksum,
-/// [`format::HostFormat::checksum`]) each partition's Spark checksum. Frees
+/// [`format::HostFormat::checksum`]) each partition's Spark checksum, then
+/// the records in the file (after any engine operator combined them). Frees
 /// the task.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapCommit<'l>(
@@ -294,8 +308,14 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapCommit<'l>(
         let path = path_from(env, &path)?;
         let format = HostFormat::read(env, &format)?;
         let written = task.commit_to_file(&path, format.codec()?, format.checksum()?)?;
-        let as_i64: Vec<i64> =
-            written.lengths.iter().chain(&written.checksums).map(|&l| l as i64).collect();
+        let records: u64 = written.records.iter().sum();
+        let as_i64: Vec<i64> = written
+            .lengths
+            .iter()
+            .chain(&written.checksums)
+            .chain(std::iter::once(&records))
+            .map(|&l| l as i64)
+            .collect();
         let out = env.new_long_array(as_i64.len() as i32)?;
         env.set_long_array_region(&out, 0, &as_i64)?;
         Ok(out.into_raw())
@@ -362,12 +382,14 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_frameInfo<'l>(
         env.get_byte_array_region(&header, 0, &mut h)?;
         let bytes: [u8; HEADER_BYTES] = h.map(|b| b as u8);
         let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
-        if trailer::SegmentTrailer::is_trailer(&bytes) {
-            trailer::SegmentTrailer::parse(&bytes, &name)?;
-            return Ok(trailer::FRAME_TRAILER_FLAG | trailer::TRAILER_BYTES as i64);
-        }
-        let info = reduce::frame_info(&bytes, &name)?;
-        Ok(info.frame_len as i64 | (info.uncompressed_len as i64) << 32)
+        reading(&name, || {
+            if trailer::SegmentTrailer::is_trailer(&bytes) {
+                trailer::SegmentTrailer::parse(&bytes, &name)?;
+                return Ok(trailer::FRAME_TRAILER_FLAG | trailer::TRAILER_BYTES as i64);
+            }
+            let info = reduce::frame_info(&bytes, &name)?;
+            Ok(info.frame_len as i64 | (info.uncompressed_len as i64) << 32)
+        })
     })
 }
 
@@ -419,8 +441,14 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_segmentEnd<'l>(
             crc: crc as u32,
             expected: u32::try_from(expected).ok(),
         };
-        let next = trailer::segment_end(&bytes, &name, &counted)?;
-        i32::try_from(next).map_err(|_| BridgeError::Argument(format!("partition {next}")))
+        reading(&name, || {
+            let next = trailer::segment_end(&bytes, &name, &counted)?;
+            // Past every partition a Java int can name: a forged trailer.
+            i32::try_from(next).map_err(|_| BridgeError::Fetched {
+                what: name.to_string(),
+                detail: format!("segment trailer's next partition {next} is out of range"),
+            })
+        })
     })
 }
 
@@ -443,7 +471,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_fetchEnd<'l>(
     guard(&mut env, (), |_| {
         let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
         let blocks = non_negative(blocks_after.into(), "blocks")? as u32;
-        Ok(trailer::fetch_end(&name, u32::try_from(last_next).ok(), blocks)?)
+        reading(&name, || Ok(trailer::fetch_end(&name, u32::try_from(last_next).ok(), blocks)?))
     })
 }
 
@@ -480,7 +508,8 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_decodeValues<'l>(
             let output: &mut [u8] = unsafe {
                 std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut u8, output.len())
             };
-            let (bytes, records) = reduce::decode_values(frame, &name, output)?;
+            let (bytes, records) =
+                reading(&name, || Ok(reduce::decode_values(frame, &name, output)?))?;
             Ok(bytes as i64 | (records as i64) << 32)
         })
     })
@@ -534,7 +563,13 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceFeed<'l>(
         FEED_FRAME.with(|buf| {
             let mut buf = buf.borrow_mut();
             copy_frame(env, &frame, frame_len, &mut buf)?;
-            REDUCE_TASKS.with(handle, |op| Ok(op.feed(&buf, &name)? as jint))
+            let fed = REDUCE_TASKS
+                .with(handle, |op| reading(&name, || Ok(op.feed(&buf, &name)? as jint)));
+            // A huge block's copy is not kept with the thread.
+            if buf.capacity() > reduce::THREAD_BUFFER_KEEP_BYTES {
+                *buf = Vec::new();
+            }
+            fed
         })
     })
 }
@@ -612,6 +647,23 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpilledRuns<
     handle: jlong,
 ) -> jlong {
     guard(&mut env, -1, |_| REDUCE_TASKS.with(handle, |op| Ok(op.spilled_runs() as jlong)))
+}
+
+/// `static native long[] reduceSpillBytes(long handle)`: the bytes the
+/// operator wrote to spill files and the payload bytes they held in memory
+/// (after `reduceFinish`).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpillBytes<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let (disk, memory) = REDUCE_TASKS.with(handle, |op| Ok(op.spilled_bytes()))?;
+        let out = env.new_long_array(2)?;
+        env.set_long_array_region(&out, 0, &[disk as i64, memory as i64])?;
+        Ok(out.into_raw())
+    })
 }
 
 /// `static native long reduceFinish(long handle)`: emits every key's

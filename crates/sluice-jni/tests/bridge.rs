@@ -436,7 +436,8 @@ fn native_memory_outside_the_host_is_the_pools_the_budget_and_each_reduce_tasks_
     // 64 MiB of buffers, three page sizes (16, 32, 64 KiB) of 64 MiB of
     // free pages each, the 256 MiB budget.
     assert_eq!(sluice_jni::bridge::unaccounted_bytes(&s), (64 + 3 * 64 + 256) << 20);
-    // Per reduce task: the aggregate's 1 MiB floor and 16 spilled runs'
-    // read buffers of 3 MiB each.
-    assert_eq!(sluice_jni::bridge::unaccounted_task_bytes(), (1 + 16 * 3) << 20);
+    // Per reduce task: the aggregate's 1 MiB floor, 16 spilled runs' read
+    // buffers of 3 MiB each, and the thread's two kept block buffers of at
+    // most 4 MiB each.
+    assert_eq!(sluice_jni::bridge::unaccounted_task_bytes(), (1 + 16 * 3 + 2 * 4) << 20);
 }

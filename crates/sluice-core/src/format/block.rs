@@ -201,6 +201,20 @@ impl BlockDecoder {
         let records = BatchView::new_unchecked(header.layout, header.record_count, payload);
         Ok(DecodedBlock { header, records, frame_len })
     }
+
+    /// Bytes the decoder's inflate buffer holds on to.
+    pub fn scratch_capacity(&self) -> usize {
+        self.scratch.capacity()
+    }
+
+    /// Frees the inflate buffer if it holds more than `keep` bytes (it grew
+    /// for one large block), so a long-lived decoder keeps no more than that
+    /// between blocks.
+    pub fn trim(&mut self, keep: usize) {
+        if self.scratch.capacity() > keep {
+            self.scratch = Vec::new();
+        }
+    }
 }
 
 #[cfg(test)]

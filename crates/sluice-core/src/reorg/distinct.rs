@@ -49,6 +49,8 @@ pub struct DistinctStats {
     pub passed_through: u64,
     /// Bytes written to spill files.
     pub spill_bytes: u64,
+    /// Payload bytes of the keys written to disk, as they were in memory.
+    pub spill_run_bytes: u64,
 }
 
 impl DistinctStats {
@@ -285,7 +287,11 @@ impl FinalDistinct {
 
     /// What it has done so far.
     pub fn stats(&self) -> DistinctStats {
-        DistinctStats { spill_bytes: self.runs.stats().bytes_written, ..self.stats }
+        DistinctStats {
+            spill_bytes: self.runs.stats().bytes_written,
+            spill_run_bytes: self.runs.run_bytes(),
+            ..self.stats
+        }
     }
 
     /// Layout of what it emits.

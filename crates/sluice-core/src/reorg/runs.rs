@@ -77,6 +77,9 @@ pub(crate) struct SpilledRuns {
     passes: u64,
     /// What the files replaced by merge passes wrote.
     replaced: SpillStats,
+    /// Payload bytes of the runs written (what they held in memory; merge
+    /// passes not counted).
+    run_bytes: u64,
 }
 
 impl SpilledRuns {
@@ -89,6 +92,7 @@ impl SpilledRuns {
             layout: None,
             passes: 0,
             replaced: SpillStats::default(),
+            run_bytes: 0,
         }
     }
 
@@ -102,6 +106,12 @@ impl SpilledRuns {
         self.runs
     }
 
+    /// Payload bytes of the runs written, as they were in memory (merge
+    /// passes rewrite them on disk and do not count).
+    pub(crate) fn run_bytes(&self) -> u64 {
+        self.run_bytes
+    }
+
     /// Writes one sorted run.
     pub(crate) fn write_run(&mut self, batches: Vec<RecordBatch>) -> Result<(), ReorgError> {
         let writer = match &mut self.writer {
@@ -112,6 +122,7 @@ impl SpilledRuns {
         for b in &batches {
             self.layout.get_or_insert(b.layout());
             writer.append(run, b.view())?;
+            self.run_bytes += b.payload_len() as u64;
         }
         self.runs += 1;
         Ok(())

@@ -134,9 +134,10 @@ pub struct Counted {
     pub blocks: u32,
     /// CRC32C of the blocks' bytes, headers included.
     pub crc: u32,
-    /// The partition this trailer must name: the batch's first partition
-    /// or, after a trailer, that trailer's next partition; `None` for the
-    /// first trailer of a batch, which may be any partition of it.
+    /// The partition this trailer must name: the segment's first partition
+    /// (Spark starts a batch at a partition its map status says is not
+    /// empty) or, after a trailer, that trailer's next partition; `None`
+    /// accepts any partition of the range.
     pub expected: Option<u32>,
 }
 

@@ -24,6 +24,18 @@ thread_local! {
     static DECODER: RefCell<BlockDecoder> = RefCell::new(BlockDecoder::new());
 }
 
+/// Most bytes a reading thread's buffers keep between blocks (4 MiB): a
+/// block of a huge record (up to 768 MiB) is inflated into a buffer of its
+/// own size, which is freed once the block is read instead of staying with
+/// the thread (a Spark executor's task threads live as long as it does).
+/// Blocks are written at about 1 MiB, so ordinary ones reuse the buffer.
+pub const THREAD_BUFFER_KEEP_BYTES: usize = 4 << 20;
+
+/// Bytes the calling thread's decoder holds on to between blocks.
+pub fn thread_decoder_bytes() -> usize {
+    DECODER.with(|d| d.borrow().scratch_capacity())
+}
+
 /// Where a block was read: Spark's block name and the block's byte offset
 /// in the fetched segment, for error messages.
 #[derive(Debug, Clone, Copy)]
@@ -98,7 +110,7 @@ pub(crate) fn with_decoded_block<T>(
     what: &BlockName,
     f: impl FnOnce(&BatchView<'_>) -> EngineResult<T>,
 ) -> EngineResult<T> {
-    DECODER.with(|d| {
+    let result = DECODER.with(|d| {
         let mut decoder = d.borrow_mut();
         let block = decoder
             .decode(frame)
@@ -114,7 +126,9 @@ pub(crate) fn with_decoded_block<T>(
             });
         }
         f(&block.records)
-    })
+    });
+    DECODER.with(|d| d.borrow_mut().trim(THREAD_BUFFER_KEEP_BYTES));
+    result
 }
 
 /// Decodes the block `frame` of the segment `what` (one reduce partition,
@@ -179,4 +193,44 @@ pub(crate) fn with_checked_block<T>(
         }
         f(records)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_core::format::{BlockEncoder, Codec, Layout, RecordBatch};
+
+    use super::*;
+
+    /// An lz4 block of one record of partition 0 with a `value_bytes` value.
+    fn block(value_bytes: usize) -> Vec<u8> {
+        let mut batch = RecordBatch::new(Layout::Variable);
+        batch.push(&0u32.to_le_bytes(), &vec![7u8; value_bytes]).expect("push");
+        let mut out = Vec::new();
+        BlockEncoder::new(Codec::Lz4).expect("encoder").encode(&batch, &mut out).expect("encode");
+        out
+    }
+
+    #[test]
+    fn a_thread_keeps_no_huge_inflate_buffer_after_a_huge_block() {
+        std::thread::spawn(|| {
+            let name = BlockName::single(0, 0, 0, 0);
+            let small = block(100 << 10);
+            let mut out = vec![0u8; 200 << 10];
+            decode_values(&small, &name, &mut out).expect("small block");
+            let kept = thread_decoder_bytes();
+            assert!((100 << 10..=THREAD_BUFFER_KEEP_BYTES).contains(&kept), "{kept}");
+            // A 64 MiB record: inflated into a buffer of its size, freed after.
+            let huge = block(64 << 20);
+            let mut out = vec![0u8; (64 << 20) + 64];
+            let (bytes, records) = decode_values(&huge, &name, &mut out).expect("huge block");
+            assert_eq!((bytes, records), (64 << 20, 1));
+            assert!(
+                thread_decoder_bytes() <= THREAD_BUFFER_KEEP_BYTES,
+                "{}",
+                thread_decoder_bytes()
+            );
+        })
+        .join()
+        .expect("no panic");
+    }
 }

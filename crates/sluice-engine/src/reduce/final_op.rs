@@ -62,12 +62,15 @@ pub struct Finished {
     pub spilled_runs: u64,
     /// Bytes it wrote to disk.
     pub spill_bytes: u64,
+    /// Payload bytes of what it wrote to disk, as they were in memory.
+    pub spill_run_bytes: u64,
 }
 
 impl Finished {
     /// Results emitted whole into `out` by an operator that spilled
-    /// `spilled_runs` runs of `spill_bytes` bytes.
-    fn emitted(out: Emitter, spilled_runs: u64, spill_bytes: u64) -> Self {
+    /// `spilled_runs` runs of `spill_bytes` bytes on disk, `spill_run_bytes`
+    /// in memory.
+    fn emitted(out: Emitter, spilled_runs: u64, spill_bytes: u64, spill_run_bytes: u64) -> Self {
         let records = out.records();
         Finished {
             drain: Drain::new(out.into_batches()),
@@ -75,6 +78,7 @@ impl Finished {
             runs: 0,
             spilled_runs,
             spill_bytes,
+            spill_run_bytes,
         }
     }
 }
@@ -184,12 +188,12 @@ impl FinalOp {
             Kind::Aggregate(mut a) => {
                 a.finish(&mut out)?;
                 let s = a.stats();
-                Ok(Finished::emitted(out, s.state_spills, s.spill_bytes))
+                Ok(Finished::emitted(out, s.state_spills, s.spill_bytes, s.spill_run_bytes))
             }
             Kind::Distinct(mut d) => {
                 d.finish(&mut out)?;
                 let s = d.stats();
-                Ok(Finished::emitted(out, s.state_spills, s.spill_bytes))
+                Ok(Finished::emitted(out, s.state_spills, s.spill_bytes, s.spill_run_bytes))
             }
             Kind::Sort(mut s) => {
                 s.end_run()?;
@@ -201,6 +205,7 @@ impl FinalOp {
                     runs: stats.runs,
                     spilled_runs: stats.spilled_runs,
                     spill_bytes: stats.spill_bytes,
+                    spill_run_bytes: stats.spill_run_bytes,
                 })
             }
         }

@@ -21,7 +21,9 @@ pub mod final_op;
 pub(crate) mod partition;
 pub mod task;
 
-pub use block::{decode_values, frame_info, BlockName, FrameInfo};
+pub use block::{
+    decode_values, frame_info, thread_decoder_bytes, BlockName, FrameInfo, THREAD_BUFFER_KEEP_BYTES,
+};
 pub use drain::Drain;
 pub use final_op::{FinalOp, Finished, RUN_BATCH_BYTES};
 pub use task::{ReduceTask, REDUCE_STATE_FLOOR_BYTES};

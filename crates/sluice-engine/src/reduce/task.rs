@@ -78,6 +78,9 @@ pub struct ReduceTask {
     /// Runs taken and runs written to disk for want of memory, once
     /// finished.
     finished_runs: (u64, u64),
+    /// Bytes written to spill files and what they held in memory, once
+    /// finished.
+    finished_spill: (u64, u64),
 }
 
 impl ReduceTask {
@@ -118,6 +121,7 @@ impl ReduceTask {
             records_in: 0,
             fed_bytes: 0,
             finished_runs: (0, 0),
+            finished_spill: (0, 0),
         })
     }
 
@@ -181,6 +185,13 @@ impl ReduceTask {
         }
     }
 
+    /// Bytes the operator wrote to spill files (merge passes included) and
+    /// the payload bytes they held in memory: Spark's disk and memory bytes
+    /// spilled. Known once finished (0 before).
+    pub fn spilled_bytes(&self) -> (u64, u64) {
+        self.finished_spill
+    }
+
     /// Sorted runs a sort took so far (0 for the other operators).
     pub fn runs(&self) -> u64 {
         match &self.phase {
@@ -203,6 +214,7 @@ impl ReduceTask {
         };
         let finished = op.finish()?;
         self.finished_runs = (finished.runs, finished.spilled_runs);
+        self.finished_spill = (finished.spill_bytes, finished.spill_run_bytes);
         self.phase = Phase::Draining(Box::new(finished.drain));
         Ok(finished.records)
     }

@@ -76,6 +76,7 @@ impl FinalAggregate {
         AggregateStats {
             state_bytes: self.groups.allocated(),
             spill_bytes: io.bytes_written,
+            spill_run_bytes: self.runs.run_bytes(),
             spill_writes: io.writes,
             merge_passes: self.runs.passes(),
             ..self.stats

@@ -73,6 +73,9 @@ pub struct AggregateStats {
     pub state_bytes: usize,
     /// Bytes written to spill files.
     pub spill_bytes: u64,
+    /// Payload bytes of the state written to disk, as it was in memory
+    /// (reduce side).
+    pub spill_run_bytes: u64,
     /// Write calls to spill files.
     pub spill_writes: u64,
     /// Merge passes that brought the spilled runs within the fan-in.

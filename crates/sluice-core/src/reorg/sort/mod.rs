@@ -42,6 +42,9 @@ pub struct SortStats {
     pub merge_passes: u64,
     /// Bytes written to spill files.
     pub spill_bytes: u64,
+    /// Payload bytes of the runs written to disk, as they were in memory
+    /// (reduce side).
+    pub spill_run_bytes: u64,
     /// Runs cut outside the reservation because the pool refused even one
     /// record (map side).
     pub bypass_runs: u64,
@@ -265,6 +268,7 @@ impl SortMerge {
     pub fn stats(&self) -> SortStats {
         SortStats {
             spill_bytes: self.spilled.stats().bytes_written,
+            spill_run_bytes: self.spilled.run_bytes(),
             merge_passes: self.spilled.passes(),
             ..self.stats
         }

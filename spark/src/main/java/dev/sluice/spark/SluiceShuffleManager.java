@@ -288,7 +288,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
           "Sluice: up to {} MiB of native memory outside Spark's memory manager: the engine's {}"
               + " MiB (spark.sluice.bufferPoolBytes {} MiB, free page pools, "
               + "spark.sluice.memoryBudget {} MiB) and {} MiB for each of {} concurrent reduce"
-              + " tasks (state floor, merge read buffers); leave that much in "
+              + " tasks (state floor, merge read buffers, kept block buffers); leave that much in "
               + "spark.executor.memoryOverhead",
           outside >> 20,
           engine >> 20,

@@ -105,6 +105,28 @@ class OperatorsTest {
   }
 
   @Test
+  void theRecordsAnOperatorWritesAreTheRecordsItsReduceTasksRead() {
+    // Spark's UI shows a stage's records written beside the next stage's records read. The
+    // engine aggregates on the map side, so what the data files hold (and the reduce tasks
+    // read) is fewer records than the map tasks handed over: both are the files' count.
+    List<Tuple2<Long, Long>> in = longPairs(60_000, 5_000, 3);
+    StageTotals totals = StageTotals.watch(sc);
+    try {
+      long recordsBefore = SluiceMetrics.recordsWritten();
+      Map<Long, Long> got = Sluice.reduceByKey(sc.parallelizePairs(in, 6), Agg.SUM).collectAsMap();
+      assertEquals(fold(in, Agg.SUM), new HashMap<>(got));
+      List<StageTotals.Totals> stages = new ArrayList<>(totals.stages(sc).values());
+      assertEquals(2, stages.size(), "" + stages);
+      long written = stages.get(0).recordsWritten;
+      assertEquals(SluiceMetrics.recordsWritten() - recordsBefore, written, "" + stages);
+      assertEquals(written, stages.get(1).recordsRead, "" + stages);
+      assertTrue(written >= got.size() && written < in.size() / 2, "" + stages);
+    } finally {
+      totals.stop(sc);
+    }
+  }
+
+  @Test
   void theFirstLevelSwitchesOffForManyKeysAndStaysExact() {
     // 2 map tasks of 70,000 records over 1M keys: few repeats, so each task's table stops. 12
     // reduce tasks keep each task's result under 1 MiB, sent directly: after the corruption

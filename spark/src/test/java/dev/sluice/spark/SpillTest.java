@@ -74,7 +74,9 @@ class SpillTest {
           sc.parallelize(tasks, TASKS)
               .flatMapToPair(SpillTest::records);
       long spillsBefore = SluiceMetrics.mapSpills();
+      long spillBytesBefore = SluiceMetrics.spillBytes();
       long recordsBefore = SluiceMetrics.recordsWritten();
+      StageTotals totals = StageTotals.watch(sc);
       // groupByKey: no map-side combine, every record crosses the shuffle.
       Map<Integer, Tuple2<Long, Long>> got =
           new HashMap<>(
@@ -107,6 +109,11 @@ class SpillTest {
       assertTrue(
           SluiceMetrics.mapSpills() - spillsBefore >= TASKS,
           "map tasks spilled: " + (SluiceMetrics.mapSpills() - spillsBefore));
+      // Spark's spill metrics of the map stage (its UI's Spill columns): the bytes the spill
+      // files took, exactly, and the execution memory they gave back.
+      StageTotals.Totals map = totals.stages(sc).values().iterator().next();
+      assertEquals(SluiceMetrics.spillBytes() - spillBytesBefore, map.diskBytesSpilled, "" + map);
+      assertTrue(map.memoryBytesSpilled >= 8L << 20, "" + map);
     } finally {
       sc.stop();
     }

@@ -27,6 +27,21 @@ public final class SluiceNative {
   private SluiceNative() {}
 
   /**
+   * Whether the calling thread should stop waiting in the engine: it was interrupted, or its Spark
+   * task was killed (Spark marks the task before it interrupts the thread, and may not interrupt
+   * it at all). The engine calls this from a waiting task thread after each slice of the wait
+   * (crate {@code sluice-jni}, {@code stop.rs}) and then fails the wait with a {@link
+   * SluiceException}, which Spark reports as the task killed.
+   */
+  static boolean stopRequested() {
+    if (Thread.currentThread().isInterrupted()) {
+      return true;
+    }
+    org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+    return task != null && task.isInterrupted();
+  }
+
+  /**
    * Opens the process's engine; a later call gets the same engine, with its {@code inlineAtTasks}
    * applied (map tasks run their partitioning themselves while that many of them are open; 0:
    * never) and fails naming each other setting that differs from the engine's.
@@ -55,7 +70,8 @@ public final class SluiceNative {
   /**
    * Writes the attempt's output to {@code dataFile} in {@code format}; returns each partition's
    * bytes, followed, if the format {@link OutputFormat#checksums has checksums}, by each
-   * partition's checksum. Frees the attempt, whether it succeeds or not.
+   * partition's checksum, and last the records the file holds. Frees the attempt, whether it
+   * succeeds or not.
    */
   public static native long[] mapCommit(long task, String dataFile, OutputFormat format)
       throws IOException;
@@ -167,6 +183,12 @@ public final class SluiceNative {
    * #reduceFinish}).
    */
   public static native long reduceSpilledRuns(long operator);
+
+  /**
+   * The bytes the reduce operator wrote to spill files (merge passes included) and the bytes those
+   * records held in memory, as {@code {disk, memory}} (after {@link #reduceFinish}).
+   */
+  public static native long[] reduceSpillBytes(long operator);
 
   /** Emits every key's result; returns how many. */
   public static native long reduceFinish(long aggregate) throws IOException;

@@ -112,6 +112,10 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       throw new UncheckedIOException(e);
     }
     SluiceMetrics.REDUCE_SPILLED_RUNS.addAndGet(SluiceNative.reduceSpilledRuns(results.handle));
+    // Spark's spill metrics, as its own reduce-side sorter reports them.
+    long[] spilled = SluiceNative.reduceSpillBytes(results.handle);
+    context.taskMetrics().incDiskBytesSpilled(spilled[0]);
+    context.taskMetrics().incMemoryBytesSpilled(spilled[1]);
     if (op != null) {
       return (scala.collection.Iterator) new Results(op, results);
     }
@@ -150,7 +154,7 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
    * a close waits for a native call in flight, and a call after it fails with a {@code
    * SluiceException} naming the closed handle, never touching freed memory.
    */
-  public static final class Native {
+  public static final class Native implements SortedRows.Chunks {
     private volatile long handle;
     public ByteBuffer buf =
         ByteBuffer.allocateDirect(RESULT_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
@@ -161,6 +165,7 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     }
 
     /** Refills the buffer; returns the records in it, 0 at the end (and frees the operator). */
+    @Override
     public int refill() {
       while (handle != 0) {
         buf.clear();
@@ -180,6 +185,11 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
         return records;
       }
       return 0;
+    }
+
+    @Override
+    public ByteBuffer buffer() {
+      return buf;
     }
 
     synchronized void close() {

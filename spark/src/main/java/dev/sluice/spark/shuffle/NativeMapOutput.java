@@ -65,6 +65,8 @@ public final class NativeMapOutput extends MemoryConsumer {
   private int inBuffer;
 
   private long records;
+  /** Records the committed data file holds (the engine's count). */
+  private long fileRecords;
   /** A buffer of its own for a record larger than {@code buf}, handed over once it is written. */
   private ByteBuffer oversized;
 
@@ -76,6 +78,9 @@ public final class NativeMapOutput extends MemoryConsumer {
 
   /** The task's thread, the only one that calls the engine with {@link #task}. */
   private final Thread owner;
+
+  /** Where the task's spill metrics go. */
+  private final TaskContext context;
 
   /** A spill that failed: its records are lost, so the attempt must fail. */
   private IOException spillFailure;
@@ -100,6 +105,7 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.settings = settings;
     this.resolver = resolver;
     this.owner = Thread.currentThread();
+    this.context = context;
     this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
     this.task =
         SluiceNative.mapOpen(
@@ -221,6 +227,9 @@ public final class NativeMapOutput extends MemoryConsumer {
     SluiceMetrics.MAP_SPILLS.incrementAndGet();
     SluiceMetrics.SPILL_BYTES.addAndGet(bytes);
     long freed = held;
+    // What Spark's own sorters report for a spill: the memory it freed, the bytes it wrote.
+    context.taskMetrics().incMemoryBytesSpilled(freed);
+    context.taskMetrics().incDiskBytesSpilled(bytes);
     if (freed > 0) {
       freeMemory(freed);
       held = 0;
@@ -249,9 +258,13 @@ public final class NativeMapOutput extends MemoryConsumer {
     try {
       long[] written =
           SluiceNative.mapCommit(handle, dataTmp.getAbsolutePath(), settings.output);
-      int partitions = settings.output.checksums() ? written.length / 2 : written.length;
+      int perPartition = settings.output.checksums() ? 2 : 1;
+      int partitions = (written.length - 1) / perPartition;
       lengths = java.util.Arrays.copyOf(written, partitions);
-      checksums = java.util.Arrays.copyOfRange(written, partitions, written.length);
+      checksums = java.util.Arrays.copyOfRange(written, partitions, written.length - 1);
+      // The records in the data file: fewer than were handed over where the engine aggregates
+      // them (an offloaded operator), as many otherwise; reduce tasks read exactly these.
+      fileRecords = written[written.length - 1];
     } finally {
       releaseMemory();
     }
@@ -263,9 +276,9 @@ public final class NativeMapOutput extends MemoryConsumer {
     }
     SluiceMetrics.MAP_OUTPUTS.incrementAndGet();
     SluiceMetrics.BYTES_WRITTEN.addAndGet(total);
-    SluiceMetrics.RECORDS_WRITTEN.addAndGet(records);
+    SluiceMetrics.RECORDS_WRITTEN.addAndGet(fileRecords);
     metrics.incBytesWritten(total);
-    metrics.incRecordsWritten(records);
+    metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
     return MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId);
   }

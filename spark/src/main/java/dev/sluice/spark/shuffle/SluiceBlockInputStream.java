@@ -87,7 +87,12 @@ public final class SluiceBlockInputStream extends InputStream {
   private int segmentBlocks;
   private final CRC32C segmentCrc = new CRC32C();
 
-  /** The partition the next trailer must name; -1 for any (a batch's first). */
+  /**
+   * The partition the next trailer must name: the segment's first partition, then each trailer's
+   * next one. A batch's first partition is never empty (Spark fetches only the partitions its
+   * map statuses say are not, and a batch starts at one of them), so a batch whose first segment
+   * is missing, as when an index offset was shifted to a later partition's start, is found.
+   */
   private int expectedPartition;
 
   /** The last trailer's next non-empty partition; -1 before the first trailer. */
@@ -121,7 +126,7 @@ public final class SluiceBlockInputStream extends InputStream {
       this.reduce = one.reduceId();
       this.reduceEnd = one.reduceId() + 1;
     }
-    this.expectedPartition = reduceEnd == reduce + 1 ? reduce : -1;
+    this.expectedPartition = reduce;
   }
 
   /** The segment's block name, as Spark names it. */
@@ -227,7 +232,9 @@ public final class SluiceBlockInputStream extends InputStream {
    * where they are until the call after next (see {@link DecodeBuffers}).
    *
    * @throws IOException when a block's records are not whole rows: a size that runs past the
-   *     block's bytes, a block with bytes after its last record or fewer rows than records (the
+   *     block's bytes or is not a whole number of 8-byte words, a block with bytes after its
+   *     last record, with no records, or with fewer
+   *     rows than records (the
    *     writer puts each record whole in one block, and the block's checksum held, so this is a
    *     writer's fault or a forged block); or when the segment is corrupt, as for {@link #read}
    */
@@ -242,6 +249,11 @@ public final class SluiceBlockInputStream extends InputStream {
       if (!nextBlock()) {
         return -1;
       }
+      if (blockRowsLeft == 0) {
+        // The writer never writes a block of no records; decoding past one would take the
+        // array whose rows the caller may still hold (DecodeBuffers hands out two in turn).
+        throw rowError("no records");
+      }
     }
     int left = limit - pos;
     if (blockRowsLeft == 0) {
@@ -251,7 +263,9 @@ public final class SluiceBlockInputStream extends InputStream {
       throw rowError("a row size cut after " + left + " bytes");
     }
     int size = UnsafeRowFastPath.sizeAt(values, pos);
-    if (size < 0 || size > left - UnsafeRowFastPath.SIZE_BYTES) {
+    if (size < 0
+        || size > left - UnsafeRowFastPath.SIZE_BYTES
+        || size % UnsafeRowFastPath.ROW_ALIGN_BYTES != 0) {
       throw rowError(
           "a row of " + size + " bytes at byte " + pos + " of its " + limit + " decoded bytes");
     }

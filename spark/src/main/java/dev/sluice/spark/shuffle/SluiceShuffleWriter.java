@@ -114,11 +114,15 @@ public final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     } else if (sortKind == SortKind.ROWS) {
       // Spark SQL rows the engine sorts (an ORDER BY, see dev.sluice.spark.sql).
       // The partition is the range of the row's encoded key (SortedRowPartitioner).
-      RowSortKey rowKey = ((SortedRowSerializer) dep.serializer()).key;
+      SortedRowSerializer rowSer = (SortedRowSerializer) dep.serializer();
       SortedRowPartitioner ranges = (SortedRowPartitioner) partitioner;
+      RowDataSize dataSize = RowDataSize.of(rowSer.rowSerializer());
       while (records.hasNext()) {
-        UnsafeRowFastPath.writeSorted(output, ranges, records.next()._2(), rowKey);
+        UnsafeRowFastPath.writeSorted(output, ranges, records.next()._2(), rowSer.key, dataSize);
         direct++;
+      }
+      if (dataSize != null) {
+        dataSize.publish();
       }
     } else {
       scala.collection.Iterator<? extends Product2<K, ?>> input =

@@ -29,6 +29,9 @@ public final class UnsafeRowFastPath {
   /** Bytes of the row size in front of the row (the serializer's framing). */
   public static final int SIZE_BYTES = 4;
 
+  /** An {@link UnsafeRow}'s size is a multiple of this many bytes (its words). */
+  public static final int ROW_ALIGN_BYTES = 8;
+
   private UnsafeRowFastPath() {}
 
   /** The row size the serializer's framing puts at {@code at} in {@code bytes} (big-endian). */
@@ -71,10 +74,15 @@ public final class UnsafeRowFastPath {
   /**
    * Writes {@code value} (an {@link UnsafeRow}) as one engine record of a shuffle the engine sorts
    * by {@code key}: the row's encoded sort key after the partition id, which is the key's range
-   * under {@code ranges}; the serializer's bytes as the value.
+   * under {@code ranges}; the serializer's bytes as the value, its size counted in {@code
+   * dataSize} (if not null) as the serializer would.
    */
   static void writeSorted(
-      NativeMapOutput output, SortedRowPartitioner ranges, Object value, RowSortKey key)
+      NativeMapOutput output,
+      SortedRowPartitioner ranges,
+      Object value,
+      RowSortKey key,
+      RowDataSize dataSize)
       throws java.io.IOException {
     if (!(value instanceof UnsafeRow row)) {
       throw new IllegalArgumentException(
@@ -82,6 +90,9 @@ public final class UnsafeRowFastPath {
     }
     byte[] k = key.encode(row);
     int size = row.getSizeInBytes();
+    if (dataSize != null) {
+      dataSize.add(size);
+    }
     ByteBuffer b = output.startRecord(ranges.getPartition(k), k.length, SIZE_BYTES + size);
     b.put(k);
     b.putInt(Integer.reverseBytes(size));

@@ -23,6 +23,11 @@ public final class SortedRowSerializer extends Serializer implements Serializabl
   /** Columns of the rows. */
   public final int numFields;
 
+  /** Spark SQL's row serializer inside, which carries the exchange's "data size" metric. */
+  public Serializer rowSerializer() {
+    return rows;
+  }
+
   public SortedRowSerializer(Serializer rows, int numFields, RowSortKey key) {
     if (!UnsafeRowFastPath.SERIALIZER_CLASS.equals(rows.getClass().getName())) {
       throw new IllegalArgumentException(

@@ -1,0 +1,38 @@
+//! Waits a host's thread makes inside the engine, and how a host ends them.
+//!
+//! A host thread (a Spark task's) can wait in the engine for the map buffer
+//! pool to have room. Such a wait must end when the host kills the task,
+//! and must not last for ever when something upstream is stuck, so it is
+//! taken in slices of [`WAIT_SLICE`]: after each, the host's stop check
+//! ([`set_stop_check`], a Spark task's kill flag or thread interrupt) is
+//! asked, and after [`HOST_WAIT_MAX`] in all the wait fails with a typed
+//! error naming what it waited for. Engine threads (offload workers) have
+//! no host task; the check answers false for them.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// How long a host thread waits before it asks its stop check again.
+pub const WAIT_SLICE: Duration = Duration::from_millis(50);
+
+/// Longest a host thread waits for the buffer pool in all (10 minutes):
+/// the pool drains as the offload workers finish the segments in it, in
+/// well under a second per MiB, so a wait this long means the engine is
+/// stuck, and the task fails naming the wait instead of hanging.
+pub const HOST_WAIT_MAX: Duration = Duration::from_secs(600);
+
+static STOP_CHECK: OnceLock<fn() -> bool> = OnceLock::new();
+
+/// Sets the process's stop check, asked by a waiting host thread after
+/// each slice; true ends the wait with [`EngineError::Interrupted`]. The
+/// first call wins (a host sets it once).
+///
+/// [`EngineError::Interrupted`]: crate::EngineError::Interrupted
+pub fn set_stop_check(check: fn() -> bool) {
+    let _ = STOP_CHECK.set(check);
+}
+
+/// Whether the host asked the calling thread to stop waiting.
+pub(crate) fn stop_requested() -> bool {
+    STOP_CHECK.get().is_some_and(|check| check())
+}
