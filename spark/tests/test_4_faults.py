@@ -168,6 +168,61 @@ def test_data_file_cut_at_a_block_boundary_is_a_fetch_failure(tmp_path, referenc
         s.stop()
 
 
+def _shift_index(f):
+    """Spark's index file with every segment's offsets moved one segment on:
+    each partition's read is served the next non-empty partition's bytes."""
+    offsets = list(struct.unpack(f">{len(f.read_bytes()) // 8}q", f.read_bytes()))
+    shifted = offsets[1:] + [offsets[-1]]
+    f.write_bytes(struct.pack(f">{len(shifted)}q", *shifted))
+
+
+def _flip_data(f):
+    b = bytearray(f.read_bytes())
+    b[len(b) // 2] ^= 0xFF
+    f.write_bytes(bytes(b))
+
+
+# What is done to every map output's files between two jobs, and whether
+# the second job must rerun the map stage (a fetch failure) to answer.
+DAMAGE = {
+    # Spark's resolver cannot open the index: a fetch failure.
+    "index missing": (lambda d, i, c: i.unlink(), True),
+    # The offsets name other segments: their trailers name other partitions.
+    "index shifted": (lambda d, i, c: _shift_index(i), True),
+    # Checksum files are read only to diagnose a corrupt fetch: a corrupt
+    # block with no checksum file is still a fetch failure, diagnosed as
+    # unknown.
+    "checksum missing, data corrupt": (lambda d, i, c: (c.unlink(), _flip_data(d)), True),
+    # With the data intact a damaged checksum file is never read.
+    "checksum corrupt": (lambda d, i, c: c.write_bytes(b"\xff" * len(c.read_bytes())), False),
+}
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_damaged_index_and_checksum_files(tmp_path, reference, damage):
+    do, reruns = DAMAGE[damage]
+    s = session("local[2]", SLUICE, tmp_path)
+    try:
+        sc = s.sparkContext
+        shuffled = workloads.pairs(sc, 20000, 500, 4).partitionBy(6)
+        assert shuffled.count() == 20000  # map outputs on disk
+        data = sorted(pathlib.Path(tmp_path).rglob("shuffle_*.data"))
+        assert len(data) == 4, data
+        root = pathlib.Path(tmp_path)
+        for f in data:
+            # Spark's block manager puts each file in a subdirectory by its name's hash.
+            index = next(root.rglob(f.stem + ".index"))
+            checksum = next(root.rglob(f.stem + ".checksum.*"))
+            do(f, index, checksum)
+        before = sluice_metrics(s)["map_outputs"]
+        assert workloads.per_partition_sorted(shuffled) == reference["partition_by_key"]
+        rerun = sluice_metrics(s)["map_outputs"] > before
+        assert rerun == reruns, f"{damage}: map stage rerun {rerun}"
+    finally:
+        s.stop()
+
+
 def test_sql_exchange_corrupt_block_is_a_fetch_failure(tmp_path):
     # Spark SQL's rows are read by pointing at them in decoded blocks, not
     # through a stream Spark's fetch iterator reads; a corrupt block found
