@@ -353,6 +353,16 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapAbort<'l>(
     })
 }
 
+/// `static native long liveReduceOperators()`: reduce operators opened and
+/// not yet closed in this process.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_liveReduceOperators<'l>(
+    _env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jlong {
+    REDUCE_TASKS.len() as jlong
+}
+
 /// `static native long liveMapAttempts()`: see [`bridge::live_map_attempts`].
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_liveMapAttempts<'l>(

@@ -43,6 +43,16 @@ public final class SluiceMetrics {
         : SluiceNative.liveMapAttempts();
   }
 
+  /**
+   * Native reduce operators (offloaded aggregates, native sorts, grouped reads) open in this
+   * process: zero once every task that read through one has ended.
+   */
+  public static long liveReduceOperators() {
+    return dev.sluice.spark.jni.NativeLibrary.unavailableReason() != null
+        ? 0
+        : SluiceNative.liveReduceOperators();
+  }
+
   /** Map attempts whose output Sluice wrote. */
   public static long mapOutputs() {
     return MAP_OUTPUTS.get();

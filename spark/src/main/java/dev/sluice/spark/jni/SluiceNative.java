@@ -103,6 +103,9 @@ public final class SluiceNative {
   /** Map attempts opened and not yet committed or aborted, in this process. */
   public static native long liveMapAttempts();
 
+  /** Reduce operators opened and not yet closed, in this process. */
+  public static native long liveReduceOperators();
+
   /**
    * {@code frameLength | uncompressedLength << 32} of the block whose header starts the array, or
    * {@link SluiceBlockInputStream#FRAME_TRAILER_FLAG} {@code |} its length for a segment trailer.
