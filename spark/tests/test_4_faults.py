@@ -13,6 +13,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -621,3 +622,109 @@ def test_a_window_and_a_repartition_in_one_task_share_little_memory(tmp_path, ma
         # The pressure reached Sluice's map output: it spilled, and the
         # task went on.
         assert got["spills"] >= 1, got
+
+
+def test_disk_full_during_a_reduce_spill_fails_the_job(tmp_path):
+    # A native ORDER BY whose reduce tasks are granted less memory than
+    # their rows (Spark's memory manager cut to 16 MiB): they spill sorted
+    # runs into Spark's local directory, a small filesystem that holds the
+    # map output but not the runs beside it. The reduce task must fail with
+    # the disk's error naming the spill file, and the job with it, never
+    # merge what it still has into a short answer; nothing native stays
+    # open, no spill file stays behind.
+    rows = 200_000  # 64 incompressible bytes each: about 17 MB of map output
+    with small_filesystem(REDUCE_SPILL_FS_MIB) as fs:
+        s = session("local[2]", SLUICE, fs, extra={
+            "spark.testing.memory": str(16 << 20),
+            "spark.testing.reservedMemory": "0",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.adaptive.enabled": "false",
+        })
+        try:
+            m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+            df = s.range(0, rows, numPartitions=8).selectExpr(
+                "id", "unhex(sha2(cast(id as string), 512)) as b")
+            sorted_rows = df.orderBy("b")
+            assert "SluiceSortExchange" in sorted_rows._jdf.queryExecution().executedPlan().toString()
+            with pytest.raises(Exception) as failed:
+                sorted_rows.write.format("noop").mode("overwrite").save()
+            error = str(failed.value)
+            assert "No space left on device" in error, error[-3000:]
+            assert "spill file" in error and "sluice-spill-" in error, error[-3000:]
+            assert m.liveReduceOperators() == 0
+            assert m.liveMapAttempts() == 0
+            assert list(fs.rglob("sluice-spill-*")) == []
+        finally:
+            s.stop()
+
+
+# Holds the map output of the test above (about 17 MB) and a few MiB more.
+REDUCE_SPILL_FS_MIB = 22
+
+
+def test_a_shuffle_unregistered_while_its_map_tasks_run(tmp_path):
+    # Spark unregisters a shuffle (ContextCleaner, or a removed executor's
+    # zombie tasks) without waiting for tasks still writing it. Under Sluice
+    # the engine's shuffle state goes then; the map tasks that were writing
+    # must fail with a typed error naming the shuffle, never crash the JVM,
+    # leave a native attempt open or commit output nobody tracks, and the
+    # session must run the next job right.
+    import threading
+    from operator import add
+
+    latch, started = tmp_path / "go", tmp_path / "started"
+    started.mkdir()
+
+    def stall(index, it):
+        import os
+        import time
+        rows = list(it)
+        yield from rows[: len(rows) // 2]
+        open(os.path.join(str(started), str(index)), "w").close()
+        deadline = time.time() + 120
+        while not os.path.exists(str(latch)) and time.time() < deadline:
+            time.sleep(0.05)
+        yield from rows[len(rows) // 2:]
+
+    s = session("local[2]", SLUICE, tmp_path / "local")
+    try:
+        sc = s.sparkContext
+        m = sc._jvm.dev.sluice.spark.SluiceMetrics
+        pairs = sc.parallelize(range(20_000), 2).mapPartitionsWithIndex(stall)
+        job = pairs.map(lambda x: (x % 50, 1)).reduceByKey(add, 4)
+        out = {}
+
+        def run():
+            try:
+                out["answer"] = sorted(job.collect())
+            except Exception as e:  # noqa: BLE001 (the job's error is the result)
+                out["error"] = str(e)
+
+        t = threading.Thread(target=run)
+        t.start()
+        deadline = time.time() + 120
+        while len(list(started.iterdir())) < 2:
+            assert time.time() < deadline, "the map tasks never reached the stall"
+            time.sleep(0.05)
+        # Both map tasks are half way through. The first shuffle of a fresh
+        # context has id 0; unregister it as an executor's BlockManager does.
+        tracker = sc._jsc.sc().env().mapOutputTracker()
+        assert tracker.containsShuffle(0)
+        env = sc._jvm.org.apache.spark.SparkEnv.get()
+        env.shuffleManager().unregisterShuffle(0)
+        latch.touch()
+        t.join(timeout=300)
+        assert not t.is_alive(), "the job never ended"
+        assert "answer" not in out or out["answer"] == [(k, 400) for k in range(50)], out
+        if "error" in out:
+            # Named by Spark's shuffle id (the engine numbers its own).
+            error = out["error"]
+            assert "SluiceException: Spark shuffle 0, map id " in error, error[-3000:]
+            assert "unregistered while this map attempt ran" in error, error[-3000:]
+        assert m.liveMapAttempts() == 0
+        assert m.liveReduceOperators() == 0
+        # The session goes on: the next shuffle is right.
+        again = sc.parallelize(range(20_000), 2).map(lambda x: (x % 50, 1)).reduceByKey(add, 4)
+        assert sorted(again.collect()) == [(k, 400) for k in range(50)]
+    finally:
+        s.stop()

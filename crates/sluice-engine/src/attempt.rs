@@ -11,11 +11,13 @@
 //! takes the output of a commit.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use crate::pipeline::MapPipeline;
 use sluice_core::format::BatchView;
 
 use crate::error::EngineError;
+use crate::waits::{self, HOST_WAIT_MAX, WAIT_SLICE};
 
 #[derive(Debug, Default)]
 struct State {
@@ -91,10 +93,7 @@ impl Attempt {
     /// Waits for every segment, then hands over the pipelines, or the
     /// first failure.
     pub(crate) fn drain(&self) -> Result<Vec<MapPipeline>, EngineError> {
-        let mut st = self.lock();
-        while st.outstanding > 0 {
-            st = self.drained.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut st = self.wait_drained(HOST_WAIT_MAX)?;
         match st.error.take() {
             Some(e) => {
                 st.void = true;
@@ -112,10 +111,7 @@ impl Attempt {
         &self,
         f: impl FnOnce(&mut [MapPipeline]) -> T,
     ) -> Result<T, EngineError> {
-        let mut st = self.lock();
-        while st.outstanding > 0 {
-            st = self.drained.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+        let mut st = self.wait_drained(HOST_WAIT_MAX)?;
         if let Some(e) = st.error.take() {
             st.void = true;
             st.idle.clear();
@@ -124,10 +120,105 @@ impl Attempt {
         Ok(f(&mut st.idle))
     }
 
+    /// Waits, in slices of [`WAIT_SLICE`], until no segment is out. A wait
+    /// the host stops ([`waits::stop_requested`], a killed task) or one
+    /// longer than `wait_max` gives the attempt up and fails: the segments
+    /// still out are skipped or dropped as they finish, on the worker
+    /// that runs them.
+    fn wait_drained(&self, wait_max: Duration) -> Result<MutexGuard<'_, State>, EngineError> {
+        let start = Instant::now();
+        let mut st = self.lock();
+        while st.outstanding > 0 {
+            st = self.drained.wait_timeout(st, WAIT_SLICE).unwrap_or_else(|p| p.into_inner()).0;
+            if st.outstanding == 0 {
+                break;
+            }
+            let what = || format!("{} segments of a map attempt to finish", st.outstanding);
+            let waited = start.elapsed();
+            let give_up = if waited > wait_max {
+                Some(EngineError::WaitTimedOut { what: what(), waited, bound: wait_max })
+            } else {
+                let what = what();
+                // Asked without the lock: the host's check may call into it.
+                drop(st);
+                let stop = waits::stop_requested();
+                st = self.lock();
+                stop.then_some(EngineError::Interrupted { what })
+            };
+            if let Some(e) = give_up {
+                st.void = true;
+                st.idle.clear();
+                return Err(e);
+            }
+        }
+        Ok(st)
+    }
+
     /// Gives the attempt up: queued segments are skipped, pipelines dropped.
     pub(crate) fn void(&self) {
         let mut st = self.lock();
         st.void = true;
         st.idle.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::thread;
+
+    use super::*;
+    use crate::waits::testing::stop_with;
+
+    #[test]
+    fn a_drain_waits_for_the_last_segment() {
+        let attempt = Arc::new(Attempt::default());
+        attempt.add_segments(2);
+        attempt.segment_done(None, Ok(()));
+        let other = attempt.clone();
+        let finisher = thread::spawn(move || {
+            thread::sleep(WAIT_SLICE * 3);
+            other.segment_done(None, Ok(()));
+        });
+        let pipes = attempt.drain().expect("drained");
+        assert!(pipes.is_empty());
+        assert_eq!(attempt.lock().outstanding, 0);
+        finisher.join().expect("no panic");
+    }
+
+    #[test]
+    fn a_stopped_drain_gives_the_attempt_up_with_a_typed_error() {
+        let attempt = Arc::new(Attempt::default());
+        attempt.add_segments(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (waiter, flag) = (attempt.clone(), stop.clone());
+        let drain = thread::spawn(move || {
+            stop_with(flag);
+            waiter.drain().map(|p| p.len())
+        });
+        thread::sleep(WAIT_SLICE * 2);
+        assert!(!drain.is_finished(), "a drain with a segment out returned");
+        stop.store(true, Ordering::SeqCst);
+        let e = drain.join().expect("no panic").expect_err("interrupted");
+        assert!(matches!(e, EngineError::Interrupted { .. }), "{e}");
+        assert!(e.to_string().contains("1 segments of a map attempt"), "{e}");
+        assert!(attempt.lock().void);
+        // The segment still out finishes later on its worker and is dropped.
+        attempt.segment_done(None, Ok(()));
+        assert_eq!(attempt.lock().outstanding, 0);
+    }
+
+    #[test]
+    fn a_drain_past_its_bound_fails_naming_it() {
+        let attempt = Attempt::default();
+        attempt.add_segments(3);
+        let bound = WAIT_SLICE * 4;
+        let start = Instant::now();
+        let e = attempt.wait_drained(bound).map(|_| ()).expect_err("bounded");
+        assert!(start.elapsed() >= bound);
+        assert!(matches!(e, EngineError::WaitTimedOut { .. }), "{e}");
+        assert!(e.to_string().contains("3 segments of a map attempt"), "{e}");
+        assert!(attempt.lock().void);
     }
 }

@@ -385,21 +385,11 @@ impl Drop for ProducedBuffer {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
     use std::thread;
 
     use super::*;
-
-    thread_local! {
-        /// The flag the stop check reads on this thread, if the test set one.
-        static STOP: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
-    }
-
-    fn stop_check() -> bool {
-        STOP.with(|s| s.borrow().as_ref().is_some_and(|f| f.load(Ordering::SeqCst)))
-    }
 
     fn owner() -> BufferOwner {
         BufferOwner { shuffle: 1, map: 0, attempt: 0, layout: Layout::Variable }
@@ -417,7 +407,7 @@ mod tests {
         let pool = pool.clone();
         let (release, hold) = mpsc::channel::<()>();
         let h = thread::spawn(move || {
-            STOP.with(|s| *s.borrow_mut() = Some(stop));
+            waits::testing::stop_with(stop);
             match pool.acquire(size, Backpressure::Wait, owner()) {
                 Ok(buf) => {
                     done.send((name, Ok(()))).expect("test alive");
@@ -440,7 +430,6 @@ mod tests {
 
     #[test]
     fn a_huge_request_is_served_before_small_ones_that_came_after_it() {
-        waits::set_stop_check(stop_check);
         let pool = BufferPool::new(100);
         let held = pool.acquire(60, Backpressure::Wait, owner()).expect("fits");
         let (tx, rx) = mpsc::channel();
@@ -465,7 +454,6 @@ mod tests {
 
     #[test]
     fn a_stopped_waiter_leaves_the_queue_with_a_typed_error() {
-        waits::set_stop_check(stop_check);
         let pool = BufferPool::new(100);
         let held = pool.acquire(100, Backpressure::Wait, owner()).expect("fits");
         let (tx, rx) = mpsc::channel();

@@ -21,6 +21,12 @@ pub enum EngineError {
     /// No shuffle is registered under this id.
     #[error("shuffle {0} is not registered")]
     UnknownShuffle(ShuffleId),
+    /// The shuffle was unregistered while a map attempt of it ran: the
+    /// attempt's queued segments were dropped, so it cannot commit.
+    #[error(
+        "the shuffle was unregistered while this map attempt ran (its queued records were dropped)"
+    )]
+    UnregisteredWhileRunning,
     /// A shuffle with this id is already registered.
     #[error("shuffle {0} is already registered")]
     ShuffleExists(ShuffleId),

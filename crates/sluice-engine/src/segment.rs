@@ -75,9 +75,7 @@ impl Drop for SegmentTask {
         // Dropped unrun (its shuffle was unregistered): the attempt must
         // not wait for it.
         if !*self.taken.get_mut() {
-            self.attempt.segment_failed(EngineError::Invariant(
-                "a segment was dropped before it ran (shuffle unregistered?)".into(),
-            ));
+            self.attempt.segment_failed(EngineError::UnregisteredWhileRunning);
         }
     }
 }

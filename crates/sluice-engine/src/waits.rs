@@ -1,7 +1,9 @@
 //! Waits a host's thread makes inside the engine, and how a host ends them.
 //!
 //! A host thread (a Spark task's) can wait in the engine for the map buffer
-//! pool to have room. Such a wait must end when the host kills the task,
+//! pool to have room, and for its map attempt's queued segments to be run
+//! (at commit, or when it spills the output so far). Such a wait must end
+//! when the host kills the task,
 //! and must not last for ever when something upstream is stuck, so it is
 //! taken in slices of [`WAIT_SLICE`]: after each, the host's stop check
 //! ([`set_stop_check`], a Spark task's kill flag or thread interrupt) is
@@ -35,4 +37,28 @@ pub fn set_stop_check(check: fn() -> bool) {
 /// Whether the host asked the calling thread to stop waiting.
 pub(crate) fn stop_requested() -> bool {
     STOP_CHECK.get().is_some_and(|check| check())
+}
+
+/// A stop check for the engine's tests: each thread reads the flag it was
+/// given with [`testing::stop_with`] (none: never stopped).
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::cell::RefCell;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    thread_local! {
+        static STOP: RefCell<Option<Arc<AtomicBool>>> = const { RefCell::new(None) };
+    }
+
+    fn check() -> bool {
+        STOP.with(|s| s.borrow().as_ref().is_some_and(|f| f.load(Ordering::SeqCst)))
+    }
+
+    /// Installs the test check (once per process) and makes `flag` the
+    /// calling thread's: setting it asks the thread's waits to stop.
+    pub(crate) fn stop_with(flag: Arc<AtomicBool>) {
+        super::set_stop_check(check);
+        STOP.with(|s| *s.borrow_mut() = Some(flag));
+    }
 }

@@ -7,4 +7,8 @@ public final class SluiceException extends RuntimeException {
   public SluiceException(String message) {
     super(message);
   }
+
+  public SluiceException(String message, Throwable cause) {
+    super(message, cause);
+  }
 }

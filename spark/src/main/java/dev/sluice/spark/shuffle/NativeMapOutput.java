@@ -188,7 +188,11 @@ public final class NativeMapOutput extends MemoryConsumer {
       throw spillFailure;
     }
     held += got;
-    SluiceNative.mapProduce(task, b, bytes, count);
+    try {
+      SluiceNative.mapProduce(task, b, bytes, count);
+    } catch (SluiceException e) {
+      throw named(e);
+    }
     if (got < bytes) {
       // Not even a spill of everything else made room: the output so far, this buffer included,
       // goes to disk now.
@@ -256,8 +260,12 @@ public final class NativeMapOutput extends MemoryConsumer {
     long handle = task;
     task = 0;
     try {
-      long[] written =
-          SluiceNative.mapCommit(handle, dataTmp.getAbsolutePath(), settings.output);
+      long[] written;
+      try {
+        written = SluiceNative.mapCommit(handle, dataTmp.getAbsolutePath(), settings.output);
+      } catch (SluiceException e) {
+        throw named(e);
+      }
       int perPartition = settings.output.checksums() ? 2 : 1;
       int partitions = (written.length - 1) / perPartition;
       lengths = java.util.Arrays.copyOf(written, partitions);
@@ -281,6 +289,15 @@ public final class NativeMapOutput extends MemoryConsumer {
     metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
     return MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId);
+  }
+
+  /**
+   * An engine failure of this attempt under Spark's names for it: the engine numbers shuffles
+   * its own way (its ids are unique in the process, Spark's only in one application).
+   */
+  private SluiceException named(SluiceException e) {
+    return new SluiceException(
+        "Spark shuffle " + shuffleId + ", map id " + mapId + ": " + e.getMessage(), e);
   }
 
   /** Drops an attempt that did not commit, and its temporary file. */
