@@ -347,6 +347,40 @@ def test_sql_aggregate_reduce_side_spills_when_spark_grants_too_little(tmp_path)
         s.stop()
 
 
+def test_a_native_aggregate_gives_its_memory_to_a_sort_above_it(tmp_path):
+    # A native aggregate's reduce task holds as much execution memory as
+    # Spark grants it (its table, then its results, all in memory once the
+    # input ends); a window's sort above it in the same task (the groups are
+    # already partitioned by the window's key, so no exchange between) then
+    # asks for its first page. The aggregate's results must go to disk and
+    # give the grant back, as Spark's own consumers spill for each other;
+    # before, the sort failed with UNABLE_TO_ACQUIRE_MEMORY where Spark's
+    # sort shuffle runs the query.
+    s = session("local[2]", SLUICE, tmp_path, extra={
+        "spark.testing.memory": str(64 << 20),
+        "spark.testing.reservedMemory": "0",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.sluice.sqlAggregate": "auto",
+    })
+    try:
+        m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+        spilled = m.reduceSpilledRuns()
+        n, groups = 3_000_000, 1_000_000
+        ranked = s.sql(f"""
+            SELECT k, t, rank() OVER (PARTITION BY k ORDER BY t) AS r FROM
+              (SELECT id % {groups} AS k, sum(cast(id AS decimal(18,4))) AS t
+               FROM range({n}) GROUP BY id % {groups})""")
+        # sum of a decimal(18,4): a native aggregate under the default (auto).
+        assert "SluiceAggregate" in plan_of(ranked), plan_of(ranked)
+        got = ranked.selectExpr("count(*) AS c", "sum(r) AS r", "sum(t) AS t").collect()[0]
+        assert (got.c, got.r) == (groups, groups), got
+        assert got.t == n * (n - 1) // 2, got
+        assert m.reduceSpilledRuns() > spilled, "the aggregate's results never went to disk"
+        assert m.liveReduceOperators() == 0
+    finally:
+        s.stop()
+
+
 def test_encryption_falls_back_to_sort_shuffle(tmp_path, reference):
     s = session("local[2]", SLUICE, tmp_path, extra={"spark.io.encryption.enabled": "true"})
     try:

@@ -676,6 +676,20 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpillBytes<'
     })
 }
 
+/// `static native long reduceSpillResults(long handle)`: sends the
+/// finished results not yet read to a spill file in the task's spill
+/// directory (read back a buffer at a time); returns the bytes no longer
+/// held in memory (0 for a sort, before `reduceFinish`, or when about one
+/// buffer is left).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpillResults<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) -> jlong {
+    guard(&mut env, -1, |_| REDUCE_TASKS.with(handle, |op| Ok(op.spill_results()? as jlong)))
+}
+
 /// `static native long reduceFinish(long handle)`: emits every key's
 /// result; returns how many.
 #[no_mangle]

@@ -4,12 +4,21 @@
 //! ([`Drain::next_batch`]) into their store; a host's reduce task copies
 //! records out a buffer at a time ([`Drain::copy_out`]), each batch dropped
 //! (or reused) once copied out.
+//!
+//! Results emitted up front (an aggregate's, a distinct's) can be sent to
+//! disk when the host needs their memory for something else
+//! ([`Drain::spill_pending`], under Spark another consumer of the same
+//! task asking for execution memory): every batch but the one being copied
+//! out is written to a spill file as one run, and read back a batch at a
+//! time as copying goes on.
 
 use std::collections::VecDeque;
+use std::path::Path;
 
-use sluice_core::format::{Layout, RecordBatch};
+use sluice_core::format::{Codec, Layout, RecordBatch};
 use sluice_core::reorg::sort::MergeStream;
 use sluice_core::reorg::{Emitter, EMIT_BATCH_BYTES};
+use sluice_core::spill::{SpillRunReader, SpillWriter};
 
 use crate::error::{EngineError, EngineResult};
 
@@ -26,23 +35,38 @@ pub struct Drain {
     at: usize,
     /// The merge still producing batches, with the emitter it fills.
     source: Option<(MergeStream, Emitter)>,
+    /// Results sent to disk by [`Drain::spill_pending`], read back after
+    /// `batches`.
+    spilled: Option<SpillRunReader>,
 }
 
 impl Drain {
     /// A drain of batches emitted up front.
     pub fn new(batches: Vec<RecordBatch>) -> Self {
-        Drain { batches: batches.into(), at: 0, source: None }
+        Drain { batches: batches.into(), at: 0, source: None, spilled: None }
     }
 
     /// A drain that pulls records in `layout` from `stream` as it goes.
     pub fn streaming(stream: MergeStream, layout: Layout) -> Self {
-        Drain { batches: VecDeque::new(), at: 0, source: Some((stream, Emitter::new(layout))) }
+        Drain {
+            batches: VecDeque::new(),
+            at: 0,
+            source: Some((stream, Emitter::new(layout))),
+            spilled: None,
+        }
     }
 
     /// Makes sure a batch is waiting unless every record was copied out;
     /// returns whether one is.
     fn refill(&mut self) -> EngineResult<bool> {
         while self.batches.is_empty() {
+            if let Some(reader) = &mut self.spilled {
+                match reader.next_batch()? {
+                    Some(view) => self.batches.push_back(view.to_batch()),
+                    None => self.spilled = None,
+                }
+                continue;
+            }
             let Some((stream, out)) = &mut self.source else { return Ok(false) };
             let more = stream.emit_some(out, REFILL_BYTES)?;
             if !more {
@@ -54,6 +78,29 @@ impl Drain {
             }
         }
         Ok(true)
+    }
+
+    /// Writes the results emitted up front and not yet handed out, but for
+    /// the batch being copied out, to a spill file in `dir` (one run, read
+    /// back in order as copying goes on). Returns (payload bytes no longer
+    /// held in memory, bytes written); (0, 0) when nothing is worth it (a
+    /// streaming drain, whose merge holds about a batch, or one batch
+    /// left).
+    pub fn spill_pending(&mut self, dir: &Path, codec: Codec) -> EngineResult<(u64, u64)> {
+        if self.source.is_some() || self.spilled.is_some() || self.batches.len() <= 1 {
+            return Ok((0, 0));
+        }
+        let mut writer = SpillWriter::create(dir, codec)?;
+        let run = writer.new_run();
+        let mut moved = 0u64;
+        for b in self.batches.iter().skip(1) {
+            writer.append(run, b.view())?;
+            moved += b.payload_len() as u64;
+        }
+        let file = writer.finish()?;
+        self.spilled = Some(file.run(run)?);
+        self.batches.truncate(1);
+        Ok((moved, file.stats().bytes_written))
     }
 
     /// The next batch of results, whole; `None` when every one was
@@ -120,4 +167,72 @@ fn variable_record_len(payload: &[u8], at: usize) -> Option<usize> {
     let v = u32::from_le_bytes(head[4..].try_into().ok()?) as usize;
     let len = 8usize.checked_add(k)?.checked_add(v)?;
     (at + len <= payload.len()).then_some(len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `batches` batches of `per` records each, keys and values numbered.
+    fn batches(batches: u32, per: u32) -> Vec<RecordBatch> {
+        (0..batches)
+            .map(|b| {
+                let mut batch = RecordBatch::new(Layout::Variable);
+                for i in 0..per {
+                    let n = b * per + i;
+                    batch.push(&n.to_be_bytes(), &u64::from(n).to_le_bytes()).expect("fits");
+                }
+                batch
+            })
+            .collect()
+    }
+
+    /// Copies out every record left, through a buffer of `room` bytes.
+    fn copy_all(d: &mut Drain, room: usize) -> Vec<u8> {
+        let (mut out, mut buf) = (Vec::new(), vec![0u8; room]);
+        loop {
+            let (bytes, records) = d.copy_out(&mut buf, |r, _| r).expect("copy");
+            if records == 0 {
+                assert_eq!(bytes, 0, "a record larger than the buffer");
+                return out;
+            }
+            out.extend_from_slice(&buf[..bytes]);
+        }
+    }
+
+    fn spill_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir).expect("dir").count()
+    }
+
+    #[test]
+    fn results_sent_to_disk_midway_come_back_whole_and_in_order() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let want = copy_all(&mut Drain::new(batches(4, 1_000)), 1 << 20);
+        let mut d = Drain::new(batches(4, 1_000));
+        // Part of the first batch is copied out before the host asks.
+        let mut head = vec![0u8; 20 * 10];
+        let (bytes, records) = d.copy_out(&mut head, |r, _| r).expect("copy");
+        assert_eq!((bytes, records), (200, 10));
+        let (moved, written) = d.spill_pending(dir.path(), Codec::Lz4).expect("spill");
+        assert_eq!(moved, 3 * 1_000 * 20, "the three batches after the first");
+        assert!(written > 0);
+        assert_eq!(d.batches.len(), 1);
+        assert_eq!(spill_files(dir.path()), 1);
+        // A second request finds nothing more to move.
+        assert_eq!(d.spill_pending(dir.path(), Codec::Lz4).expect("again"), (0, 0));
+        let mut got = head[..bytes].to_vec();
+        got.extend(copy_all(&mut d, 333));
+        assert_eq!(got, want);
+        drop(d);
+        assert_eq!(spill_files(dir.path()), 0, "the spill file outlived its drain");
+    }
+
+    #[test]
+    fn a_last_batch_stays_in_memory() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut d = Drain::new(batches(1, 100));
+        assert_eq!(d.spill_pending(dir.path(), Codec::Lz4).expect("spill"), (0, 0));
+        assert_eq!(spill_files(dir.path()), 0);
+        assert_eq!(copy_all(&mut d, 64).len(), 100 * 20);
+    }
 }

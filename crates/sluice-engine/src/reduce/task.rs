@@ -79,8 +79,10 @@ pub struct ReduceTask {
     /// finished.
     finished_runs: (u64, u64),
     /// Bytes written to spill files and what they held in memory, once
-    /// finished.
+    /// finished (results spilled on the host's request later included).
     finished_spill: (u64, u64),
+    /// Where results go when the host asks for their memory.
+    spill: SpillConfig,
 }
 
 impl ReduceTask {
@@ -106,7 +108,7 @@ impl ReduceTask {
             _ => (REDUCE_STATE_FLOOR_BYTES, Results::Records),
         };
         let memory = MemoryPool::new(floor);
-        let mut final_op = FinalOp::new(op, Layout::Variable, &memory, spill, None)
+        let mut final_op = FinalOp::new(op, Layout::Variable, &memory, spill.clone(), None)
             .ok_or_else(|| EngineError::Argument(format!("{op:?} has no reduce-side operator")))?;
         if partitions.len() == 1 {
             // Every key starts with the one partition's id (each block is
@@ -122,6 +124,7 @@ impl ReduceTask {
             fed_bytes: 0,
             finished_runs: (0, 0),
             finished_spill: (0, 0),
+            spill,
         })
     }
 
@@ -217,6 +220,24 @@ impl ReduceTask {
         self.finished_spill = (finished.spill_bytes, finished.spill_run_bytes);
         self.phase = Phase::Draining(Box::new(finished.drain));
         Ok(finished.records)
+    }
+
+    /// Sends the finished results not yet copied out to disk, for a host
+    /// that needs their memory (under Spark, another consumer of the task
+    /// asked for execution memory): an aggregate's or a distinct's results,
+    /// emitted whole at [`ReduceTask::finish`], go to a spill file in the
+    /// task's spill directory and are read back a batch at a time. Returns
+    /// the payload bytes no longer held; 0 before finish, for a sort (its
+    /// merge streams), or with about one batch left.
+    pub fn spill_results(&mut self) -> EngineResult<u64> {
+        let Phase::Draining(drain) = &mut self.phase else { return Ok(0) };
+        let (moved, written) = drain.spill_pending(&self.spill.dir, self.spill.codec)?;
+        if moved > 0 {
+            self.finished_runs.1 += 1;
+            self.finished_spill.0 += written;
+            self.finished_spill.1 += moved;
+        }
+        Ok(moved)
     }
 
     /// Copies the next results into `out`: whole records

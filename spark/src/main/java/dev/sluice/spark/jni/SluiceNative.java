@@ -193,6 +193,14 @@ public final class SluiceNative {
    */
   public static native long[] reduceSpillBytes(long operator);
 
+  /**
+   * Sends the finished results not yet read (an aggregate's or a distinct's, emitted whole by
+   * {@link #reduceFinish}) to a spill file in the task's spill directory, read back a buffer at a
+   * time; returns the bytes no longer held in memory (0 for a sort, before finish, or with about
+   * one buffer left).
+   */
+  public static native long reduceSpillResults(long operator);
+
   /** Emits every key's result; returns how many. */
   public static native long reduceFinish(long aggregate) throws IOException;
 

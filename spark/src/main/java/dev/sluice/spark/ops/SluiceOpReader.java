@@ -82,6 +82,7 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     }
     // A sort keeps its runs, an aggregate its table, in memory Spark grants the task.
     ReduceMemory memory = new ReduceMemory(context, results.handle);
+    results.memory = memory;
     context.addTaskCompletionListener(
         (TaskCompletionListener)
             ctx -> {
@@ -111,6 +112,7 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     } catch (IOException e) {
       throw new UncheckedIOException(e);
     }
+    memory.finished();
     SluiceMetrics.REDUCE_SPILLED_RUNS.addAndGet(SluiceNative.reduceSpilledRuns(results.handle));
     // Spark's spill metrics, as its own reduce-side sorter reports them.
     long[] spilled = SluiceNative.reduceSpillBytes(results.handle);
@@ -156,6 +158,8 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
    */
   public static final class Native implements SortedRows.Chunks {
     private volatile long handle;
+    /** The operator's grant of Spark's memory, given back when it closes. */
+    private ReduceMemory memory;
     public ByteBuffer buf =
         ByteBuffer.allocateDirect(RESULT_BUFFER_BYTES).order(ByteOrder.LITTLE_ENDIAN);
 
@@ -196,6 +200,9 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
       if (handle != 0) {
         long h = handle;
         handle = 0;
+        if (memory != null) {
+          memory.release();
+        }
         SluiceNative.reduceClose(h);
       }
     }

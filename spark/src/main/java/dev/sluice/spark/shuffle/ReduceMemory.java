@@ -1,5 +1,6 @@
 package dev.sluice.spark.shuffle;
 
+import dev.sluice.spark.SluiceException;
 import dev.sluice.spark.SluiceMetrics;
 import dev.sluice.spark.jni.SluiceNative;
 import org.apache.spark.TaskContext;
@@ -14,10 +15,15 @@ import org.apache.spark.memory.SparkOutOfMemoryError;
  * memory manager (at least {@link #GRANT_MIN_BYTES} at a time) and granted to the operator, which
  * keeps a run or a group in memory only when its grant covers it and writes sorted runs to disk
  * otherwise. Once Spark grants less than asked, the task stops asking, so a task short of memory
- * spills instead of failing, and its neighbours keep theirs. The memory is held until the task
- * ends: a sort's runs are merged from where they are as the task reads, and an aggregate reuses
- * what it spilled for its next table, so Spark's requests to spill ({@link #spill}) get nothing
- * back.
+ * spills instead of failing, and its neighbours keep theirs.
+ *
+ * <p>While the input is fed, the memory is the operator's own: Spark's requests to spill ({@link
+ * #spill}) get nothing back. Once the input has ended ({@link #finished}), an aggregate's or a
+ * distinct's results are all in memory, waiting to be read; when another consumer of the same
+ * task asks for memory (a sort or a hash aggregate of Spark's above the operator, in the same
+ * task), the results not yet read go to a spill file in the task's spill directory, read back a
+ * buffer at a time, and the whole grant goes back to Spark. A sort's runs are merged from where
+ * they are as the task reads, so a sort keeps its grant until the task ends.
  */
 public final class ReduceMemory extends MemoryConsumer {
   /** Least bytes asked of Spark at a time (4 MiB), so that small blocks do not ask each. */
@@ -29,12 +35,18 @@ public final class ReduceMemory extends MemoryConsumer {
 
   private boolean refused;
 
+  /** The operator's input has ended: its results wait to be read. */
+  private volatile boolean finished;
+
+  private final TaskContext context;
+
   public ReduceMemory(TaskContext context, long operator) {
     super(
         context.taskMemoryManager(),
         context.taskMemoryManager().pageSizeBytes(),
         SluiceConf.nativeMemoryMode());
     this.operator = operator;
+    this.context = context;
   }
 
   /** Accounts a block of {@code bytes} decoded bytes about to be handed to the operator. */
@@ -63,13 +75,43 @@ public final class ReduceMemory extends MemoryConsumer {
     }
   }
 
-  /** Runs are merged from memory as the task reads: nothing can be given back early. */
-  @Override
-  public long spill(long size, MemoryConsumer trigger) {
-    return 0;
+  /** The operator's input has ended ({@code reduceFinish}): its results may go to disk. */
+  public void finished() {
+    finished = true;
   }
 
-  /** Returns the memory to Spark (the operator has been closed). */
+  /**
+   * Another consumer of the task asks for memory: once the input has ended, the results not yet
+   * read go to disk and the whole grant is given back. Asked by this consumer itself (while it
+   * reserves), before the input ended, or of a sort: nothing.
+   */
+  @Override
+  public long spill(long size, MemoryConsumer trigger) {
+    if (trigger == this || !finished || held == 0) {
+      return 0;
+    }
+    long[] before;
+    long[] after;
+    try {
+      before = SluiceNative.reduceSpillBytes(operator);
+      if (SluiceNative.reduceSpillResults(operator) <= 0) {
+        return 0;
+      }
+      after = SluiceNative.reduceSpillBytes(operator);
+    } catch (SluiceException e) {
+      // Closed on another thread meanwhile (its grant went back with it): nothing to give.
+      return 0;
+    }
+    SluiceMetrics.REDUCE_SPILLED_RUNS.incrementAndGet();
+    context.taskMetrics().incDiskBytesSpilled(after[0] - before[0]);
+    context.taskMetrics().incMemoryBytesSpilled(after[1] - before[1]);
+    long freed = held;
+    freeMemory(freed);
+    held = 0;
+    return freed;
+  }
+
+  /** Returns the memory to Spark (the operator closes: results read, or the task ended). */
   public void release() {
     if (held > 0) {
       freeMemory(held);
