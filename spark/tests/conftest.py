@@ -54,6 +54,19 @@ def session(master, manager, tmp, serializer=KRYO, extra=None):
     return s
 
 
+def short_of_memory(mib, partitions, adaptive=True):
+    """Settings that cut Spark's memory manager to `mib` MiB in all (about
+    0.3 * mib of execution memory per task of local[2]), with `partitions`
+    shuffle partitions (and, unless `adaptive`, no adaptive execution to
+    coalesce them)."""
+    return {
+        "spark.testing.memory": str(mib << 20),
+        "spark.testing.reservedMemory": "0",
+        "spark.sql.shuffle.partitions": str(partitions),
+        "spark.sql.adaptive.enabled": str(adaptive).lower(),
+    }
+
+
 def sluice_metrics(spark):
     """Sluice's counters in the driver JVM (the executor, in local mode)."""
     m = spark.sparkContext._jvm.dev.sluice.spark.SluiceMetrics

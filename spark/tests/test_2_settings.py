@@ -7,7 +7,7 @@ import time
 
 import pytest
 import workloads
-from conftest import SLUICE, session, sluice_metrics
+from conftest import SLUICE, session, short_of_memory, sluice_metrics
 
 
 def test_default_serializer_still_uses_sluice(tmp_path, reference):
@@ -251,12 +251,7 @@ class SpillWatch:
 
 # Spark's memory manager cut to 32 MiB (about 9 MiB of execution memory per
 # task), two reduce tasks, no adaptive coalescing.
-SHORT_OF_MEMORY = {
-    "spark.testing.memory": str(32 << 20),
-    "spark.testing.reservedMemory": "0",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.sql.adaptive.enabled": "false",
-}
+SHORT_OF_MEMORY = short_of_memory(32, 2, adaptive=False)
 
 
 def stage_spills(spark):
@@ -357,11 +352,7 @@ def test_a_native_aggregate_gives_its_memory_to_a_sort_above_it(tmp_path):
     # before, the sort failed with UNABLE_TO_ACQUIRE_MEMORY where Spark's
     # sort shuffle runs the query.
     s = session("local[2]", SLUICE, tmp_path, extra={
-        "spark.testing.memory": str(64 << 20),
-        "spark.testing.reservedMemory": "0",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.sluice.sqlAggregate": "auto",
-    })
+        **short_of_memory(64, 4), "spark.sluice.sqlAggregate": "auto"})
     try:
         m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
         spilled = m.reduceSpilledRuns()

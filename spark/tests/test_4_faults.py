@@ -18,7 +18,7 @@ import time
 import pytest
 
 import workloads
-from conftest import SLUICE, session, sluice_metrics
+from conftest import SLUICE, session, short_of_memory, sluice_metrics
 
 HEADER_BYTES = 36
 TRAILER_MAGIC = b"SLSE"
@@ -634,12 +634,7 @@ def test_disk_full_during_a_reduce_spill_fails_the_job(tmp_path):
     # open, no spill file stays behind.
     rows = 200_000  # 64 incompressible bytes each: about 17 MB of map output
     with small_filesystem(REDUCE_SPILL_FS_MIB) as fs:
-        s = session("local[2]", SLUICE, fs, extra={
-            "spark.testing.memory": str(16 << 20),
-            "spark.testing.reservedMemory": "0",
-            "spark.sql.shuffle.partitions": "2",
-            "spark.sql.adaptive.enabled": "false",
-        })
+        s = session("local[2]", SLUICE, fs, extra=short_of_memory(16, 2, adaptive=False))
         try:
             m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
             df = s.range(0, rows, numPartitions=8).selectExpr(
