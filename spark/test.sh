@@ -12,7 +12,9 @@
 # CI runs the default tier, which fits its 30 minutes on two cores.
 # --extended adds what does not: the pytest tests marked `extended` (all 99
 # TPC-DS queries at scale factor 0.01 under both managers, the TPC-H
-# benchmark's interleaved protocol over two sets of processes) and Spark SQL's
+# benchmark's interleaved protocol over two sets of processes, the jar on
+# Spark 3.5, 4.1 and 4.2 falling back to the sort shuffle, a pyspark per line
+# from PyPI in spark/.venv-spark-LINE) and Spark SQL's
 # join, set-operation, subquery, exchange, planner and adaptive execution
 # suites and SQLQueryTestSuite's PostgreSQL ports with Sluice's SQL rules on
 # (spark/suites/run.sh --extended).

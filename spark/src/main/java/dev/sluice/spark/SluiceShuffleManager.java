@@ -15,6 +15,7 @@ import dev.sluice.spark.shuffle.SluiceConf;
 import dev.sluice.spark.shuffle.SluiceSerializerManager;
 import dev.sluice.spark.shuffle.SluiceShuffleHandle;
 import dev.sluice.spark.shuffle.SluiceShuffleWriter;
+import dev.sluice.spark.shuffle.SparkLine;
 import dev.sluice.spark.sort.SortKind;
 import dev.sluice.spark.sort.SortedRowSerializer;
 import java.util.Set;
@@ -67,6 +68,13 @@ public class SluiceShuffleManager extends SortShuffleManager {
     super(conf);
     this.conf = conf;
     this.operatorSpill = SluiceConf.spillStrategy(conf);
+    String line = SparkLine.mismatchReason();
+    if (line != null) {
+      // Nothing of Sluice's runs here; even finding a directory for the library calls APIs of
+      // the jar's own Spark line.
+      LOG.warn("Sluice: {}; every shuffle runs on Spark's sort shuffle", line);
+      return;
+    }
     String why = NativeLibrary.load(libraryDir(conf));
     if (why != null) {
       LOG.warn(

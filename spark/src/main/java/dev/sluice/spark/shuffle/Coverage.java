@@ -55,6 +55,10 @@ public final class Coverage {
    * dev.sluice.spark.jni.NativeLibrary}).
    */
   public static String settingsReason(SparkConf conf) {
+    String line = SparkLine.mismatchReason();
+    if (line != null) {
+      return line;
+    }
     if (conf.getBoolean("spark.io.encryption.enabled", false)) {
       return "I/O encryption is on (spark.io.encryption.enabled)";
     }

@@ -1,0 +1,71 @@
+"""Sluice's jar on a Spark line it was not built for: one warning, and every
+job runs on Spark's sort shuffle with Spark's answers, never a failed task
+(a jar built for 4.0 used to fail every map task on 4.1 with
+NoSuchMethodError, and then SparkContext's start). Each line runs in a venv
+of its own with that line's pyspark from PyPI (spark/.venv-spark-LINE,
+made on first use). Marked `extended`: a pyspark download per line."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from conftest import JAR
+
+HERE = pathlib.Path(__file__).resolve().parent
+# The newest release of each other line on PyPI (2026-11-29); 3.5 is Scala 2.12.
+OTHER_LINES = {"3.5": "3.5.9", "4.1": "4.1.4", "4.2": "4.2.1"}
+
+_JOB = r"""
+import sys
+from operator import add
+from pyspark.sql import SparkSession
+jar, local = sys.argv[1], sys.argv[2]
+s = (SparkSession.builder.master("local[2]").appName("sluice-other-line")
+     .config("spark.jars", jar)
+     .config("spark.shuffle.manager", "dev.sluice.spark.SluiceShuffleManager")
+     .config("spark.ui.enabled", "false").config("spark.local.dir", local).getOrCreate())
+sc = s.sparkContext
+pairs = sc.parallelize(range(100000), 4).map(lambda x: (x % 10, 1)).reduceByKey(add, 3)
+assert sorted(pairs.collect()) == [(k, 10000) for k in range(10)]
+df = s.range(0, 200000, numPartitions=4).selectExpr("id % 100 AS k", "cast(id AS decimal(15,2)) AS v")
+q = df.groupBy("k").sum("v").orderBy("k")
+rows = q.collect()
+assert [r[0] for r in rows] == list(range(100))
+assert sum(r[1] for r in rows) == 200000 * 199999 // 2
+print("native nodes", q._jdf.queryExecution().executedPlan().toString().count("Sluice"))
+print("map outputs", sc._jvm.dev.sluice.spark.SluiceMetrics.mapOutputs())
+print("spark", sc.version)
+s.stop()
+"""
+
+
+def venv_of(line, version):
+    where = HERE.parent / f".venv-spark-{line}"
+    python = where / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(where)], check=True)
+    have = subprocess.run([str(python), "-c", "import pyspark; print(pyspark.__version__)"],
+                          capture_output=True, text=True)
+    if have.stdout.strip() != version:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        f"pyspark=={version}"], check=True)
+    return python
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("line", sorted(OTHER_LINES))
+def test_a_jar_on_another_spark_line_falls_back_to_the_sort_shuffle(tmp_path, line):
+    python = venv_of(line, OTHER_LINES[line])
+    env = dict(os.environ, PYSPARK_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
+    p = subprocess.run([str(python), "-c", _JOB, str(JAR), str(tmp_path)],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-4000:]
+    out = p.stdout.split("\n")
+    assert f"spark {OTHER_LINES[line]}" in out, p.stdout
+    assert "native nodes 0" in out and "map outputs 0" in out, p.stdout
+    warned = [w for w in p.stderr.splitlines() if "this Sluice jar is built for Spark 4.0" in w]
+    assert len(warned) == 1, p.stderr[-4000:]
+    assert f"and this is Spark {OTHER_LINES[line]}; every shuffle runs on" in warned[0]
