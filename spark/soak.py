@@ -17,8 +17,9 @@ formulas, no second run). Every 10 seconds the executors' resident memory
 is read from /proc; from the second minute on it must stay flat (a leak
 shows as growth): the largest figure of the last minute at most 15 % and
 64 MiB above the largest of the second minute. After the last job every
-executor must hold no native map attempt and no native reduce operator
-(`ExecutorProbe`). The last line is `N passed, N failed`; the exit status is
+executor must hold no native map attempt and no native reduce operator, and
+its engine no map buffer, operator state or result bytes and free pages
+within their limit (`ExecutorProbe`). The last line is `N passed, N failed`; the exit status is
 0 only when nothing failed.
 """
 
@@ -164,9 +165,17 @@ def main():
 
         probe = spark.sparkContext._jvm.dev.sluice.spark.examples.ExecutorProbe.run(
             spark.sparkContext._jsc, 32)
-        live = {k: probe.get(k) for k in probe.keySet().toArray()}
+        live = {k: [int(x) for x in probe.get(k).split(",")] for k in probe.keySet().toArray()}
         record("no native attempt or operator left open", len(live) == 2
-               and all(v == "0,0" for v in live.values()), str(live))
+               and all(v[:2] == [0, 0] for v in live.values()), str(live))
+        # The engine's own bytes: buffers, operator state and results back to
+        # 0, free pages within their limit.
+        record("engine bytes back to their floor", len(live) == 2
+               and all(v[2:5] == [0, 0, 0] and v[5] <= v[6] for v in live.values()), str(live))
+        for executor, v in sorted(live.items()):
+            print(f"executor {executor}: engine holds {v[2]} B of buffers, {v[3]} B of operator "
+                  f"state, {v[4]} B of results, {v[5] >> 20} MiB of free pages (limit "
+                  f"{v[6] >> 20} MiB)", flush=True)
 
         second = [r for t, r in rss if 60 <= t < 120]
         last = [r for t, r in rss if t >= a.minutes * 60 - 60]

@@ -14,7 +14,10 @@
 # TPC-DS queries at scale factor 0.01 under both managers, the TPC-H
 # benchmark's interleaved protocol over two sets of processes, the jar on
 # Spark 3.5, 4.1 and 4.2 falling back to the sort shuffle, a pyspark per line
-# from PyPI in spark/.venv-spark-LINE) and Spark SQL's
+# from PyPI in spark/.venv-spark-LINE; executors that come and go in
+# standalone clusters on loopback: the external shuffle service under dynamic
+# allocation, decommissioning, a kill mid-commit, speculative SQL map tasks;
+# a 512 MiB SQL row in an 8 GiB driver) and Spark SQL's
 # join, set-operation, subquery, exchange, planner and adaptive execution
 # suites and SQLQueryTestSuite's PostgreSQL ports with Sluice's SQL rules on
 # (spark/suites/run.sh --extended).

@@ -18,6 +18,7 @@ import time
 import pytest
 
 import workloads
+from clusters import stage_attempts, standalone_cluster
 from conftest import SLUICE, session, short_of_memory, sluice_metrics
 
 HEADER_BYTES = 36
@@ -296,18 +297,6 @@ def test_sql_exchange_data_size_is_spark_s(tmp_path):
     assert sorted_sizes[SLUICE] == sorted_sizes["sort"] == 1000 * 32, sorted_sizes
 
 
-def stage_attempts(sc, group):
-    """The highest attempt number of each stage of the jobs in `group`."""
-    tracker = sc.statusTracker()
-    out = {}
-    for job in tracker.getJobIdsForGroup(group):
-        for stage in tracker.getJobInfo(job).stageIds:
-            info = tracker.getStageInfo(stage)
-            if info is not None:
-                out[stage] = info.currentAttemptId
-    return out
-
-
 def test_corrupt_block_fetched_from_another_executor(tmp_path, reference):
     # Two executors in their own JVMs; every map output is damaged on disk
     # between two jobs. The reduce tasks fetch (locally and over the
@@ -343,60 +332,6 @@ def test_corrupt_block_fetched_from_another_executor(tmp_path, reference):
         assert max(attempts.values()) >= 1, f"no stage was retried: {attempts}"
     finally:
         s.stop()
-
-
-def _free_port():
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.contextmanager
-def standalone_cluster(tmp):
-    """A real standalone master and two workers of one core each, on
-    127.0.0.1 and 127.0.0.2 (loopback both): Spark never launches a
-    speculative copy on the host of the running attempt, and local-cluster
-    mode puts every executor on one host."""
-    import time
-
-    import pyspark
-
-    home = os.path.dirname(pyspark.__file__)
-    spark_class = os.path.join(home, "bin", "spark-class")
-    port = _free_port()
-    master = f"spark://127.0.0.1:{port}"
-    procs = []
-
-    def start(name, host, *args):
-        env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP=host,
-                   SPARK_WORKER_DIR=str(tmp / f"{name}-work"),
-                   SPARK_LOCAL_DIRS=str(tmp / f"{name}-local"))
-        log = open(tmp / f"{name}.log", "w")
-        procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
-
-    try:
-        start("master", "127.0.0.1", "org.apache.spark.deploy.master.Master",
-              "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(_free_port()))
-        for i, host in enumerate(("127.0.0.1", "127.0.0.2")):
-            start(f"worker{i}", host, "org.apache.spark.deploy.worker.Worker", "--host", host,
-                  "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()), master)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            logs = [(tmp / f"worker{i}.log").read_text() for i in range(2)]
-            if all("Successfully registered with master" in log for log in logs):
-                break
-            time.sleep(0.5)
-        else:
-            pytest.fail("the standalone workers did not register in 120 s")
-        yield master
-    finally:
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, 9)
-            p.wait(timeout=30)
 
 
 def test_speculative_map_attempts_give_each_record_once(tmp_path, reference):
@@ -723,3 +658,55 @@ def test_a_shuffle_unregistered_while_its_map_tasks_run(tmp_path):
         assert sorted(again.collect()) == [(k, 400) for k in range(50)]
     finally:
         s.stop()
+
+
+# One row of 512 MiB (a string of a repeated 16-byte pattern) among small
+# ones, through the SQL row paths of a hash and a round-robin repartition, in
+# a JVM of its own with the heap such a row needs in Spark (the string, the
+# projection's buffer it grows to twice the row, the reader's copy): 8 GiB.
+# (An ORDER BY of it is left out: Spark's own range partitioner runs out of
+# an 8 GiB heap sampling it, under either manager.)
+_HUGE_ROW_JOB = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from conftest import session
+s = session("local[2]", sys.argv[3], sys.argv[2], extra={
+    "spark.driver.memory": "8g", "spark.sql.adaptive.enabled": "false"})
+sc = s.sparkContext
+df = s.sql("SELECT id, CASE WHEN id = 2 THEN repeat('0123456789abcdef', 32 * 1024 * 1024) "
+           "ELSE repeat('x', CAST(id AS INT)) END s FROM range(0, 5, 1, 2)")
+out = {}
+for name, shuffled in (("hash", df.repartition(3, "id")), ("round_robin", df.repartition(3))):
+    parts = shuffled.selectExpr("id", "length(s) n", "md5(s) m").rdd.glom().collect()
+    out[name] = sorted([r.id, r.n, r.m] for p in parts for r in p)
+    out[name + "_sizes"] = sorted(len(p) for p in parts)
+m = sc._jvm.dev.sluice.spark.SluiceMetrics
+out["map_outputs"] = m.mapOutputs()
+out["direct"] = m.sqlRowsDirect()
+out["live"] = m.liveMapAttempts()
+s.stop()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.extended
+def test_a_512_mib_sql_row_crosses_the_row_paths(tmp_path):
+    # The limit is 768 MiB a record (spark.sluice.recordBytesMax); a row of
+    # 512 MiB arrives whole, written without the serializer, in its
+    # partition.
+    import hashlib
+
+    p = subprocess.run(
+        [sys.executable, "-c", _HUGE_ROW_JOB, str(pathlib.Path(__file__).parent),
+         str(tmp_path), SLUICE],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    huge = b"0123456789abcdef" * (32 << 20)
+    want = sorted([i, len(huge) if i == 2 else i,
+                   hashlib.md5(huge if i == 2 else b"x" * i).hexdigest()] for i in range(5))
+    assert got["hash"] == want
+    assert got["round_robin"] == want
+    assert got["round_robin_sizes"] == [1, 2, 2]  # dealt round robin: 5 rows over 3
+    assert got["map_outputs"] == 4 and got["direct"] == 10 and got["live"] == 0, got

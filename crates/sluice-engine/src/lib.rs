@@ -78,7 +78,7 @@ pub use error::{EngineError, EngineResult, ShuffleId};
 pub use file_task::FileMapTask;
 pub use liquid::Decision;
 pub use map_task::{DestinationRuns, MapTask};
-pub use metrics::EngineMetrics;
+pub use metrics::{EngineHeld, EngineMetrics};
 pub use pages::PAGE_POOL_FREE_BYTES;
 pub use pipeline::{MapPipeline, PipelineStats, AGGREGATE_STAGE_BYTES_MAX, STAGE_BYTES};
 pub use reduce::{ReduceTask, REDUCE_STATE_FLOOR_BYTES};

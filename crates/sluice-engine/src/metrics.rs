@@ -52,7 +52,40 @@ pub struct EngineMetrics {
     pub free_page_bytes: usize,
 }
 
+/// Bytes the engine holds now, by what holds them. Between tasks (no map
+/// attempt or reduce operator open) every field but `free_page_bytes` is
+/// 0, and `free_page_bytes` is at most `free_page_limit`: anything else is
+/// memory a finished task left behind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineHeld {
+    /// Map buffers charged to the buffer pool (produced, not yet consumed).
+    pub buffer_bytes: usize,
+    /// Operator state charged to the map-side and reduce-side memory pools.
+    pub operator_bytes: usize,
+    /// Reduce-side results charged to the results pool.
+    pub results_bytes: usize,
+    /// Free partition pages kept for reuse.
+    pub free_page_bytes: usize,
+    /// The most free pages the engine keeps: [`PAGE_POOL_FREE_BYTES`] per
+    /// page size in use.
+    ///
+    /// [`PAGE_POOL_FREE_BYTES`]: crate::PAGE_POOL_FREE_BYTES
+    pub free_page_limit: usize,
+}
+
 impl Engine {
+    /// What the engine holds now ([`EngineHeld`]).
+    pub fn held(&self) -> EngineHeld {
+        let i = &self.inner;
+        EngineHeld {
+            buffer_bytes: i.buffers.used(),
+            operator_bytes: i.memory.used() + i.reduce_memory.used(),
+            results_bytes: i.results.used(),
+            free_page_bytes: i.pages.free_bytes(),
+            free_page_limit: i.pages.free_limit(),
+        }
+    }
+
     /// A snapshot of the engine's counters.
     pub fn metrics(&self) -> EngineMetrics {
         let i = &self.inner;

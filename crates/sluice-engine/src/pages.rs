@@ -45,6 +45,11 @@ impl PagePools {
         pool
     }
 
+    /// The most free page bytes the pools made so far keep.
+    pub(crate) fn free_limit(&self) -> usize {
+        self.pools.lock().unwrap_or_else(|p| p.into_inner()).len() * PAGE_POOL_FREE_BYTES
+    }
+
     /// Bytes of free pages held, in all pools.
     pub(crate) fn free_bytes(&self) -> usize {
         let pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());

@@ -191,6 +191,11 @@ fn a_hosts_written_output_comes_back_as_pages_for_the_next_attempt() {
     );
     assert_eq!(sorted(out1), sorted(maps[1].clone()));
     e.recycle_output(runs1);
+    // Both attempts done: only free pages are held, within their limit.
+    let held = e.held();
+    assert_eq!((held.buffer_bytes, held.operator_bytes, held.results_bytes), (0, 0, 0), "{held:?}");
+    assert!(held.free_page_bytes > 0 && held.free_page_bytes <= held.free_page_limit, "{held:?}");
+    assert_eq!(held.free_page_limit, sluice_engine::PAGE_POOL_FREE_BYTES, "one page size in use");
 }
 
 #[test]

@@ -363,6 +363,30 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_liveReduceOperator
     REDUCE_TASKS.len() as jlong
 }
 
+/// `static native long[] engineHeld()`: what the process's engine holds
+/// now ([`sluice_engine::EngineHeld`]: map buffers, operator state, results,
+/// free pages, the free pages' limit, in bytes); zeros before it opens.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_engineHeld<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let h = bridge::engine().map(|e| e.held()).unwrap_or_default();
+        let values = [
+            h.buffer_bytes,
+            h.operator_bytes,
+            h.results_bytes,
+            h.free_page_bytes,
+            h.free_page_limit,
+        ]
+        .map(|v| v as i64);
+        let out = env.new_long_array(values.len() as i32)?;
+        env.set_long_array_region(&out, 0, &values)?;
+        Ok(out.into_raw())
+    })
+}
+
 /// `static native long liveMapAttempts()`: see [`bridge::live_map_attempts`].
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_liveMapAttempts<'l>(

@@ -53,6 +53,17 @@ public final class SluiceMetrics {
         : SluiceNative.liveReduceOperators();
   }
 
+  /**
+   * What this process's engine holds now, in bytes: {@code [map buffers, operator state, reduce
+   * results, free partition pages, most free pages kept]}. Once every task has ended the first
+   * three are 0 and the free pages within their limit; anything else a finished task left behind.
+   */
+  public static long[] engineHeld() {
+    return dev.sluice.spark.jni.NativeLibrary.unavailableReason() != null
+        ? new long[5]
+        : SluiceNative.engineHeld();
+  }
+
   /** Map attempts whose output Sluice wrote. */
   public static long mapOutputs() {
     return MAP_OUTPUTS.get();

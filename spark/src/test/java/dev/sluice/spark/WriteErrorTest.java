@@ -15,7 +15,8 @@ import scala.Tuple2;
  * A map task whose records throw a {@code java.lang.Error} part-way through {@code write()}:
  * Spark's shuffle writer protocol calls {@code stop(false)} only for an {@code Exception}, so only
  * the task-completion listener frees the native attempt. The engine's count of live attempts must
- * be back to zero once the job has failed, and the next job must still run.
+ * be back to zero once the job has failed, the next job must still run, and the engine must hold
+ * no buffer, operator or result bytes after it.
  */
 class WriteErrorTest {
   static final int RECORDS = 50_000;
@@ -81,6 +82,14 @@ class WriteErrorTest {
               .count();
       assertEquals(3L * RECORDS, n);
       assertEquals(0, liveAttemptsOnceTasksEnd(sc));
+      // Nor does the failed attempt leave bytes in the engine: buffers, operator state and
+      // results are all given back, free pages stay within their limit.
+      long[] held = SluiceMetrics.engineHeld();
+      assertEquals(
+          "0,0,0",
+          held[0] + "," + held[1] + "," + held[2],
+          "engine bytes left: " + java.util.Arrays.toString(held));
+      assertTrue(held[3] <= held[4], java.util.Arrays.toString(held));
     } finally {
       sc.stop();
     }

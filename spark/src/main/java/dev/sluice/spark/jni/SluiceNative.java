@@ -100,6 +100,12 @@ public final class SluiceNative {
    */
   public static native long[] engineDefaults();
 
+  /**
+   * What the engine holds now, in bytes: map buffers, operator state, reduce results, free
+   * partition pages, and the most free pages it keeps; all zero before it opens.
+   */
+  public static native long[] engineHeld();
+
   /** Map attempts opened and not yet committed or aborted, in this process. */
   public static native long liveMapAttempts();
 
