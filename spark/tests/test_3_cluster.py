@@ -16,9 +16,15 @@ def cluster(tmp_path_factory):
     s.stop()
 
 
+# Python RDD jobs whose shuffle path the others already take across JVMs run
+# in the extended tier (CI runs them in local mode, test_1_local).
+EXTENDED = pytest.mark.extended
+
+
 @pytest.mark.parametrize(
     "name",
-    ["terasort", "wordcount", "reduce_by_key", "join", "sql_join", "sql_order_by", "sql_aggregate",
+    ["terasort", pytest.param("wordcount", marks=EXTENDED), "reduce_by_key",
+     pytest.param("join", marks=EXTENDED), "sql_join", "sql_order_by", "sql_aggregate",
      "sql_aggregate_lanes"],
 )
 def test_local_cluster_matches_sort_shuffle(cluster, reference, name):

@@ -457,6 +457,7 @@ mod tests {
         let pool = BufferPool::new(100);
         let held = pool.acquire(100, Backpressure::Wait, owner()).expect("fits");
         let (tx, rx) = mpsc::channel();
+        let stopped = waits::stopped_waits();
         let stop = Arc::new(AtomicBool::new(false));
         let (first, _r1) = request(&pool, 500, "killed", stop.clone(), tx.clone());
         waiting(&pool, 1);
@@ -468,6 +469,7 @@ mod tests {
         assert_eq!(name, "killed");
         let msg = got.expect_err("interrupted");
         assert!(msg.contains("interrupted while waiting for 500 bytes"), "{msg}");
+        assert!(waits::stopped_waits() > stopped, "the ended wait was not counted");
         waiting(&pool, 1);
         drop(held);
         assert_eq!(rx.recv_timeout(Duration::from_secs(10)).expect("served"), ("next", Ok(())));

@@ -11,6 +11,7 @@
 //! error naming what it waited for. Engine threads (offload workers) have
 //! no host task; the check answers false for them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ pub const WAIT_SLICE: Duration = Duration::from_millis(50);
 pub const HOST_WAIT_MAX: Duration = Duration::from_secs(600);
 
 static STOP_CHECK: OnceLock<fn() -> bool> = OnceLock::new();
+/// Waits the stop check ended, in this process.
+static STOPPED_WAITS: AtomicU64 = AtomicU64::new(0);
 
 /// Sets the process's stop check, asked by a waiting host thread after
 /// each slice; true ends the wait with [`EngineError::Interrupted`]. The
@@ -34,9 +37,22 @@ pub fn set_stop_check(check: fn() -> bool) {
     let _ = STOP_CHECK.set(check);
 }
 
-/// Whether the host asked the calling thread to stop waiting.
+/// Whether the host asked the calling thread to stop waiting (a wait that
+/// asks ends when it answers true, so each true answer counts one wait
+/// ended, in [`stopped_waits`]).
 pub(crate) fn stop_requested() -> bool {
-    STOP_CHECK.get().is_some_and(|check| check())
+    let stop = STOP_CHECK.get().is_some_and(|check| check());
+    if stop {
+        STOPPED_WAITS.fetch_add(1, Ordering::Relaxed);
+    }
+    stop
+}
+
+/// Waits of host threads that the host's stop check ended in this process
+/// (a killed task's, for one): how a host's test sees that its kills reach
+/// the engine's waits.
+pub fn stopped_waits() -> u64 {
+    STOPPED_WAITS.load(Ordering::Relaxed)
 }
 
 /// A stop check for the engine's tests: each thread reads the flag it was

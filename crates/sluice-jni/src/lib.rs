@@ -387,6 +387,15 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_engineHeld<'l>(
     })
 }
 
+/// `static native long stoppedWaits()`: see [`sluice_engine::waits::stopped_waits`].
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_stoppedWaits<'l>(
+    _env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jlong {
+    sluice_engine::waits::stopped_waits() as jlong
+}
+
 /// `static native long liveMapAttempts()`: see [`bridge::live_map_attempts`].
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_liveMapAttempts<'l>(

@@ -64,6 +64,16 @@ public final class SluiceMetrics {
         : SluiceNative.engineHeld();
   }
 
+  /**
+   * Waits of task threads in the engine (for the map buffer pool, for an attempt's segments) that
+   * ended because the task was killed or its thread interrupted, in this process.
+   */
+  public static long stoppedWaits() {
+    return dev.sluice.spark.jni.NativeLibrary.unavailableReason() != null
+        ? 0
+        : SluiceNative.stoppedWaits();
+  }
+
   /** Map attempts whose output Sluice wrote. */
   public static long mapOutputs() {
     return MAP_OUTPUTS.get();

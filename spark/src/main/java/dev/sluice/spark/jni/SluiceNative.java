@@ -106,6 +106,9 @@ public final class SluiceNative {
    */
   public static native long[] engineHeld();
 
+  /** Waits in the engine that {@link #stopRequested} ended (a killed task's), in this process. */
+  public static native long stoppedWaits();
+
   /** Map attempts opened and not yet committed or aborted, in this process. */
   public static native long liveMapAttempts();
 
