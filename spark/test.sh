@@ -12,9 +12,10 @@
 # CI runs the default tier, which fits its 30 minutes on two cores.
 # --extended adds what does not: the pytest tests marked `extended` (all 99
 # TPC-DS queries at scale factor 0.01 under both managers, the TPC-H
-# benchmark's interleaved protocol over two sets of processes, the jar on
-# Spark 3.5, 4.1 and 4.2 falling back to the sort shuffle, a pyspark per line
-# from PyPI in spark/.venv-spark-LINE; executors that come and go in
+# benchmark's interleaved protocol over two sets of processes, the 4.0 jar on
+# Spark 3.5, 4.1 and 4.2 falling back to the sort shuffle and the 4.1 and 4.2
+# jars running natively there, a pyspark per line from PyPI in
+# spark/.venv-spark-LINE; executors that come and go in
 # standalone clusters on loopback: the external shuffle service under dynamic
 # allocation, decommissioning, a kill mid-commit, speculative SQL map tasks;
 # a 512 MiB SQL row in an 8 GiB driver) and Spark SQL's

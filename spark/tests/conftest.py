@@ -10,9 +10,14 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-JAR = HERE.parent / "target" / "sluice-spark.jar"
+# The jar under test: the default line's, or another line's where SLUICE_LINE
+# names it (spark/build.sh --line L built it; test_8_other_lines runs a test
+# file so, in that line's venv).
+_LINE = os.environ.get("SLUICE_LINE")
+_SUFFIX = f"-{_LINE}_2.13" if _LINE else ""
+JAR = HERE.parent / "target" / f"sluice-spark{_SUFFIX}.jar"
 # The example and benchmark jobs some tests drive (not in the shipped jar).
-EXAMPLES_JAR = HERE.parent / "target" / "sluice-spark-examples.jar"
+EXAMPLES_JAR = HERE.parent / "target" / f"sluice-spark-examples{_SUFFIX}.jar"
 SLUICE = "dev.sluice.spark.SluiceShuffleManager"
 KRYO = "org.apache.spark.serializer.KryoSerializer"
 

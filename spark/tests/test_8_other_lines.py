@@ -1,9 +1,12 @@
-"""Sluice's jar on a Spark line it was not built for: one warning, and every
-job runs on Spark's sort shuffle with Spark's answers, never a failed task
-(a jar built for 4.0 used to fail every map task on 4.1 with
-NoSuchMethodError, and then SparkContext's start). Each line runs in a venv
-of its own with that line's pyspark from PyPI (spark/.venv-spark-LINE,
-made on first use). Marked `extended`: a pyspark download per line."""
+"""Sluice on the Spark lines beside its default (4.0). Each line's own jar
+(`spark/build.sh --line L`: the same source with that line's shim) runs
+natively on that line, and test_1_local.py (every workload against the sort
+shuffle) passes there; the default line's jar on another line logs one
+warning and runs every job on Spark's sort shuffle with Spark's answers,
+never a failed task (a jar built for 4.0 used to fail every map task on 4.1
+with NoSuchMethodError). Each line runs in a venv of its own with that
+line's pyspark from PyPI (spark/.venv-spark-LINE, made on first use).
+Marked `extended`: a pyspark download per line."""
 
 import os
 import pathlib
@@ -17,6 +20,9 @@ from conftest import JAR
 HERE = pathlib.Path(__file__).resolve().parent
 # The newest release of each other line on PyPI (2026-11-29); 3.5 is Scala 2.12.
 OTHER_LINES = {"3.5": "3.5.9", "4.1": "4.1.4", "4.2": "4.2.1"}
+# The lines with a jar of their own (spark/build.sh --line L).
+BUILT_LINES = ("4.1", "4.2")
+PYTEST = "pytest==8.3.5"
 
 _JOB = r"""
 import sys
@@ -51,8 +57,37 @@ def venv_of(line, version):
                           capture_output=True, text=True)
     if have.stdout.strip() != version:
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        f"pyspark=={version}"], check=True)
+                        f"pyspark=={version}", PYTEST], check=True)
     return python
+
+
+def line_jar(line):
+    jar = HERE.parent / "target" / f"sluice-spark-{line}_2.13.jar"
+    if not jar.exists():
+        subprocess.run(["bash", str(HERE.parent / "build.sh"), "--line", line], check=True)
+    return jar
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("line", BUILT_LINES)
+def test_a_line_s_own_jar_runs_natively_on_it(tmp_path, line):
+    python = venv_of(line, OTHER_LINES[line])
+    jar = line_jar(line)
+    env = dict(os.environ, PYSPARK_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
+    p = subprocess.run([str(python), "-c", _JOB, str(jar), str(tmp_path / "job")],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert p.returncode == 0, p.stderr[-4000:]
+    out = p.stdout.split("\n")
+    assert f"spark {OTHER_LINES[line]}" in out, p.stdout
+    assert "native nodes 0" not in out and "map outputs 0" not in out, p.stdout
+    assert "this Sluice jar is built for" not in p.stderr, p.stderr[-4000:]
+    # Every workload of the local tests, against that line's sort shuffle.
+    env["SLUICE_LINE"] = line
+    t = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        str(HERE / "test_1_local.py")],
+                       capture_output=True, text=True, timeout=1200, env=env)
+    assert t.returncode == 0, t.stdout[-6000:]
+    assert " passed" in t.stdout.splitlines()[-1] and "failed" not in t.stdout.splitlines()[-1]
 
 
 @pytest.mark.extended

@@ -4,6 +4,7 @@ import dev.sluice.spark.SluiceException;
 import dev.sluice.spark.SluiceMetrics;
 import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.jni.SluiceNative;
+import dev.sluice.spark.shim.LineShim;
 import java.io.File;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -13,7 +14,6 @@ import org.apache.spark.TaskContext;
 import org.apache.spark.memory.MemoryConsumer;
 import org.apache.spark.memory.SparkOutOfMemoryError;
 import org.apache.spark.scheduler.MapStatus;
-import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 
@@ -288,7 +288,9 @@ public final class NativeMapOutput extends MemoryConsumer {
     metrics.incBytesWritten(total);
     metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
-    return MapStatus$.MODULE$.apply(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId);
+    // Spark 4.1's row checksum (SPARK-51756) is not computed yet: 0, as Spark's own writers
+    // report with dep.rowBasedChecksums empty.
+    return LineShim.mapStatus(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId, 0L);
   }
 
   /**

@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.shim.LineShim;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.MapOutputStatistics;
@@ -9,7 +10,6 @@ import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.execution.CoalescedPartitionSpec;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
-import org.apache.spark.sql.execution.adaptive.ShufflePartitionsUtil$;
 import org.apache.spark.sql.internal.SQLConf;
 import scala.Option;
 import scala.collection.immutable.Seq;
@@ -70,7 +70,7 @@ final class AdaptiveCoalesce {
     long advisory = (Long) conf.getConf(SQLConf.ADVISORY_PARTITION_SIZE_IN_BYTES());
     List<Option<Seq<ShufflePartitionSpec>>> none = new ArrayList<>();
     stats.forEach(x -> none.add(Option.empty()));
-    return ShufflePartitionsUtil$.MODULE$.coalescePartitions(
+    return LineShim.coalescePartitions(
         SluiceRule.toSeq(stats), SluiceRule.toSeq(none), advisory, minPartitions, minSize);
   }
 

@@ -2,6 +2,7 @@ package dev.sluice.spark.sql;
 
 import dev.sluice.spark.ops.Lane;
 import dev.sluice.spark.ops.SqlAggregates;
+import dev.sluice.spark.shim.LineShim;
 import java.io.Serializable;
 import java.math.BigInteger;
 import java.nio.ByteBuffer;
@@ -22,8 +23,8 @@ import org.apache.spark.sql.catalyst.expressions.JoinedRow;
 import org.apache.spark.sql.catalyst.expressions.Literal;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.Or;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection$;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateFunction;
@@ -41,8 +42,8 @@ import org.apache.spark.sql.types.DateType;
 import org.apache.spark.sql.types.Decimal;
 import org.apache.spark.sql.types.DecimalType;
 import org.apache.spark.sql.types.IntegerType;
-import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.LongType$;
+import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.TimestampNTZType;
@@ -292,9 +293,9 @@ final class LaneAggregate implements Serializable {
         int l = lane(Lane.COUNT, v, LaneValues.READ_LONG, 0, 0);
         return new Output(OUT_COUNT, l, -1, null, false);
       }
-      if (f instanceof Sum s && s.evalMode() != EvalMode$.MODULE$.TRY()) {
+      if (f instanceof Sum s && LineShim.evalMode(s) != EvalMode$.MODULE$.TRY()) {
         Expression x = s.child();
-        boolean ansi = s.evalMode() == EvalMode$.MODULE$.ANSI();
+        boolean ansi = LineShim.evalMode(s) == EvalMode$.MODULE$.ANSI();
         if (x.dataType() instanceof DecimalType d) {
           int l = lane(Lane.SUM128, x, LaneValues.READ_DECIMAL, d.precision(), d.scale());
           return new Output(OUT_SUM_DECIMAL, l, -1, s.dataType(), ansi);

@@ -4,18 +4,19 @@ import dev.sluice.spark.Agg;
 import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.ops.SqlAggregates;
+import dev.sluice.spark.shim.LineShim;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkConf;
-import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Alias$;
+import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.EvalMode$;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.Literal;
-import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateExpression;
 import org.apache.spark.sql.catalyst.expressions.aggregate.AggregateFunction;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Count;
@@ -282,11 +283,11 @@ public final class NativeAggregateRule extends SluiceRule {
     boolean exact = false;
     Expression child;
     if (f instanceof Sum sum) {
-      if (sum.evalMode() == EvalMode$.MODULE$.TRY()) {
+      if (LineShim.evalMode(sum) == EvalMode$.MODULE$.TRY()) {
         return null;
       }
       agg = Agg.SUM;
-      exact = sum.evalMode() == EvalMode$.MODULE$.ANSI();
+      exact = LineShim.evalMode(sum) == EvalMode$.MODULE$.ANSI();
       child = sum.child();
     } else if (f instanceof Min min) {
       agg = Agg.MIN;
