@@ -12,13 +12,16 @@
 # when named (outside CI for time). Tests on the one exclusion list (Exclusions.java) are left
 # out, each with its reason printed.
 #
-#   bash spark/suites/run.sh [--control] [--extended] [-z TEST_NAME_PART ...] [SUITE ...]
+#   bash spark/suites/run.sh [--control] [--extended] [--line L] [-z TEST_NAME_PART ...] [SUITE ...]
 #
 # --extended runs the six SQL suites named only on request after the eight CI runs (what
 # `bash spark/test.sh --extended` runs), and SQLQueryTestSuite's PostgreSQL ports and every
 # codegen configuration the files name (CI leaves out CODEGEN_ONLY; see SluiceSQLQueryTestSuite).
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
+# --line 4.1 or --line 4.2 runs the suites of that Spark line (its test jars, 4.1.1 or 4.2.0, the
+# newest on Maven Central; pyspark of the same version in spark/.venv-suites-L) against that
+# line's Sluice jar (spark/build.sh --line L); the default is the 4.0 line (Spark 4.0.1).
 # SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, ...: the names above);
 # the default is the eight CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
 # spark/test.sh); the Sluice jar from spark/build.sh.
@@ -31,6 +34,7 @@ ci_suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite Adap
 extended_suites=(JoinSuite DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite
   RulesAdaptiveQueryExecSuite)
 control=0
+line=""
 all_dims=false
 suites=()
 only=()
@@ -39,33 +43,45 @@ while [ $# -gt 0 ]; do
     --control) control=1 ;;
     --extended) suites+=("${ci_suites[@]}" "${extended_suites[@]}"); all_dims=true ;;
     -z) only+=(-z "$2"); shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --line) line="$2"; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
   shift
 done
 [ ${#suites[@]} -gt 0 ] || suites=("${ci_suites[@]}")
 
-py=spark/.venv/bin/python
+case "$line" in
+  "") py=spark/.venv/bin/python; tag=""; jar=spark/target/sluice-spark.jar; build=() ;;
+  4.1|4.2)
+    [ "$line" = 4.1 ] && version=4.1.1 || version=4.2.0
+    py=spark/.venv-suites-$line/bin/python; tag=-$line
+    jar=spark/target/sluice-spark-${line}_2.13.jar; build=(--line "$line") ;;
+  *) echo "--line takes 4.1 or 4.2" >&2; exit 2 ;;
+esac
 if [ ! -x "$py" ]; then
-  python3 -m venv spark/.venv
+  python3 -m venv "$(dirname "$(dirname "$py")")"
 fi
-spark/.venv/bin/pip install -q --disable-pip-version-check -r spark/requirements.txt
+if [ -z "$line" ]; then
+  "$py" -m pip install -q --disable-pip-version-check -r spark/requirements.txt
+else
+  "$py" -m pip install -q --disable-pip-version-check "pyspark==$version"
+fi
 spark_home=$("$py" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')
 
 # Spark's test jars and ScalaTest (Maven Central; only what the suites need beyond pyspark).
-lib=$root/spark/suites/target/lib
+lib=$root/spark/suites/target/lib$tag
 if [ ! -f "$lib/.complete" ]; then
   rm -rf "$lib"
-  (cd spark/suites && mvn -q -B dependency:copy-dependencies -DoutputDirectory=target/lib \
-    -DexcludeArtifactIds=scala-library,scala-reflect,scala-xml)
+  (cd spark/suites && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$lib" \
+    ${line:+-Dspark.version=$version} -DexcludeArtifactIds=scala-library,scala-reflect,scala-xml)
   touch "$lib/.complete"
 fi
 # SQLQueryTestSuite's input and golden files and the tables they load, unpacked from the
 # spark-sql test jar: the suite looks for the former in a Spark source tree (which pyspark is
 # not) and reads the latter by path (a file in a jar has none), so the folder goes on the class
 # path ahead of the jar.
-resources=$root/spark/suites/target/resources
+resources=$root/spark/suites/target/resources$tag
 if [ ! -f "$resources/.complete" ]; then
   rm -rf "$resources" && mkdir -p "$resources"
   (cd "$resources" && unzip -q -o "$lib"/spark-sql_2.13-*-tests.jar 'sql-tests/*' 'test-data/*')
@@ -75,10 +91,10 @@ fi
 # pyspark's runtime jars first (Spark 4.0.1 and its Scala), then the test jars.
 cp="$spark_home/jars/*:$resources:$lib/*"
 if [ "$control" = 0 ]; then
-  [ -f spark/target/sluice-spark.jar ] || bash spark/build.sh
-  classes=$root/spark/suites/target/classes
+  [ -f "$jar" ] || bash spark/build.sh "${build[@]}"
+  classes=$root/spark/suites/target/classes$tag
   rm -rf "$classes" && mkdir -p "$classes"
-  cp="$root/spark/target/sluice-spark.jar:$cp"
+  cp="$root/$jar:$cp"
   javac -nowarn -d "$classes" -cp "$cp" $(find spark/suites/src -name '*.java')
   cp="$classes:$cp"
 fi
