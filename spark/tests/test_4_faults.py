@@ -750,6 +750,54 @@ def test_a_512_mib_sql_row_crosses_the_row_paths(tmp_path):
     assert got["map_outputs"] == 4 and got["direct"] == 10 and got["live"] == 0, got
 
 
+# Map tasks that wait for the engine's buffer pool most of the time, cancelled
+# until one kill lands in a wait, in a JVM of its own (the engine's settings
+# are the process's, fixed when its first shuffle opens it).
+_KILL_IN_WAIT_JOB = r"""
+import json, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from conftest import session
+s = session("local[2]", sys.argv[3], sys.argv[2], extra={
+    "spark.sluice.offloadThreads": "1", "spark.sluice.inlineWhenBusy": "false",
+    "spark.sluice.liquidOffload": "false", "spark.sluice.bufferPoolBytes": "1m",
+    "spark.sql.adaptive.enabled": "false"})
+sc = s.sparkContext
+m = sc._jvm.dev.sluice.spark.SluiceMetrics
+out = {"before": m.stoppedWaits(), "kills": []}
+for kill in range(int(sys.argv[4])):
+    errors = []
+
+    def doomed():
+        sc.setJobGroup("doomed", "cancelled while its tasks wait", interruptOnCancel=True)
+        try:
+            s.range(0, 1 << 40, 1, 2).selectExpr("id", "id * 3 v").repartition(64, "id").count()
+        except Exception as e:
+            errors.append(str(e)[:3000])
+
+    job = threading.Thread(target=doomed)
+    job.start()
+    deadline = time.monotonic() + 120
+    while job.is_alive() and time.monotonic() < deadline and not any(
+            sc.statusTracker().getStageInfo(st).numActiveTasks == 2
+            for st in sc.statusTracker().getActiveStageIds()):
+        time.sleep(0.05)
+    started = job.is_alive() and time.monotonic() < deadline
+    time.sleep(1)  # into the map stage: the pool full, its producers waiting
+    sc.cancelJobGroup("doomed")
+    job.join(120)
+    while m.liveMapAttempts() > 0 and time.monotonic() < deadline + 120:
+        time.sleep(0.1)
+    out["kills"].append({"started": started, "ended": not job.is_alive(), "errors": errors,
+                         "live": m.liveMapAttempts(), "held": list(m.engineHeld()),
+                         "next": s.range(0, 100000, 1, 4).repartition(8, "id").count()})
+    if m.stoppedWaits() > out["before"] or not started:
+        break
+out["after"] = m.stoppedWaits()
+s.stop()
+print(json.dumps(out))
+"""
+
+
 def test_a_task_killed_while_it_waits_in_the_engine(tmp_path):
     # One offload thread, no map work on the task threads and a 1 MiB map
     # buffer pool: the two map tasks of a large repartition produce faster
@@ -757,52 +805,24 @@ def test_a_task_killed_while_it_waits_in_the_engine(tmp_path):
     # the pool, natively. The job is cancelled (Spark marks the tasks killed
     # and interrupts their threads): a task caught waiting leaves its wait
     # by the stop check within a slice (SluiceMetrics.stoppedWaits); one
-    # caught in Spark's code ends there. Up to KILLS jobs are cancelled until
-    # one kill has landed in a wait; after each the job ends, nothing native
-    # stays open or charged, and the next job is exact.
-    import threading
-
+    # caught in Spark's code ends there. Up to `kills` jobs are cancelled
+    # until one kill has landed in a wait; after each the job ends, nothing
+    # native stays open or charged, and the next job is exact.
     kills = 6
-    extra = {"spark.sluice.offloadThreads": "1", "spark.sluice.inlineWhenBusy": "false",
-             "spark.sluice.liquidOffload": "false", "spark.sluice.bufferPoolBytes": "1m",
-             "spark.sql.adaptive.enabled": "false"}
-    s = session("local[2]", SLUICE, tmp_path, extra=extra)
-    try:
-        sc = s.sparkContext
-        m = sc._jvm.dev.sluice.spark.SluiceMetrics
-        before = m.stoppedWaits()
-        for kill in range(kills):
-            errors = []
-
-            def doomed():
-                sc.setJobGroup("doomed", "cancelled while its tasks wait", interruptOnCancel=True)
-                try:
-                    s.range(0, 1 << 40, 1, 2).selectExpr("id", "id * 3 v") \
-                        .repartition(64, "id").count()
-                except Exception as e:  # noqa: BLE001  (py4j's error: the cancellation)
-                    errors.append(str(e))
-
-            job = threading.Thread(target=doomed)
-            job.start()
-            deadline = time.monotonic() + 120
-            while not any(sc.statusTracker().getStageInfo(st).numActiveTasks == 2
-                          for st in sc.statusTracker().getActiveStageIds()):
-                assert time.monotonic() < deadline, "the map tasks never started"
-                time.sleep(0.05)
-            time.sleep(1)  # into the map stage: the pool full, its producers waiting
-            sc.cancelJobGroup("doomed")
-            job.join(120)
-            assert not job.is_alive(), "the cancelled job did not end"
-            assert errors and "cancel" in errors[0].lower(), errors
-            while m.liveMapAttempts() > 0:
-                assert time.monotonic() < deadline + 120, "a killed task's attempt stayed open"
-                time.sleep(0.1)
-            held = list(m.engineHeld())
-            assert held[:3] == [0, 0, 0] and held[3] <= held[4], held
-            assert s.range(0, 100000, 1, 4).repartition(8, "id").count() == 100000
-            if m.stoppedWaits() > before:
-                break
-        print(f"kills until one ended a wait in the engine: {kill + 1}")
-        assert m.stoppedWaits() > before, f"none of {kills} kills ended a wait in the engine"
-    finally:
-        s.stop()
+    p = subprocess.run(
+        [sys.executable, "-c", _KILL_IN_WAIT_JOB, str(pathlib.Path(__file__).parent),
+         str(tmp_path), SLUICE, str(kills)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    for k in got["kills"]:
+        assert k["started"], f"the map tasks never ran: {k['errors']}"
+        assert k["ended"], "the cancelled job did not end"
+        assert k["errors"] and "cancel" in k["errors"][0].lower(), k["errors"]
+        assert k["live"] == 0, "a killed task's native attempt stayed open"
+        held = k["held"]
+        assert held[:3] == [0, 0, 0] and held[3] <= held[4], held
+        assert k["next"] == 100000
+    print(f"kills until one ended a wait in the engine: {len(got['kills'])}")
+    assert got["after"] > got["before"], f"none of {kills} kills ended a wait in the engine"
