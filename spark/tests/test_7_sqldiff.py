@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-QUERIES = 200
+QUERIES = 140  # CI's share of its 30 minutes; spark/sqldiff.py runs any number
 
 
 def test_generated_queries_answer_alike_under_both_managers(tmp_path):
