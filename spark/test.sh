@@ -42,8 +42,6 @@ export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:+$JAVA_TOOL_OPTIONS }-XX:TieredSto
 stage() { echo "== $1 (at ${SECONDS} s)"; }
 stage "spark/build.sh"
 bash spark/build.sh
-stage "JUnit (mvn test)"
-(cd spark && mvn -q -B test)
 if [ ! -x spark/.venv/bin/python ]; then
   python3 -m venv spark/.venv
 fi
@@ -51,31 +49,41 @@ spark/.venv/bin/pip install -q --disable-pip-version-check -r spark/requirements
 # Executors talk to the driver on loopback only.
 export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON="$PWD/spark/.venv/bin/python"
-# Spark's own suites (one JVM) run beside pytest: the two leave each other
-# idle time on two cores (sessions starting, tasks waiting for executors),
-# and CI stays under its 30 minutes. Their output goes to a log, printed
-# whole once both have ended; either failing fails the run.
-suites_log=spark/suites/target/run.log
+# Two lanes, one per core: the JUnit tests and then Spark's own suites (one
+# JVM each, about one core between them) in the background, pytest in the
+# foreground. The lanes leave each other idle time (sessions starting, tasks
+# waiting for executors), and CI stays under its 30 minutes. The background
+# lane's output goes to a log, printed whole once both have ended; either
+# failing fails the run.
+lane_log=spark/suites/target/run.log
 mkdir -p spark/suites/target
-stage "Spark's own suites (spark/suites/run.sh > $suites_log), beside pytest"
 if [ "$extended" = 1 ]; then
   suites_args=(--extended); marks=()
 else
   suites_args=(); marks=(-m "not extended")
 fi
-bash spark/suites/run.sh "${suites_args[@]}" >"$suites_log" 2>&1 &
-suites=$!
-trap 'pkill -P $suites 2>/dev/null; kill $suites 2>/dev/null || true' EXIT
+stage "JUnit (mvn test), then Spark's own suites (spark/suites/run.sh), beside pytest: > $lane_log"
+(
+  junit_rc=0
+  (cd spark && mvn -q -B test) || junit_rc=$?
+  echo "== JUnit ended (rc $junit_rc) at ${SECONDS} s; Spark's own suites"
+  suites_rc=0
+  bash spark/suites/run.sh "${suites_args[@]}" || suites_rc=$?
+  echo "== Spark's own suites ended (rc $suites_rc) at ${SECONDS} s"
+  [ "$junit_rc" = 0 ] && [ "$suites_rc" = 0 ]
+) >"$lane_log" 2>&1 &
+lane=$!
+trap 'pkill -P $lane 2>/dev/null; kill $lane 2>/dev/null || true' EXIT
 stage "pytest spark/tests"
 pytest_rc=0
 spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 "${marks[@]}" spark/tests \
   || pytest_rc=$?
-stage "pytest ended (rc $pytest_rc); waiting for Spark's own suites"
-suites_rc=0
-wait $suites || suites_rc=$?
+stage "pytest ended (rc $pytest_rc); waiting for the JUnit tests and Spark's own suites"
+lane_rc=0
+wait $lane || lane_rc=$?
 trap - EXIT
-stage "Spark's own suites ended (rc $suites_rc); their output:"
-cat "$suites_log"
+stage "JUnit and Spark's own suites ended (rc $lane_rc); their output:"
+cat "$lane_log"
 stage "done"
-[ "$pytest_rc" = 0 ] && [ "$suites_rc" = 0 ]
+[ "$pytest_rc" = 0 ] && [ "$lane_rc" = 0 ]
 

@@ -15,8 +15,9 @@
 #   bash spark/suites/run.sh [--control] [--extended] [--line L] [-z TEST_NAME_PART ...] [SUITE ...]
 #
 # --extended runs the six SQL suites named only on request after the eight CI runs (what
-# `bash spark/test.sh --extended` runs), and SQLQueryTestSuite's PostgreSQL ports and every
-# codegen configuration the files name (CI leaves out CODEGEN_ONLY; see SluiceSQLQueryTestSuite).
+# `bash spark/test.sh --extended` runs), SQLQueryTestSuite's PostgreSQL ports and every
+# configuration the files name (CI leaves out CODEGEN_ONLY and two broadcast-join settings; see
+# SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves out of CI.
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
 # --line 4.1 or --line 4.2 runs the suites of that Spark line (its test jars, 4.1.1 or 4.2.0, the

@@ -231,6 +231,7 @@ public final class Exclusions {
    * leave a stale entry behind.
    */
   public static void check(String suite, scala.collection.immutable.Set<String> names) {
+    CiTier.check(suite, names);
     for (Excluded e : LIST) {
       if (e.suite().equals(suite) && !names.contains(e.test())) {
         throw new IllegalStateException(suite + " has no test \"" + e.test() + "\" to exclude");
@@ -239,8 +240,9 @@ public final class Exclusions {
   }
 
   /**
-   * Whether {@code test} of {@code suite} is excluded; if so, prints that it is left out and why
-   * (the suites' subclasses then skip it without running it).
+   * Whether {@code test} of {@code suite} is excluded, or left to the extended tier ({@link
+   * CiTier}); if so, prints that it is left out and why (the suites' subclasses then skip it
+   * without running it).
    */
   public static boolean skips(String suite, String test) {
     for (Excluded e : LIST) {
@@ -249,6 +251,6 @@ public final class Exclusions {
         return true;
       }
     }
-    return false;
+    return CiTier.skips(suite, test);
   }
 }

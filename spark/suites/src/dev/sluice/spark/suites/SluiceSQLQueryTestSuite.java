@@ -25,9 +25,9 @@ import scala.jdk.javaapi.CollectionConverters;
  * factoryMode=CODEGEN_ONLY}), and interpreted ({@code NO_CODEGEN}). Sluice's nodes build their
  * projections with {@code UnsafeProjection.create}, which compiles them under the first two alike
  * and interprets them under the third, so the second differs from the first only in Spark's own
- * operators. CI leaves it out (a third of these files' time); with the {@value
- * #EXTENDED_PROPERTY} system property set to {@code true} (the extended tier), every configuration
- * runs.
+ * operators. CI leaves it out (a third of these files' time), and the configurations that set
+ * {@link CiTier#BROADCAST_ONLY_KEY} (see there); with the {@value #EXTENDED_PROPERTY} system
+ * property set to {@code true} (the extended tier), every configuration runs.
  */
 public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSuite {
   /** The system property naming the folder that holds {@code inputs/} and {@code results/}. */
@@ -135,8 +135,9 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
   }
 
   /**
-   * Runs the configurations of the file's dimensions, less the {@code CODEGEN_ONLY} one unless
-   * {@value #EXTENDED_PROPERTY} is set (see the class comment).
+   * Runs the configurations of the file's dimensions, less the {@code CODEGEN_ONLY} one and those
+   * that set {@link CiTier#BROADCAST_ONLY_KEY} unless {@value #EXTENDED_PROPERTY} is set (see the
+   * class comment).
    */
   @Override
   public void runQueriesWithSparkConfigDimensions(
@@ -154,7 +155,9 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
                 dim ->
                     CollectionConverters.asJava(dim).stream()
                         .noneMatch(
-                            kv -> kv._1().equals(CODEGEN_ONLY_KEY) && kv._2().equals(CODEGEN_ONLY)))
+                            kv ->
+                                kv._1().equals(CODEGEN_ONLY_KEY) && kv._2().equals(CODEGEN_ONLY)
+                                    || kv._1().equals(CiTier.BROADCAST_ONLY_KEY)))
             .toList();
     if (kept.isEmpty()) {
       throw new IllegalStateException(testCase.name() + ": every configuration is CODEGEN_ONLY");

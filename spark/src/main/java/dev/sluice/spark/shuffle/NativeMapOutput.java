@@ -174,7 +174,14 @@ public final class NativeMapOutput extends MemoryConsumer {
     }
   }
 
-  /** Accounts {@code bytes} more engine output (spilling when Spark grants less); hands over. */
+  /**
+   * Accounts {@code bytes} more engine output (spilling when Spark grants less); hands over; then
+   * ends a killed task ({@code TaskKilledException}). The engine's waits end on a kill (its stop
+   * check), but a task waits only while the buffer pool is full, and the writer's loop pulls rows
+   * from code that may never check the kill (Spark's own writers end on their file I/O, which an
+   * interrupt closes): without the check here a task whose engine keeps up would run on after its
+   * kill.
+   */
   private void handOver(ByteBuffer b, int bytes, int count) throws IOException {
     long got;
     try {
@@ -198,6 +205,7 @@ public final class NativeMapOutput extends MemoryConsumer {
       // goes to disk now.
       spillOutput();
     }
+    context.killTaskIfInterrupted();
   }
 
   /**

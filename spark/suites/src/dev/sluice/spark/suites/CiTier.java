@@ -1,0 +1,70 @@
+package dev.sluice.spark.suites;
+
+import java.util.List;
+
+/**
+ * What CI's run of Spark's suites leaves to the extended tier ({@code bash spark/test.sh
+ * --extended}, or {@code spark/suites/run.sh --extended}) for its 30 minutes on two cores: tests
+ * that take a minute or more under plain Spark as under Sluice, with nothing in them that a
+ * quicker test of the same suite does not ask of Sluice. Unlike {@link Exclusions}, each of these
+ * passes under Sluice; the extended tier runs them.
+ */
+public final class CiTier {
+  /** One test CI leaves out: its suite, its exact name, its time and why it adds nothing. */
+  public record Slow(String suite, String test, String timeUnderPlainSpark, String why) {}
+
+  public static final List<Slow> SLOW =
+      List.of(
+          new Slow(
+              "DataFrameAggregateSuite",
+              "SPARK-47430 Support GROUP BY MapType",
+              "90 s alone (95 s with Sluice)",
+              "its time is Spark's interpreted map comparisons; the engine takes no map key, so"
+                  + " its aggregates are Spark's, over a shuffle the suite's other grouping tests"
+                  + " already carry"),
+          new Slow(
+              "DataFrameWindowFunctionsSuite",
+              "SPARK-37099: Insert window group limit node for top-k computation",
+              "57 s alone (62 s with Sluice)",
+              "the same window and limit shapes over ever larger inputs; SQLQueryTestSuite's"
+                  + " window.sql runs the group-limit settings on both sides"));
+
+  /**
+   * A {@code SQLQueryTestSuite} setting whose configurations CI leaves out: it chooses between two
+   * broadcast joins for {@code NOT IN} (neither shuffles), and each file that names it runs the
+   * same queries under Spark's default in another configuration.
+   */
+  static final String BROADCAST_ONLY_KEY = "spark.sql.optimizeNullAwareAntiJoin";
+
+  private CiTier() {}
+
+  /** Whether this run is CI's (not the extended tier). */
+  static boolean ci() {
+    return !Boolean.getBoolean(SluiceSQLQueryTestSuite.EXTENDED_PROPERTY);
+  }
+
+  /** Checks that every entry of {@code suite} names one of its tests. */
+  static void check(String suite, scala.collection.immutable.Set<String> names) {
+    for (Slow s : SLOW) {
+      if (s.suite().equals(suite) && !names.contains(s.test())) {
+        throw new IllegalStateException(suite + " has no test \"" + s.test() + "\" to leave out");
+      }
+    }
+  }
+
+  /** Whether CI leaves {@code test} of {@code suite} out; if so, prints that and why. */
+  static boolean skips(String suite, String test) {
+    if (!ci()) {
+      return false;
+    }
+    for (Slow s : SLOW) {
+      if (s.suite().equals(suite) && s.test().equals(test)) {
+        System.out.println(
+            "- " + test + " LEFT TO THE EXTENDED TIER (" + s.timeUnderPlainSpark() + "; " + s.why()
+                + ")");
+        return true;
+      }
+    }
+    return false;
+  }
+}
