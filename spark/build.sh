@@ -30,10 +30,14 @@ case "${1:-}" in
 esac
 
 cargo build --release --locked -p sluice-jni
+# Cargo's target directory: ./target, or where CARGO_TARGET_DIR (or a cargo
+# config) puts it.
+target_dir=$(cargo metadata --format-version 1 --no-deps --locked \
+  | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 native=spark/target/native/native/linux-x86_64
 mkdir -p "$native"
 # The release profile keeps debug info for profiling; the jar does not need it.
-strip --strip-debug -o "$native/libsluice_jni.so" target/release/libsluice_jni.so
+strip --strip-debug -o "$native/libsluice_jni.so" "$target_dir/release/libsluice_jni.so"
 for line in "${lines[@]}"; do
   (cd spark && mvn -q -B package -Dmaven.test.skip=true "-Pspark-$line")
   if [ "$line" = "$DEFAULT_LINE" ]; then

@@ -245,7 +245,7 @@ def sql_order_by(spark, scale=1):
     from pyspark.sql import functions as F
 
     # Every value pattern below repeats within a few hundred ids.
-    n = 12000 * scale
+    n = 6000 * scale
     df = spark.range(0, n, numPartitions=4).selectExpr(
         "id",
         "substr(unhex(sha2(cast(id as string), 256)), 1, 10) as b",

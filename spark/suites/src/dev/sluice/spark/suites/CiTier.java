@@ -5,7 +5,7 @@ import java.util.List;
 /**
  * What CI's run of Spark's suites leaves to the extended tier ({@code bash spark/test.sh
  * --extended}, or {@code spark/suites/run.sh --extended}) for its 30 minutes on two cores: tests
- * that take a minute or more under plain Spark as under Sluice, with nothing in them that a
+ * that take half a minute or more under plain Spark as under Sluice, with nothing in them that a
  * quicker test of the same suite does not ask of Sluice. Unlike {@link Exclusions}, each of these
  * passes under Sluice; the extended tier runs them.
  */
@@ -22,6 +22,13 @@ public final class CiTier {
               "its time is Spark's interpreted map comparisons; the engine takes no map key, so"
                   + " its aggregates are Spark's, over a shuffle the suite's other grouping tests"
                   + " already carry"),
+          new Slow(
+              "DataFrameAggregateSuite",
+              "aggregating with various distinct expressions",
+              "34 s alone (38 s with Sluice)",
+              "DISTINCT aggregates stay Spark's (the engine computes none), and the suite's"
+                  + " quicker distinct tests (SPARK-17616, SPARK-32344, SPARK-43876) plan the same"
+                  + " expand-and-aggregate shapes over Sluice's shuffle"),
           new Slow(
               "DataFrameWindowFunctionsSuite",
               "SPARK-37099: Insert window group limit node for top-k computation",
