@@ -96,7 +96,8 @@ if [ "$control" = 0 ]; then
   classes=$root/spark/suites/target/classes$tag
   rm -rf "$classes" && mkdir -p "$classes"
   cp="$root/$jar:$cp"
-  javac -nowarn -d "$classes" -cp "$cp" $(find spark/suites/src -name '*.java')
+  # src-4.1-on: wrappers of suites that Spark 4.1 added (not in 4.0.1's test jars).
+  javac -nowarn -d "$classes" -cp "$cp" $(find spark/suites/src ${line:+spark/suites/src-4.1-on} -name '*.java')
   cp="$classes:$cp"
 fi
 
@@ -117,6 +118,9 @@ for s in "${suites[@]}"; do
       [ "$control" = 1 ] && c=org.apache.spark.sql.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     SQLWindowFunctionSuite|ExchangeSuite|PlannerSuite)
       [ "$control" = 1 ] && c=org.apache.spark.sql.execution.$s || c=dev.sluice.spark.suites.Sluice$s ;;
+    MapStatusEndToEndSuite)
+      [ -n "$line" ] || { echo "MapStatusEndToEndSuite is in Spark 4.1 and later (--line)" >&2; exit 2; }
+      [ "$control" = 1 ] && c=org.apache.spark.sql.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     SQLQueryTestSuite)
       # Its file selection and the folder of its golden files live in the Sluice subclass.
       [ "$control" = 1 ] && { echo "SQLQueryTestSuite has no --control run" >&2; exit 2; }

@@ -8,6 +8,7 @@ with NoSuchMethodError). Each line runs in a venv of its own with that
 line's pyspark from PyPI (spark/.venv-spark-LINE, made on first use).
 Marked `extended`: a pyspark download per line."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -104,3 +105,70 @@ def test_a_jar_on_another_spark_line_falls_back_to_the_sort_shuffle(tmp_path, li
     warned = [w for w in p.stderr.splitlines() if "this Sluice jar is built for Spark 4.0" in w]
     assert len(warned) == 1, p.stderr[-4000:]
     assert f"and this is Spark {OTHER_LINES[line]}; every shuffle runs on" in warned[0]
+
+
+_CHECKSUMS = r"""
+import json, sys
+from pyspark.sql import SparkSession
+jar, manager, local = sys.argv[1], sys.argv[2], sys.argv[3]
+b = (SparkSession.builder.master("local[2]").appName("sluice-row-checksums")
+     .config("spark.sluice.sqlSort", "false")
+     .config("spark.ui.enabled", "false").config("spark.local.dir", local)
+     .config("spark.cleaner.referenceTracking", "false")
+     .config("spark.sql.classic.shuffleDependency.fileCleanup.enabled", "false")
+     .config("spark.sql.shuffle.orderIndependentChecksum.enabled", "true")
+     .config("spark.sql.adaptive.enabled", "false"))
+if manager != "sort":
+    b = (b.config("spark.jars", jar)
+         .config("spark.shuffle.manager", "dev.sluice.spark.SluiceShuffleManager"))
+if manager == "sluice-plans":
+    # Sluice's own exchanges (a sorted and a round-robin one) and its aggregates.
+    b = (b.config("spark.sluice.sqlSort", "true").config("spark.sluice.sqlAggregate", "true")
+         .config("spark.sluice.sqlRepartitionWithoutSort", "true"))
+else:
+    b = (b.config("spark.sluice.sqlAggregate", "false")
+         .config("spark.sluice.sqlRepartitionWithoutSort", "false"))
+s = b.getOrCreate()
+df = s.range(0, 120000, numPartitions=4).selectExpr(
+    "id % 997 AS k", "concat('v', cast(id * 7 AS string)) AS v", "id * 3 AS w",
+    "IF(id % 11 = 0, NULL, id / 7) AS d")
+kept = [df.repartition(7, "k").selectExpr("sum(w)", "max(v)"),
+        df.repartition(5).selectExpr("max(d)"),
+        df.groupBy("k").agg({"d": "sum", "v": "min"}),
+        df.orderBy("v")]
+for q in kept:
+    q.collect()
+st = s.sparkContext._jsc.sc().env().mapOutputTracker().shuffleStatuses()
+ids = s.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters.asJava(st.keySet())
+print(json.dumps({int(i): [m.checksumValue() for m in st.get(i).get().mapStatuses()]
+                  for i in ids}))
+s.stop()
+"""
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("line", BUILT_LINES)
+def test_map_statuses_carry_the_row_checksums_spark_s_writers_compute(tmp_path, line):
+    """Spark 4.1's order-independent row checksum (default on in 4.2): under
+    Sluice every map status of a SQL shuffle of Spark's plans carries the
+    value Spark's sort shuffle reports for the same rows (hash, round-robin
+    and range partitioning, strings, decimals and nulls), none of them 0;
+    the engine computes it as the rows cross to it. With Sluice's own plans
+    (its sorted and round-robin exchanges, which place rows their own way,
+    so other values) every status carries one too."""
+    python = venv_of(line, OTHER_LINES[line])
+    jar = line_jar(line)
+    env = dict(os.environ, PYSPARK_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
+    got = {}
+    for manager in ("sort", "sluice", "sluice-plans"):
+        p = subprocess.run([str(python), "-c", _CHECKSUMS, str(jar), manager,
+                            str(tmp_path / manager)],
+                           capture_output=True, text=True, timeout=600, env=env)
+        assert p.returncode == 0, p.stderr[-4000:]
+        got[manager] = json.loads(p.stdout.strip().splitlines()[-1])
+    # Four queries, five SQL shuffles at least: each range shuffle samples first.
+    assert len(got["sort"]) >= 5, got
+    assert got["sluice"] == got["sort"]
+    assert all(v != 0 for values in got["sort"].values() for v in values), got
+    assert len(got["sluice-plans"]) >= 5, got
+    assert all(v != 0 for values in got["sluice-plans"].values() for v in values), got

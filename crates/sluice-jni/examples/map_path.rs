@@ -43,7 +43,7 @@ fn main() {
     let records_per_rep: u64 = (0..mib).map(|i| u64::from(buffers[i % 64].1)).sum();
     for rep in 0..reps {
         let shuffle = register_shuffle(PARTITIONS, 1, StageSpec::None).expect("register");
-        let mut task = HostMapTask::open(shuffle, 0, 0, PARTITIONS, false).expect("open");
+        let mut task = HostMapTask::open(shuffle, 0, 0, PARTITIONS, false, false).expect("open");
         let t = Instant::now();
         for i in 0..mib {
             let (data, count) = &buffers[i % 64];

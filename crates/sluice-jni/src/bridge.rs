@@ -23,6 +23,7 @@ use sluice_engine::output::{Algorithm, Written};
 use sluice_engine::{Engine, EngineConfig, FileMapTask, ReduceOwner, ShuffleSpec};
 
 use crate::error::{BridgeError, BridgeResult};
+use crate::row_checksum::RowChecksums;
 
 static ENGINE: OnceLock<(Engine, HostSettings)> = OnceLock::new();
 static ENGINE_INIT: Mutex<()> = Mutex::new(());
@@ -261,26 +262,43 @@ pub fn unregister_shuffle(id: u32) -> BridgeResult<()> {
 #[derive(Debug)]
 pub struct HostMapTask {
     task: FileMapTask<'static>,
+    /// Spark's row checksums of the records handed over, where the host
+    /// asked for them (see [`RowChecksums`]).
+    rows: Option<RowChecksums>,
     _live: LiveAttempt,
 }
 
 impl HostMapTask {
     /// Starts attempt `attempt` of map `map` of engine shuffle `shuffle`
-    /// (see [`FileMapTask::open`]).
+    /// (see [`FileMapTask::open`]); with `row_checksums`, Spark's row
+    /// checksums of every record handed over are kept (the records are
+    /// Spark SQL rows; see [`RowChecksums`]).
     pub fn open(
         shuffle: u32,
         map: u32,
         attempt: u32,
         partitions: u32,
         host_keys: bool,
+        row_checksums: bool,
     ) -> BridgeResult<Self> {
         let task = FileMapTask::open(engine()?, shuffle, map, attempt, partitions, host_keys)?;
-        Ok(HostMapTask { task, _live: LiveAttempt::count() })
+        let rows = row_checksums.then(|| RowChecksums::new(partitions));
+        Ok(HostMapTask { task, rows, _live: LiveAttempt::count() })
     }
 
-    /// See [`FileMapTask::produce`].
+    /// See [`FileMapTask::produce`]; adds the records to the row checksums
+    /// first, if kept.
     pub fn produce(&mut self, data: &[u8], count: u32) -> BridgeResult<()> {
+        if let Some(rows) = &mut self.rows {
+            rows.add_records(data, count)?;
+        }
         Ok(self.task.produce(data, count)?)
+    }
+
+    /// The row checksums of the records handed over so far (see
+    /// [`RowChecksums::xor_then_sum`]), if kept.
+    pub fn row_checksums(&self) -> Option<Vec<u64>> {
+        self.rows.as_ref().map(RowChecksums::xor_then_sum)
     }
 
     /// See [`FileMapTask::spill`].

@@ -22,6 +22,8 @@
 //!
 //! - `bridge`: the process's engine (one per JVM, its settings) and the
 //!   map attempts it runs for the JVM.
+//! - `row_checksum`: Spark's order-independent row checksum of a map
+//!   attempt's rows, computed as they are handed over.
 //! - `ops`: the host's operator codes (Java's `EngineOp`) checked into the
 //!   engine's operator spec.
 //! - `settings`: the engine's settings (Java's `EngineSettings`) read by
@@ -41,6 +43,7 @@ pub mod fields;
 pub mod format;
 pub mod handles;
 pub mod ops;
+pub mod row_checksum;
 pub mod settings;
 pub mod stop;
 
@@ -239,8 +242,9 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_unregisterShuffle<
     guard(&mut env, (), |_| bridge::unregister_shuffle(shuffle as u32))
 }
 
-/// `static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions, boolean hostKeys)`
+/// `static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions, boolean hostKeys, boolean rowChecksums)`
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapOpen<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
@@ -249,6 +253,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapOpen<'l>(
     attempt: jint,
     partitions: jint,
     host_keys: jboolean,
+    row_checksums: jboolean,
 ) -> jlong {
     guard(&mut env, 0, |_| {
         let task = HostMapTask::open(
@@ -257,8 +262,32 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapOpen<'l>(
             non_negative(attempt.into(), "attempt")? as u32,
             non_negative(partitions.into(), "partitions")? as u32,
             host_keys != 0,
+            row_checksums != 0,
         )?;
         Ok(MAP_TASKS.insert(task))
+    })
+}
+
+/// `static native long[] mapRowChecksums(long task)`: the row checksums of
+/// the records handed over so far, each partition's XOR then each
+/// partition's SUM (see `row_checksum`); the attempt must have been opened
+/// with `rowChecksums`.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapRowChecksums<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    task: jlong,
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let values = MAP_TASKS.with(task, |t| {
+            t.row_checksums().ok_or_else(|| {
+                BridgeError::Argument("row checksums of an attempt opened without them".into())
+            })
+        })?;
+        let as_i64: Vec<i64> = values.iter().map(|&v| v as i64).collect();
+        let out = env.new_long_array(as_i64.len() as i32)?;
+        env.set_long_array_region(&out, 0, &as_i64)?;
+        Ok(out.into_raw())
     })
 }
 

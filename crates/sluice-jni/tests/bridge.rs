@@ -56,7 +56,7 @@ fn run_map_spilling(
 ) -> (Vec<u8>, Vec<u64>) {
     open_engine(&settings()).expect("engine");
     let shuffle = register_shuffle(partitions, 1, StageSpec::None).expect("register");
-    let mut task = HostMapTask::open(shuffle, 0, 0, partitions, false).expect("open");
+    let mut task = HostMapTask::open(shuffle, 0, 0, partitions, false, false).expect("open");
     let mut buf = Vec::new();
     let mut count = 0;
     let mut buffers = 0;
@@ -269,7 +269,7 @@ fn buffers_with_bad_partition_ids_or_lengths_are_refused() {
 fn a_write_into_a_missing_directory_is_a_typed_io_error() {
     open_engine(&settings()).expect("engine");
     let shuffle = register_shuffle(2, 1, StageSpec::None).expect("register");
-    let mut task = HostMapTask::open(shuffle, 0, 0, 2, false).expect("open");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 2, false, false).expect("open");
     let mut buf = Vec::new();
     put(&mut buf, 1, b"x");
     task.produce(&buf, 1).expect("produce");
@@ -287,7 +287,7 @@ fn a_failed_spill_fails_the_attempt_instead_of_losing_records() {
     let dir = tempfile::tempdir().expect("tmp");
     open_engine(&settings()).expect("engine");
     let shuffle = register_shuffle(2, 1, StageSpec::None).expect("register");
-    let mut task = HostMapTask::open(shuffle, 0, 0, 2, false).expect("open");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 2, false, false).expect("open");
     let mut buf = Vec::new();
     for i in 0..1000u32 {
         put(&mut buf, i % 2, b"record");
@@ -440,4 +440,53 @@ fn native_memory_outside_the_host_is_the_pools_the_budget_and_each_reduce_tasks_
     // buffers of 3 MiB each, and the thread's two kept block buffers of at
     // most 4 MiB each.
     assert_eq!(sluice_jni::bridge::unaccounted_task_bytes(), (1 + 16 * 3 + 2 * 4) << 20);
+}
+
+/// Spark SQL's rows as the Java writer hands them over (the value is the
+/// row's big-endian size and its bytes): an attempt opened with row
+/// checksums keeps each partition's XOR and SUM of the rows' XXH64, the
+/// same whether the rows cross in one buffer or several, and still writes
+/// them all; a buffer whose records are not rows fails the hand-over.
+#[test]
+fn an_attempt_keeps_spark_s_row_checksums_of_the_rows_it_is_handed() {
+    let dir = tempfile::tempdir().expect("tmp");
+    open_engine(&settings()).expect("engine");
+    let rows: Vec<(u32, Vec<u8>)> = (0..300u32)
+        .map(|i| {
+            let row = vec![(i % 251) as u8; 8 * (1 + i as usize % 4)];
+            let mut framed = (row.len() as u32).to_be_bytes().to_vec();
+            framed.extend_from_slice(&row);
+            (i % 3, framed)
+        })
+        .collect();
+    let mut values = Vec::new();
+    for buffers in [1usize, 7] {
+        let shuffle = register_shuffle(3, 1, StageSpec::None).expect("register");
+        let mut task = HostMapTask::open(shuffle, 0, 0, 3, false, true).expect("open");
+        for chunk in rows.chunks(rows.len().div_ceil(buffers)) {
+            let mut buf = Vec::new();
+            for (p, v) in chunk {
+                put(&mut buf, *p, v);
+            }
+            task.produce(&buf, chunk.len() as u32).expect("produce");
+        }
+        let sums = task.row_checksums().expect("kept");
+        assert_eq!(sums.len(), 6);
+        assert!(sums.iter().all(|&v| v != 0), "{sums:?}");
+        values.push(sums);
+        let written = task
+            .commit_to_file(&dir.path().join(format!("rows_{buffers}")), Codec::Lz4, None)
+            .expect("commit");
+        assert_eq!(written.records.iter().sum::<u64>(), 300);
+    }
+    assert_eq!(values[0], values[1]);
+
+    let shuffle = register_shuffle(2, 1, StageSpec::None).expect("register");
+    let plain = HostMapTask::open(shuffle, 0, 0, 2, false, false).expect("open");
+    assert_eq!(plain.row_checksums(), None);
+    let mut task = HostMapTask::open(shuffle, 0, 0, 2, false, true).expect("open");
+    let mut buf = Vec::new();
+    put(&mut buf, 1, b"not a framed row");
+    let err = task.produce(&buf, 1).expect_err("not a row");
+    assert!(err.to_string().contains("row checksum: record 0 of 1"), "{err}");
 }

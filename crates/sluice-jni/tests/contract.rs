@@ -286,3 +286,10 @@ fn the_engine_settings_fields_are_the_ones_read_natively() {
         .collect();
     assert_eq!(declared, want, "EngineSettings.java's fields against settings::FIELDS");
 }
+
+#[test]
+fn the_row_checksum_rotation_agrees_with_java() {
+    let source = java_source("shuffle/RowChecksums");
+    let bits = java_value(&source, "SUM_ROTATION_BITS");
+    assert_eq!(bits.parse::<u32>(), Ok(sluice_jni::row_checksum::SUM_ROTATION_BITS));
+}

@@ -236,7 +236,7 @@ fn bless() {
     // A plain shuffle, one partition, lz4 and none.
     for (name, codec) in [("lz4", Codec::Lz4), ("none", Codec::None)] {
         let shuffle = register_shuffle(1, 1, StageSpec::None).expect("register");
-        let mut task = HostMapTask::open(shuffle, 0, 0, 1, false).expect("open");
+        let mut task = HostMapTask::open(shuffle, 0, 0, 1, false, false).expect("open");
         let mut buf = Vec::new();
         for i in 0..300u32 {
             let v = format!("value-{i}-{}", "x".repeat((i % 17) as usize));
@@ -266,7 +266,7 @@ fn bless() {
     let spec = agg_spec(0, 0).expect("spec");
     let op = StageSpec::Aggregate(spec, SpillStrategy::State);
     let shuffle = register_shuffle(1, 1, op).expect("register");
-    let mut task = HostMapTask::open(shuffle, 0, 0, 1, true).expect("open");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 1, true, false).expect("open");
     let mut buf = Vec::new();
     for i in 0..200u32 {
         let key = format!("k{}", i % 37);

@@ -37,7 +37,7 @@ fn map_output(
     partitions: u32,
     records: &[(Vec<u8>, i64)],
 ) -> (Vec<u8>, Vec<u64>) {
-    let mut task = HostMapTask::open(shuffle, map, 0, partitions, true).expect("open");
+    let mut task = HostMapTask::open(shuffle, map, 0, partitions, true, false).expect("open");
     // Two halves with a spill between them when the map id is odd: partial
     // states of one key then reach the reduce side from both.
     let half = records.len() / 2;
@@ -244,7 +244,7 @@ fn a_value_of_the_wrong_width_is_a_typed_error() {
     let spec = agg_spec(0, 1).expect("spec"); // i32 values
     let shuffle =
         register_shuffle(1, 1, StageSpec::Aggregate(spec, SpillStrategy::State)).expect("register");
-    let mut task = HostMapTask::open(shuffle, 0, 0, 1, true).expect("open");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 1, true, false).expect("open");
     let mut buf = Vec::new();
     put(&mut buf, 0, b"k", 5); // 8-byte value
     let dir = tempfile::tempdir().expect("tmp");

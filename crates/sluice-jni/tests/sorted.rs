@@ -79,7 +79,8 @@ fn sort_through_bridge(
     let mut index = 0u32;
     let mut all = Vec::new();
     for (m, keys) in maps.iter().enumerate() {
-        let mut task = HostMapTask::open(shuffle, m as u32, 0, partitions, true).expect("open");
+        let mut task =
+            HostMapTask::open(shuffle, m as u32, 0, partitions, true, false).expect("open");
         for (half, part) in keys.chunks(keys.len().div_ceil(2).max(1)).enumerate() {
             let mut buf = Vec::new();
             for k in part {

@@ -19,6 +19,9 @@ public final class SuiteChecks {
 
   public static final String SLUICE_EXTENSIONS = "dev.sluice.spark.sql.SluiceSqlExtensions";
 
+  /** Sluice's setting of which aggregates its rule takes ({@code SluiceSetting.SQL_AGGREGATE}). */
+  public static final String SQL_AGGREGATE_KEY = "spark.sluice.sqlAggregate";
+
   /**
    * {@code conf} with Sluice as the shuffle manager and its SQL rules in the session, the aggregate
    * rule taking every aggregate the engine computes ({@code true}), not only those its default
@@ -27,7 +30,7 @@ public final class SuiteChecks {
   public static org.apache.spark.SparkConf sluiceSql(org.apache.spark.SparkConf conf) {
     return conf.set(MANAGER_KEY, SLUICE_MANAGER)
         .set(EXTENSIONS_KEY, SLUICE_EXTENSIONS)
-        .set("spark.sluice.sqlAggregate", "true");
+        .set(SQL_AGGREGATE_KEY, "true");
   }
 
   private SuiteChecks() {}

@@ -1,6 +1,14 @@
 package dev.sluice.spark.shim;
 
 import org.apache.spark.MapOutputStatistics;
+import org.apache.spark.Partitioner;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.shuffle.ShuffleWriteProcessor;
+import org.apache.spark.sql.catalyst.InternalRow;
+import scala.Tuple2;
+import scala.reflect.ClassTag$;
+import org.apache.spark.ShuffleDependency;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Sum;
@@ -38,5 +46,43 @@ public final class LineShim {
       long minPartitionBytes) {
     return ShufflePartitionsUtil$.MODULE$.coalescePartitions(
         stats, specs, advisoryBytes, minPartitions, minPartitionBytes);
+  }
+
+  /** Spark 4.0 has no row checksums (Spark 4.1 added them): none. */
+  public static Object[] rowChecksums(ShuffleDependency<?, ?, ?> dep) {
+    return new Object[0];
+  }
+
+  /** Never called on 4.0 ({@link #rowChecksums} gives none). */
+  public static void updateRowChecksum(Object checksum, Object key, Object value) {
+    throw new UnsupportedOperationException("Spark 4.0 has no row checksums");
+  }
+
+  /** Never called on 4.0 ({@link #rowChecksums} gives none). */
+  public static long rowChecksumValue(Object checksum) {
+    throw new UnsupportedOperationException("Spark 4.0 has no row checksums");
+  }
+
+  /**
+   * A Spark SQL shuffle of rows (key ignored) that Sluice plans itself, with what Spark's {@code
+   * ShuffleExchangeExec.prepareShuffleDependency} gives its own: the row checksums of Spark 4.1
+   * and later where the session asks for them.
+   */
+  public static ShuffleDependency<Object, InternalRow, InternalRow> rowDependency(
+      RDD<Tuple2<Object, InternalRow>> rows,
+      Partitioner partitioner,
+      Serializer serializer,
+      ShuffleWriteProcessor writer) {
+    return new ShuffleDependency<>(
+        rows,
+        partitioner,
+        serializer,
+        Option.empty(),
+        Option.empty(),
+        false,
+        writer,
+        ClassTag$.MODULE$.Any(),
+        ClassTag$.MODULE$.apply(InternalRow.class),
+        ClassTag$.MODULE$.apply(InternalRow.class));
   }
 }

@@ -1,8 +1,19 @@
 package dev.sluice.spark.shim;
 
 import org.apache.spark.MapOutputStatistics;
+import org.apache.spark.Partitioner;
+import org.apache.spark.rdd.RDD;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.shuffle.ShuffleWriteProcessor;
+import org.apache.spark.sql.catalyst.InternalRow;
+import scala.Tuple2;
+import scala.reflect.ClassTag$;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRowChecksum$;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.ShuffleDependency;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
+import org.apache.spark.shuffle.checksum.RowBasedChecksum;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Sum;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
 import org.apache.spark.sql.execution.adaptive.ShufflePartitionsUtil$;
@@ -38,5 +49,53 @@ public final class LineShim {
       long minPartitionBytes) {
     return ShufflePartitionsUtil$.MODULE$.coalescePartitions(
         stats, specs, advisoryBytes, minPartitions, minPartitionBytes);
+  }
+
+  /**
+   * The shuffle's row checksums (Spark's {@code RowBasedChecksum}, one per reduce partition),
+   * empty when it has none.
+   */
+  public static Object[] rowChecksums(ShuffleDependency<?, ?, ?> dep) {
+    return dep.rowBasedChecksums();
+  }
+
+  /** Adds one (key, value) pair to a checksum {@link #rowChecksums} gave. */
+  public static void updateRowChecksum(Object checksum, Object key, Object value) {
+    ((RowBasedChecksum) checksum).update(key, value);
+  }
+
+  /** A checksum's value, as Spark's writers read it ({@code RowBasedChecksum.getValue}). */
+  public static long rowChecksumValue(Object checksum) {
+    return ((RowBasedChecksum) checksum).getValue();
+  }
+
+  /**
+   * A Spark SQL shuffle of rows (key ignored) that Sluice plans itself, with what Spark's {@code
+   * ShuffleExchangeExec.prepareShuffleDependency} gives its own: the row checksums of Spark 4.1
+   * and later where the session asks for them.
+   */
+  public static ShuffleDependency<Object, InternalRow, InternalRow> rowDependency(
+      RDD<Tuple2<Object, InternalRow>> rows,
+      Partitioner partitioner,
+      Serializer serializer,
+      ShuffleWriteProcessor writer) {
+    SQLConf conf = SQLConf.get();
+    boolean fullRetry = conf.shuffleChecksumMismatchFullRetryEnabled();
+    int n = conf.shuffleOrderIndependentChecksumEnabled() || fullRetry
+        ? partitioner.numPartitions()
+        : 0;
+    return new ShuffleDependency<>(
+        rows,
+        partitioner,
+        serializer,
+        Option.empty(),
+        Option.empty(),
+        false,
+        writer,
+        UnsafeRowChecksum$.MODULE$.createUnsafeRowChecksums(n),
+        fullRetry,
+        ClassTag$.MODULE$.Any(),
+        ClassTag$.MODULE$.apply(InternalRow.class),
+        ClassTag$.MODULE$.apply(InternalRow.class));
   }
 }

@@ -56,9 +56,24 @@ public final class SluiceNative {
 
   public static native void unregisterShuffle(int engineShuffle);
 
-  /** Starts a map attempt; returns its handle (freed by mapCommit or mapAbort). */
+  /**
+   * Starts a map attempt; returns its handle (freed by mapCommit or mapAbort). With {@code
+   * rowChecksums} the records are Spark SQL rows (the value as {@code UnsafeRowSerializer} writes
+   * it) and the engine keeps Spark's row checksum of each partition as they are handed over.
+   */
   public static native long mapOpen(
-      int engineShuffle, int mapIndex, int attempt, int partitions, boolean hostKeys);
+      int engineShuffle,
+      int mapIndex,
+      int attempt,
+      int partitions,
+      boolean hostKeys,
+      boolean rowChecksums);
+
+  /**
+   * The row checksums of the records handed over so far by an attempt opened with {@code
+   * rowChecksums}: each partition's XOR of its rows' checksums, then each partition's SUM.
+   */
+  public static native long[] mapRowChecksums(long task);
 
   /**
    * Hands {@code records} records in {@code bytes} bytes of a direct buffer (variable layout, key

@@ -40,6 +40,7 @@ public final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
     OpSpec op = handle.op();
     NativeMapOutput output = openOutput(true);
+    records = checksummed(records);
     if (op.lanes != null) {
       writeLanes(records, output, op.valueBytes());
       return;

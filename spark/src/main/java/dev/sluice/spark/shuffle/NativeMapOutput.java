@@ -85,6 +85,9 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** A spill that failed: its records are lost, so the attempt must fail. */
   private IOException spillFailure;
 
+  /** Spark's row checksums of the attempt (Spark 4.1 and later), or null when it has none. */
+  private final RowChecksums rows;
+
   NativeMapOutput(
       int engineShuffle,
       int shuffleId,
@@ -94,7 +97,8 @@ public final class NativeMapOutput extends MemoryConsumer {
       TaskContext context,
       ShuffleWriteMetricsReporter metrics,
       SluiceConf settings,
-      IndexShuffleBlockResolver resolver) {
+      IndexShuffleBlockResolver resolver,
+      RowChecksums rows) {
     super(
         context.taskMemoryManager(),
         context.taskMemoryManager().pageSizeBytes(),
@@ -106,10 +110,16 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.resolver = resolver;
     this.owner = Thread.currentThread();
     this.context = context;
+    this.rows = rows;
     this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
     this.task =
         SluiceNative.mapOpen(
-            engineShuffle, context.partitionId(), context.attemptNumber(), partitions, hostKeys);
+            engineShuffle,
+            context.partitionId(),
+            context.attemptNumber(),
+            partitions,
+            hostKeys,
+            rows != null && rows.inEngine);
   }
 
   /**
@@ -267,7 +277,11 @@ public final class NativeMapOutput extends MemoryConsumer {
     dataTmp = resolver.createTempFile(dataFile);
     long handle = task;
     task = 0;
+    long rowChecksum = 0;
     try {
+      if (rows != null) {
+        rowChecksum = rows.value(rows.inEngine ? SluiceNative.mapRowChecksums(handle) : null);
+      }
       long[] written;
       try {
         written = SluiceNative.mapCommit(handle, dataTmp.getAbsolutePath(), settings.output);
@@ -296,9 +310,9 @@ public final class NativeMapOutput extends MemoryConsumer {
     metrics.incBytesWritten(total);
     metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
-    // Spark 4.1's row checksum (SPARK-51756) is not computed yet: 0, as Spark's own writers
-    // report with dep.rowBasedChecksums empty.
-    return LineShim.mapStatus(SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId, 0L);
+    // Spark's row checksum (4.1 and later; 0 where the shuffle has none, as Spark's writers say).
+    return LineShim.mapStatus(
+        SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId, rowChecksum);
   }
 
   /**

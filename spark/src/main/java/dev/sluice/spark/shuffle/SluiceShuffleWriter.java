@@ -106,7 +106,14 @@ public final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     }
     ser = new Bytes(4096);
     out = dep.serializer().newInstance().serializeStream(ser);
-    openOutput(sorted);
+    // Spark SQL's rows reach the engine as UnsafeRowSerializer's bytes (whether or not they skip
+    // it), so the engine computes their row checksums; a sorted row shuffle is Sluice's own.
+    boolean rowRecords =
+        !dep.mapSideCombine()
+            && (sortKind == SortKind.ROWS
+                || (!sorted && UnsafeRowFastPath.covers(dep.serializer())));
+    openOutput(sorted, rowRecords);
+    records = checksummed(records);
     long direct = 0;
     if (sortKind == SortKind.HASH && dep.mapSideCombine()) {
       // Grouped by key hash: a bounded combine on this thread, the reduce side folds the rest.

@@ -3,6 +3,7 @@ package dev.sluice.spark.sql;
 import static scala.jdk.javaapi.CollectionConverters.asJava;
 
 import dev.sluice.spark.BytesOrdering;
+import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.sort.RowSortKey;
 import dev.sluice.spark.sort.SortedRowPartitioner;
 import dev.sluice.spark.sort.SortedRowSerializer;
@@ -26,7 +27,6 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnsafeRowSerializer;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
-import scala.Option;
 import scala.Tuple2;
 import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Map;
@@ -136,17 +136,11 @@ public final class SluiceSortExchangeExec extends SparkPlan {
               child.output().size(),
               key);
       ShuffleDependency<Object, InternalRow, InternalRow> dep =
-          new ShuffleDependency<>(
+          LineShim.rowDependency(
               rows,
               new SortedRowPartitioner(ranges),
               serializer,
-              Option.empty(),
-              Option.empty(),
-              false,
-              ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(metrics.write),
-              ClassTag$.MODULE$.Any(),
-              ClassTag$.MODULE$.apply(InternalRow.class),
-              ClassTag$.MODULE$.apply(InternalRow.class));
+              ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(metrics.write));
       int[] bounds =
           coalescable
                   && conf().coalesceShufflePartitionsEnabled()
