@@ -14,7 +14,9 @@
 # TPC-DS queries at scale factor 0.01 under both managers, the TPC-H
 # benchmark's interleaved protocol over two sets of processes, the 4.0 jar on
 # Spark 3.5, 4.1 and 4.2 falling back to the sort shuffle and the 4.1 and 4.2
-# jars running natively there, a pyspark per line from PyPI in
+# jars running natively there, their map statuses carrying the row
+# checksums Spark's writers compute, the pip package installed into a fresh
+# venv beside pyspark 4.0 and 4.2, a pyspark per line from PyPI in
 # spark/.venv-spark-LINE; executors that come and go in
 # standalone clusters on loopback: the external shuffle service under dynamic
 # allocation, decommissioning, a kill mid-commit, speculative SQL map tasks;

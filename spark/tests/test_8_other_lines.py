@@ -172,3 +172,75 @@ def test_map_statuses_carry_the_row_checksums_spark_s_writers_compute(tmp_path, 
     assert all(v != 0 for values in got["sort"].values() for v in values), got
     assert len(got["sluice-plans"]) >= 5, got
     assert all(v != 0 for values in got["sluice-plans"].values() for v in values), got
+
+
+_WHEEL_JOB = r"""
+import sys
+from operator import add
+from pyspark.sql import SparkSession
+import sluice_spark
+local, how = sys.argv[1], sys.argv[2]
+b = (SparkSession.builder.master("local[2]").appName("sluice-wheel")
+     .config("spark.ui.enabled", "false").config("spark.local.dir", local))
+if how == "configure":
+    b = sluice_spark.configure(b)
+s = b.getOrCreate()
+sc = s.sparkContext
+assert sc.getConf().get("spark.shuffle.manager") == sluice_spark.SHUFFLE_MANAGER
+pairs = sc.parallelize(range(60000), 4).map(lambda x: (x % 7, 1)).reduceByKey(add, 3)
+assert sorted(pairs.collect()) == [(k, len(range(k, 60000, 7))) for k in range(7)]
+rows = s.range(0, 50000, numPartitions=4).selectExpr("id % 13 AS k").groupBy("k").count().collect()
+assert sorted((r[0], r[1]) for r in rows) == [(k, len(range(k, 50000, 13))) for k in range(13)]
+print("map outputs", sc._jvm.dev.sluice.spark.SluiceMetrics.mapOutputs())
+print("spark", sc.version)
+s.stop()
+"""
+
+# Two lines the wheel carries a jar for, each with its own pyspark.
+WHEEL_LINES = {"4.0": "4.0.1", "4.2": OTHER_LINES["4.2"]}
+
+
+@pytest.mark.extended
+@pytest.mark.parametrize("line", sorted(WHEEL_LINES))
+def test_the_wheel_in_a_fresh_venv_runs_a_sluice_shuffle(tmp_path, line):
+    """`pip install` of the wheel `spark/build.sh --wheel` builds, into a
+    fresh venv beside that line's pyspark: `sluice-spark conf` prints the
+    flags for the installed pyspark, a job run with them (spark-submit) and
+    one configured in code (`sluice_spark.configure`) both run their
+    shuffles on Sluice with the right answers."""
+    wheels = sorted((HERE.parent / "target").glob("sluice_spark-*.whl"))
+    if not wheels:
+        subprocess.run(["bash", str(HERE.parent / "build.sh"), "--wheel"], check=True)
+        wheels = sorted((HERE.parent / "target").glob("sluice_spark-*.whl"))
+    assert len(wheels) == 1, wheels
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+           "--disable-pip-version-check"]
+    subprocess.run(pip + [f"pyspark=={WHEEL_LINES[line]}", str(wheels[0])], check=True)
+    cli = venv / "bin" / "sluice-spark"
+    lines = subprocess.run([str(cli), "lines"], capture_output=True, text=True, check=True)
+    assert lines.stdout.split() == ["4.0", "4.1", "4.2"]
+    conf = subprocess.run([str(cli), "conf"], capture_output=True, text=True, check=True)
+    flags = conf.stdout.split()
+    assert flags[0] == "--jars" and flags[1].endswith(f"sluice-spark-{line}_2.13.jar"), flags
+    assert str(venv) in flags[1] and pathlib.Path(flags[1]).is_file(), flags
+    none = subprocess.run([str(cli), "conf", "--line", "3.5"], capture_output=True, text=True)
+    assert none.returncode == 1 and "no jar for Spark 3.5" in none.stderr, none.stderr
+    env = dict(os.environ, PYSPARK_PYTHON=str(venv / "bin" / "python"),
+               SPARK_LOCAL_IP="127.0.0.1")
+    env.pop("SPARK_HOME", None)
+    job = tmp_path / "job.py"
+    job.write_text(_WHEEL_JOB)
+    runs = {
+        "configure": [str(venv / "bin" / "python"), str(job), str(tmp_path / "a"), "configure"],
+        "spark-submit": [str(venv / "bin" / "spark-submit"), *flags, str(job),
+                         str(tmp_path / "b"), "flags"],
+    }
+    for how, command in runs.items():
+        p = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+        assert p.returncode == 0, (how, p.stderr[-4000:])
+        out = p.stdout.split("\n")
+        assert f"spark {WHEEL_LINES[line]}" in out, (how, p.stdout)
+        outputs = [int(x.split()[-1]) for x in out if x.startswith("map outputs ")]
+        assert outputs and outputs[0] >= 4 + 4, (how, p.stdout)
