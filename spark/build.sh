@@ -12,7 +12,9 @@
 # the jar the tests, benchmarks and README use, also copied to
 # spark/target/sluice-spark-4.0_2.13.jar. --line 4.1 or --line 4.2 builds that
 # line's jar (spark/target/sluice-spark-4.1_2.13.jar, with its examples jar
-# beside it); --all-lines builds every line. Spark 3.5 (Scala 2.12) has no
+# beside it); --line 4.3 builds Spark 4.3's (on PyPI, not on Maven Central:
+# compiled against pyspark 4.3.0's jars); --all-lines builds
+# every line. Spark 3.5 (Scala 2.12) has no
 # jar yet: Sluice's jar falls back to the sort shuffle there. --wheel builds
 # every line and the pip package `sluice-spark` (spark/python: the jars, the
 # code that picks the installed pyspark's, the `sluice-spark` command) into
@@ -28,8 +30,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-LINES=(4.0 4.1 4.2)
+LINES=(4.0 4.1 4.2 4.3)
 DEFAULT_LINE=4.0
+# Lines whose Spark jars are on PyPI (in pyspark) but not on Maven Central:
+# compiled with javac against the jars of that pyspark, in spark/.venv-spark-L.
+declare -A PYPI_ONLY=([4.3]=4.3.0)
 lines=("$DEFAULT_LINE")
 wheel=0
 case "${1:-}" in
@@ -71,7 +76,34 @@ native=spark/target/native/native/linux-x86_64
 mkdir -p "$native"
 # The release profile keeps debug info for profiling; the jar does not need it.
 strip --strip-debug -o "$native/libsluice_jni.so" "$library"
+# A line from pyspark's jars: the main classes (not the examples), the
+# line's shim, the resources Maven would add, the line's version filled in.
+build_from_pyspark() {
+  local line=$1 version=$2 venv=spark/.venv-spark-$1 out=spark/target/line-$1
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  if [ "$("$venv/bin/python" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null)" != "$version" ]; then
+    "$venv/bin/pip" install -q --disable-pip-version-check "pyspark==$version"
+  fi
+  local jars
+  jars=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars
+  rm -rf "$out/classes" "$out/examples" && mkdir -p "$out/classes/dev/sluice/spark" "$out/examples"
+  javac --release 17 -nowarn -encoding UTF-8 -d "$out/classes" -cp "$jars/*" \
+    $(find spark/src/main/java "spark/src/line-$line/java" -name '*.java')
+  # The example and benchmark jobs go to their own jar, as Maven puts them.
+  mv "$out/classes/dev/sluice/spark/examples" "$out/examples/"
+  cp -r spark/src/main/resources/META-INF spark/target/native/native "$out/classes/"
+  sed "s/\${spark.version}/$version/" spark/src/main/resources/sluice-build.properties \
+    > "$out/classes/sluice-build.properties"
+  jar --create --file "spark/target/sluice-spark-${line}_2.13.jar" -C "$out/classes" .
+  mkdir -p "$out/examples/dev/sluice/spark" && mv "$out/examples/examples" "$out/examples/dev/sluice/spark/"
+  jar --create --file "spark/target/sluice-spark-examples-${line}_2.13.jar" -C "$out/examples" .
+  echo "built $(pwd)/spark/target/sluice-spark-${line}_2.13.jar (Spark $line, from pyspark $version's jars)"
+}
 for line in "${lines[@]}"; do
+  if [ -n "${PYPI_ONLY[$line]:-}" ]; then
+    build_from_pyspark "$line" "${PYPI_ONLY[$line]}"
+    continue
+  fi
   (cd spark && mvn -q -B package -Dmaven.test.skip=true "-Pspark-$line")
   if [ "$line" = "$DEFAULT_LINE" ]; then
     built=spark/target

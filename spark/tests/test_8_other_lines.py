@@ -20,9 +20,10 @@ from conftest import JAR
 
 HERE = pathlib.Path(__file__).resolve().parent
 # The newest release of each other line on PyPI (2026-11-29); 3.5 is Scala 2.12.
-OTHER_LINES = {"3.5": "3.5.9", "4.1": "4.1.4", "4.2": "4.2.1"}
+# 4.3 is on PyPI only (its jar is compiled against pyspark 4.3.0's jars).
+OTHER_LINES = {"3.5": "3.5.9", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}
 # The lines with a jar of their own (spark/build.sh --line L).
-BUILT_LINES = ("4.1", "4.2")
+BUILT_LINES = ("4.1", "4.2", "4.3")
 PYTEST = "pytest==8.3.5"
 
 _JOB = r"""
@@ -138,8 +139,20 @@ kept = [df.repartition(7, "k").selectExpr("sum(w)", "max(v)"),
         df.orderBy("v")]
 for q in kept:
     q.collect()
-st = s.sparkContext._jsc.sc().env().mapOutputTracker().shuffleStatuses()
-ids = s.sparkContext._jvm.scala.jdk.javaapi.CollectionConverters.asJava(st.keySet())
+jvm = s.sparkContext._jvm
+
+
+def field(obj, cls, name):
+    # Read through fields: pyspark 4.3.0 lacks a class some SparkEnv method names
+    # (protobuf), so py4j's method lookup on SparkEnv fails there.
+    f = jvm.java.lang.Class.forName(cls).getDeclaredField(name)
+    f.setAccessible(True)
+    return f.get(obj)
+
+
+env = field(field(None, "org.apache.spark.SparkEnv$", "MODULE$"), "org.apache.spark.SparkEnv$", "env")
+st = field(env, "org.apache.spark.SparkEnv", "mapOutputTracker").shuffleStatuses()
+ids = jvm.scala.jdk.javaapi.CollectionConverters.asJava(st.keySet())
 print(json.dumps({int(i): [m.checksumValue() for m in st.get(i).get().mapStatuses()]
                   for i in ids}))
 s.stop()
@@ -220,7 +233,7 @@ def test_the_wheel_in_a_fresh_venv_runs_a_sluice_shuffle(tmp_path, line):
     subprocess.run(pip + [f"pyspark=={WHEEL_LINES[line]}", str(wheels[0])], check=True)
     cli = venv / "bin" / "sluice-spark"
     lines = subprocess.run([str(cli), "lines"], capture_output=True, text=True, check=True)
-    assert lines.stdout.split() == ["4.0", "4.1", "4.2"]
+    assert lines.stdout.split() == ["4.0", "4.1", "4.2", "4.3"]
     conf = subprocess.run([str(cli), "conf"], capture_output=True, text=True, check=True)
     flags = conf.stdout.split()
     assert flags[0] == "--jars" and flags[1].endswith(f"sluice-spark-{line}_2.13.jar"), flags

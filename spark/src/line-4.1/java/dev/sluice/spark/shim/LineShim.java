@@ -6,6 +6,10 @@ import org.apache.spark.rdd.RDD;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.shuffle.ShuffleWriteProcessor;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
+import org.apache.spark.sql.execution.metric.SQLMetric;
 import scala.Tuple2;
 import scala.reflect.ClassTag$;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRowChecksum$;
@@ -97,5 +101,19 @@ public final class LineShim {
         ClassTag$.MODULE$.Any(),
         ClassTag$.MODULE$.apply(InternalRow.class),
         ClassTag$.MODULE$.apply(InternalRow.class));
+  }
+
+  /**
+   * Spark SQL's shuffle dependency for {@code partitioning} of {@code input}'s rows, as Spark's own
+   * exchange builds it ({@code ShuffleExchangeExec.prepareShuffleDependency}).
+   */
+  public static ShuffleDependency<Object, InternalRow, InternalRow> prepareShuffleDependency(
+      RDD<InternalRow> input,
+      Seq<Attribute> output,
+      Partitioning partitioning,
+      Serializer serializer,
+      scala.collection.immutable.Map<String, SQLMetric> writeMetrics) {
+    return ShuffleExchangeExec$.MODULE$.prepareShuffleDependency(
+        input, output, partitioning, serializer, writeMetrics);
   }
 }

@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.shim.LineShim;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.ShuffleDependency;
@@ -12,7 +13,6 @@ import org.apache.spark.sql.catalyst.plans.physical.RoundRobinPartitioning;
 import org.apache.spark.sql.execution.ShuffledRowRDD;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnsafeRowSerializer;
-import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.internal.SQLConf;
 import scala.collection.immutable.IndexedSeq;
@@ -107,7 +107,7 @@ public final class RoundRobinExchangeExec extends SparkPlan {
           SQLConf.withExistingConf(
               settings,
               () ->
-                  ShuffleExchangeExec$.MODULE$.prepareShuffleDependency(
+                  LineShim.prepareShuffleDependency(
                       input,
                       child.output(),
                       outputPartitioning(),
