@@ -293,3 +293,41 @@ fn the_row_checksum_rotation_agrees_with_java() {
     let bits = java_value(&source, "SUM_ROTATION_BITS");
     assert_eq!(bits.parse::<u32>(), Ok(sluice_jni::row_checksum::SUM_ROTATION_BITS));
 }
+
+/// The `native` methods `SluiceNative.java` declares, by name.
+fn java_natives() -> Vec<String> {
+    let source = java_source("jni/SluiceNative");
+    let mut names: Vec<String> = source
+        .split("static native ")
+        .skip(1)
+        .map(|decl| {
+            let head = decl.split('(').next().expect("a declaration");
+            head.split_whitespace().last().expect("a method name").to_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The JNI entry points the crate defines (in `src/calls`), by method name.
+fn rust_natives() -> Vec<String> {
+    const PREFIX: &str = "pub extern \"system\" fn Java_dev_sluice_spark_jni_SluiceNative_";
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/calls");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("src/calls") {
+        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("source");
+        for decl in text.split(PREFIX).skip(1) {
+            let name = decl.split(['<', '(']).next().expect("a name");
+            names.push(name.to_owned());
+        }
+    }
+    names.sort();
+    names
+}
+
+#[test]
+fn every_java_native_has_one_entry_point_and_no_entry_point_is_unused() {
+    let java = java_natives();
+    assert!(java.len() > 20, "{java:?}");
+    assert_eq!(java, rust_natives());
+}
