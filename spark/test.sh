@@ -5,7 +5,8 @@
 # (spark/requirements.txt) and runs spark/tests against real Spark in
 # local[2], local-cluster[2,1,1024] and a standalone cluster on loopback;
 # beside them, Apache Spark's own suites with Sluice switched on
-# (spark/suites/run.sh).
+# (spark/suites/run.sh). The jars of the other Spark lines are built in the
+# same lane (every line compiles in CI; their tests are extended).
 #
 #   bash spark/test.sh [--extended]
 #
@@ -64,15 +65,23 @@ if [ "$extended" = 1 ]; then
 else
   suites_args=(); marks=(-m "not extended")
 fi
-stage "JUnit (mvn test), then Spark's own suites (spark/suites/run.sh), beside pytest: > $lane_log"
+# The lines beside the default one (spark/build.sh): 4.3's jars come from PyPI.
+OTHER_LINES=(4.1 4.2 4.3)
+stage "JUnit (mvn test), the other lines' jars, then Spark's own suites (spark/suites/run.sh), beside pytest: > $lane_log"
 (
   junit_rc=0
   (cd spark && mvn -q -B test) || junit_rc=$?
-  echo "== JUnit ended (rc $junit_rc) at ${SECONDS} s; Spark's own suites"
+  echo "== JUnit ended (rc $junit_rc) at ${SECONDS} s; the other Spark lines' jars"
+  # Every line compiles (its shim against its Spark); its tests are extended.
+  lines_rc=0
+  for line in "${OTHER_LINES[@]}"; do
+    bash spark/build.sh --line "$line" || lines_rc=$?
+  done
+  echo "== the other lines built (rc $lines_rc) at ${SECONDS} s; Spark's own suites"
   suites_rc=0
   bash spark/suites/run.sh "${suites_args[@]}" || suites_rc=$?
   echo "== Spark's own suites ended (rc $suites_rc) at ${SECONDS} s"
-  [ "$junit_rc" = 0 ] && [ "$suites_rc" = 0 ]
+  [ "$junit_rc" = 0 ] && [ "$lines_rc" = 0 ] && [ "$suites_rc" = 0 ]
 ) >"$lane_log" 2>&1 &
 lane=$!
 trap 'pkill -P $lane 2>/dev/null; kill $lane 2>/dev/null || true' EXIT
