@@ -88,7 +88,7 @@ build_from_pyspark() {
   jars=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars
   rm -rf "$out/classes" "$out/examples" && mkdir -p "$out/classes/dev/sluice/spark" "$out/examples"
   javac --release 17 -nowarn -encoding UTF-8 -d "$out/classes" -cp "$jars/*" \
-    $(find spark/src/main/java "spark/src/line-$line/java" -name '*.java')
+    $(find spark/src/main/java "spark/src/line-$line/java" spark/src/line-4.1-on/java -name '*.java')
   # The example and benchmark jobs go to their own jar, as Maven puts them.
   mv "$out/classes/dev/sluice/spark/examples" "$out/examples/"
   cp -r spark/src/main/resources/META-INF spark/target/native/native "$out/classes/"

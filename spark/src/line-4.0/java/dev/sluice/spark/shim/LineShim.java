@@ -2,25 +2,25 @@ package dev.sluice.spark.shim;
 
 import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.Partitioner;
+import org.apache.spark.ShuffleDependency;
 import org.apache.spark.rdd.RDD;
+import org.apache.spark.scheduler.MapStatus;
+import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.shuffle.ShuffleWriteProcessor;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
-import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
-import org.apache.spark.sql.execution.metric.SQLMetric;
-import scala.Tuple2;
-import scala.reflect.ClassTag$;
-import org.apache.spark.ShuffleDependency;
-import org.apache.spark.scheduler.MapStatus;
-import org.apache.spark.scheduler.MapStatus$;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Sum;
+import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
 import org.apache.spark.sql.execution.adaptive.ShufflePartitionsUtil$;
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
+import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.storage.BlockManagerId;
 import scala.Option;
+import scala.Tuple2;
 import scala.collection.immutable.Seq;
+import scala.reflect.ClassTag$;
 
 /**
  * What differs between the Spark lines Sluice builds for, Spark 4.0's side. Each line's source

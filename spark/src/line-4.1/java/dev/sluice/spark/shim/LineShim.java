@@ -2,47 +2,30 @@ package dev.sluice.spark.shim;
 
 import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.Partitioner;
+import org.apache.spark.ShuffleDependency;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.shuffle.ShuffleWriteProcessor;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
-import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
-import org.apache.spark.sql.execution.metric.SQLMetric;
-import scala.Tuple2;
-import scala.reflect.ClassTag$;
-import org.apache.spark.sql.catalyst.expressions.UnsafeRowChecksum$;
-import org.apache.spark.sql.internal.SQLConf;
-import org.apache.spark.ShuffleDependency;
-import org.apache.spark.scheduler.MapStatus;
-import org.apache.spark.scheduler.MapStatus$;
-import org.apache.spark.shuffle.checksum.RowBasedChecksum;
-import org.apache.spark.sql.catalyst.expressions.aggregate.Sum;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
 import org.apache.spark.sql.execution.adaptive.ShufflePartitionsUtil$;
-import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
+import org.apache.spark.sql.execution.metric.SQLMetric;
 import scala.Option;
+import scala.Tuple2;
 import scala.collection.immutable.Seq;
+import scala.reflect.ClassTag$;
 
 /**
  * What differs between the Spark lines Sluice builds for, Spark 4.1's side. Each line's source
  * folder ({@code src/line-L/java}, added by the Maven profile {@code spark-L}) has this class with
- * the same methods; the rest of Sluice calls only these where the lines differ.
+ * the same methods; the rest of Sluice calls only these where the lines differ. What 4.1 and the
+ * lines after it share comes from {@link LaterLines}.
  */
-public final class LineShim {
+public final class LineShim extends LaterLines {
   private LineShim() {}
-
-  /** A map task's status with the row checksum Spark 4.1 added (SPARK-51756). */
-  public static MapStatus mapStatus(
-      BlockManagerId location, long[] lengths, long mapId, long rowChecksum) {
-    return MapStatus$.MODULE$.apply(location, lengths, mapId, rowChecksum);
-  }
-
-  /** A sum's overflow mode (legacy, ANSI or TRY). */
-  public static scala.Enumeration.Value evalMode(Sum sum) {
-    return sum.evalContext().evalMode();
-  }
 
   /** Spark's coalescing of adaptive execution's shuffle partitions. */
   public static Seq<Seq<ShufflePartitionSpec>> coalescePartitions(
@@ -52,42 +35,23 @@ public final class LineShim {
       int minPartitions,
       long minPartitionBytes) {
     return ShufflePartitionsUtil$.MODULE$.coalescePartitions(
-        stats, specs, advisoryBytes, minPartitions, minPartitionBytes);
-  }
-
-  /**
-   * The shuffle's row checksums (Spark's {@code RowBasedChecksum}, one per reduce partition),
-   * empty when it has none.
-   */
-  public static Object[] rowChecksums(ShuffleDependency<?, ?, ?> dep) {
-    return dep.rowBasedChecksums();
-  }
-
-  /** Adds one (key, value) pair to a checksum {@link #rowChecksums} gave. */
-  public static void updateRowChecksum(Object checksum, Object key, Object value) {
-    ((RowBasedChecksum) checksum).update(key, value);
-  }
-
-  /** A checksum's value, as Spark's writers read it ({@code RowBasedChecksum.getValue}). */
-  public static long rowChecksumValue(Object checksum) {
-    return ((RowBasedChecksum) checksum).getValue();
+        stats,
+        specs,
+        advisoryBytes,
+        minPartitions,
+        minPartitionBytes);
   }
 
   /**
    * A Spark SQL shuffle of rows (key ignored) that Sluice plans itself, with what Spark's {@code
-   * ShuffleExchangeExec.prepareShuffleDependency} gives its own: the row checksums of Spark 4.1
-   * and later where the session asks for them.
+   * ShuffleExchangeExec.prepareShuffleDependency} gives its own: the row checksums the session
+   * asks for.
    */
   public static ShuffleDependency<Object, InternalRow, InternalRow> rowDependency(
       RDD<Tuple2<Object, InternalRow>> rows,
       Partitioner partitioner,
       Serializer serializer,
       ShuffleWriteProcessor writer) {
-    SQLConf conf = SQLConf.get();
-    boolean fullRetry = conf.shuffleChecksumMismatchFullRetryEnabled();
-    int n = conf.shuffleOrderIndependentChecksumEnabled() || fullRetry
-        ? partitioner.numPartitions()
-        : 0;
     return new ShuffleDependency<>(
         rows,
         partitioner,
@@ -96,8 +60,8 @@ public final class LineShim {
         Option.empty(),
         false,
         writer,
-        UnsafeRowChecksum$.MODULE$.createUnsafeRowChecksums(n),
-        fullRetry,
+        sessionRowChecksums(partitioner.numPartitions()),
+        fullRetry(),
         ClassTag$.MODULE$.Any(),
         ClassTag$.MODULE$.apply(InternalRow.class),
         ClassTag$.MODULE$.apply(InternalRow.class));
@@ -114,6 +78,10 @@ public final class LineShim {
       Serializer serializer,
       scala.collection.immutable.Map<String, SQLMetric> writeMetrics) {
     return ShuffleExchangeExec$.MODULE$.prepareShuffleDependency(
-        input, output, partitioning, serializer, writeMetrics);
+        input,
+        output,
+        partitioning,
+        serializer,
+        writeMetrics);
   }
 }
