@@ -10,12 +10,11 @@
 #
 # By default the default line, 4.0 (Spark 4.0.1): spark/target/sluice-spark.jar,
 # the jar the tests, benchmarks and README use, also copied to
-# spark/target/sluice-spark-4.0_2.13.jar. --line 4.1 or --line 4.2 builds that
+# spark/target/sluice-spark-4.0_2.13.jar. --line 3.5, 4.1 or 4.2 builds that
 # line's jar (spark/target/sluice-spark-4.1_2.13.jar, with its examples jar
-# beside it); --line 4.3 builds Spark 4.3's (on PyPI, not on Maven Central:
-# compiled against pyspark 4.3.0's jars); --all-lines builds
-# every line. Spark 3.5 (Scala 2.12) has no
-# jar yet: Sluice's jar falls back to the sort shuffle there. --wheel builds
+# beside it; Spark 3.5's is Scala 2.12's, sluice-spark-3.5_2.12.jar); --line
+# 4.3 builds Spark 4.3's (on PyPI, not on Maven Central: compiled against
+# pyspark 4.3.0's jars); --all-lines builds every line. --wheel builds
 # every line and the pip package `sluice-spark` (spark/python: the jars, the
 # code that picks the installed pyspark's, the `sluice-spark` command) into
 # spark/target/sluice_spark-VERSION-py3-none-manylinux_2_28_x86_64.whl.
@@ -30,8 +29,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-LINES=(4.0 4.1 4.2 4.3)
+LINES=(3.5 4.0 4.1 4.2 4.3)
 DEFAULT_LINE=4.0
+# The Scala version of each line's Spark (the jar's name ends in it).
+declare -A SCALA=([3.5]=2.12 [4.0]=2.13 [4.1]=2.13 [4.2]=2.13 [4.3]=2.13)
 # Lines whose Spark jars are on PyPI (in pyspark) but not on Maven Central:
 # compiled with javac against the jars of that pyspark, in spark/.venv-spark-L.
 declare -A PYPI_ONLY=([4.3]=4.3.0)
@@ -88,16 +89,17 @@ build_from_pyspark() {
   jars=$("$venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars
   rm -rf "$out/classes" "$out/examples" && mkdir -p "$out/classes/dev/sluice/spark" "$out/examples"
   javac --release 17 -nowarn -encoding UTF-8 -d "$out/classes" -cp "$jars/*" \
-    $(find spark/src/main/java "spark/src/line-$line/java" spark/src/line-4.1-on/java -name '*.java')
+    $(find spark/src/main/java "spark/src/line-$line/java" spark/src/line-4.1-on/java \
+      spark/src/line-4.x/java -name '*.java')
   # The example and benchmark jobs go to their own jar, as Maven puts them.
   mv "$out/classes/dev/sluice/spark/examples" "$out/examples/"
   cp -r spark/src/main/resources/META-INF spark/target/native/native "$out/classes/"
   sed "s/\${spark.version}/$version/" spark/src/main/resources/sluice-build.properties \
     > "$out/classes/sluice-build.properties"
-  jar --create --file "spark/target/sluice-spark-${line}_2.13.jar" -C "$out/classes" .
+  jar --create --file "spark/target/sluice-spark-${line}_${SCALA[$line]}.jar" -C "$out/classes" .
   mkdir -p "$out/examples/dev/sluice/spark" && mv "$out/examples/examples" "$out/examples/dev/sluice/spark/"
-  jar --create --file "spark/target/sluice-spark-examples-${line}_2.13.jar" -C "$out/examples" .
-  echo "built $(pwd)/spark/target/sluice-spark-${line}_2.13.jar (Spark $line, from pyspark $version's jars)"
+  jar --create --file "spark/target/sluice-spark-examples-${line}_${SCALA[$line]}.jar" -C "$out/examples" .
+  echo "built $(pwd)/spark/target/sluice-spark-${line}_${SCALA[$line]}.jar (Spark $line, from pyspark $version's jars)"
 }
 for line in "${lines[@]}"; do
   if [ -n "${PYPI_ONLY[$line]:-}" ]; then
@@ -110,9 +112,9 @@ for line in "${lines[@]}"; do
   else
     built=spark/target/line-$line
   fi
-  cp "$built/sluice-spark.jar" "spark/target/sluice-spark-${line}_2.13.jar"
-  cp "$built/sluice-spark-examples.jar" "spark/target/sluice-spark-examples-${line}_2.13.jar"
-  echo "built $(pwd)/spark/target/sluice-spark-${line}_2.13.jar (Spark $line)"
+  cp "$built/sluice-spark.jar" "spark/target/sluice-spark-${line}_${SCALA[$line]}.jar"
+  cp "$built/sluice-spark-examples.jar" "spark/target/sluice-spark-examples-${line}_${SCALA[$line]}.jar"
+  echo "built $(pwd)/spark/target/sluice-spark-${line}_${SCALA[$line]}.jar (Spark $line)"
 done
 if [[ " ${lines[*]} " == *" $DEFAULT_LINE "* ]]; then
   echo "built $(pwd)/spark/target/sluice-spark.jar and sluice-spark-examples.jar"
@@ -126,7 +128,7 @@ if [ "$wheel" = 1 ]; then
   rm -rf "$stage" spark/target/sluice_spark-*.whl && cp -r spark/python "$stage"
   mkdir -p "$stage/sluice_spark/jars"
   for line in "${LINES[@]}"; do
-    cp "spark/target/sluice-spark-${line}_2.13.jar" "$stage/sluice_spark/jars/"
+    cp "spark/target/sluice-spark-${line}_${SCALA[$line]}.jar" "$stage/sluice_spark/jars/"
   done
   "$tools/bin/pip" wheel -q --no-deps --no-build-isolation -w spark/target "$stage"
   "$tools/bin/python" -m wheel tags --remove --platform-tag "manylinux_${GLIBC_FLOOR/./_}_x86_64" \

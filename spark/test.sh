@@ -67,22 +67,16 @@ else
 fi
 # The lines beside the default one whose Spark is on Maven Central (4.3's
 # jar, compiled against pyspark's jars, is built by the extended tests).
-OTHER_LINES=(4.1 4.2)
-stage "JUnit (mvn test), the other lines' jars, then Spark's own suites (spark/suites/run.sh), beside pytest: > $lane_log"
+OTHER_LINES=(3.5 4.1 4.2)
+stage "JUnit (mvn test), then Spark's own suites (spark/suites/run.sh), beside pytest: > $lane_log"
 (
   junit_rc=0
   (cd spark && mvn -q -B test) || junit_rc=$?
-  echo "== JUnit ended (rc $junit_rc) at ${SECONDS} s; the other Spark lines' jars"
-  # Every line compiles (its shim against its Spark); its tests are extended.
-  lines_rc=0
-  for line in "${OTHER_LINES[@]}"; do
-    bash spark/build.sh --line "$line" || lines_rc=$?
-  done
-  echo "== the other lines built (rc $lines_rc) at ${SECONDS} s; Spark's own suites"
+  echo "== JUnit ended (rc $junit_rc) at ${SECONDS} s; Spark's own suites"
   suites_rc=0
   bash spark/suites/run.sh "${suites_args[@]}" || suites_rc=$?
   echo "== Spark's own suites ended (rc $suites_rc) at ${SECONDS} s"
-  [ "$junit_rc" = 0 ] && [ "$lines_rc" = 0 ] && [ "$suites_rc" = 0 ]
+  [ "$junit_rc" = 0 ] && [ "$suites_rc" = 0 ]
 ) >"$lane_log" 2>&1 &
 lane=$!
 trap 'pkill -P $lane 2>/dev/null; kill $lane 2>/dev/null || true' EXIT
@@ -90,12 +84,19 @@ stage "pytest spark/tests"
 pytest_rc=0
 spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 "${marks[@]}" spark/tests \
   || pytest_rc=$?
-stage "pytest ended (rc $pytest_rc); waiting for the JUnit tests and Spark's own suites"
+# Every other line compiles (its shims against its Spark; its tests are
+# extended), in this lane, which ends before the other.
+stage "pytest ended (rc $pytest_rc); the other Spark lines' jars (${OTHER_LINES[*]})"
+lines_rc=0
+for line in "${OTHER_LINES[@]}"; do
+  bash spark/build.sh --line "$line" || lines_rc=$?
+done
+stage "the other lines built (rc $lines_rc); waiting for the JUnit tests and Spark's own suites"
 lane_rc=0
 wait $lane || lane_rc=$?
 trap - EXIT
 stage "JUnit and Spark's own suites ended (rc $lane_rc); their output:"
 cat "$lane_log"
 stage "done"
-[ "$pytest_rc" = 0 ] && [ "$lane_rc" = 0 ]
+[ "$pytest_rc" = 0 ] && [ "$lines_rc" = 0 ] && [ "$lane_rc" = 0 ]
 

@@ -20,9 +20,9 @@
 # SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves out of CI.
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
-# --line 4.1 or --line 4.2 runs the suites of that Spark line (its test jars, 4.1.1 or 4.2.0, the
-# newest on Maven Central; pyspark of the same version in spark/.venv-suites-L) against that
-# line's Sluice jar (spark/build.sh --line L); the default is the 4.0 line (Spark 4.0.1).
+# --line 3.5, 4.1 or 4.2 runs the suites of that Spark line (its test jars: 3.5.7 for Scala 2.12,
+# 4.1.1, 4.2.0; pyspark of the same version in spark/.venv-suites-L) against that line's Sluice
+# jar (spark/build.sh --line L); the default is the 4.0 line (Spark 4.0.1).
 # SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, ...: the names above);
 # the default is the eight CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
 # spark/test.sh); the Sluice jar from spark/build.sh.
@@ -52,13 +52,16 @@ while [ $# -gt 0 ]; do
 done
 [ ${#suites[@]} -gt 0 ] || suites=("${ci_suites[@]}")
 
+scala=2.13
 case "$line" in
   "") py=spark/.venv/bin/python; tag=""; jar=spark/target/sluice-spark.jar; build=() ;;
-  4.1|4.2)
-    [ "$line" = 4.1 ] && version=4.1.1 || version=4.2.0
+  3.5|4.1|4.2)
+    declare -A versions=([3.5]=3.5.7 [4.1]=4.1.1 [4.2]=4.2.0)
+    version=${versions[$line]}
+    [ "$line" = 3.5 ] && scala=2.12
     py=spark/.venv-suites-$line/bin/python; tag=-$line
-    jar=spark/target/sluice-spark-${line}_2.13.jar; build=(--line "$line") ;;
-  *) echo "--line takes 4.1 or 4.2" >&2; exit 2 ;;
+    jar=spark/target/sluice-spark-${line}_$scala.jar; build=(--line "$line") ;;
+  *) echo "--line takes 3.5, 4.1 or 4.2" >&2; exit 2 ;;
 esac
 if [ ! -x "$py" ]; then
   python3 -m venv "$(dirname "$(dirname "$py")")"
@@ -75,7 +78,7 @@ lib=$root/spark/suites/target/lib$tag
 if [ ! -f "$lib/.complete" ]; then
   rm -rf "$lib"
   (cd spark/suites && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$lib" \
-    ${line:+-Dspark.version=$version} -DexcludeArtifactIds=scala-library,scala-reflect,scala-xml)
+    ${line:+-Dspark.version=$version} -Dscala.binary.version=$scala -DexcludeArtifactIds=scala-library,scala-reflect,scala-xml)
   touch "$lib/.complete"
 fi
 # SQLQueryTestSuite's input and golden files and the tables they load, unpacked from the
@@ -85,7 +88,7 @@ fi
 resources=$root/spark/suites/target/resources$tag
 if [ ! -f "$resources/.complete" ]; then
   rm -rf "$resources" && mkdir -p "$resources"
-  (cd "$resources" && unzip -q -o "$lib"/spark-sql_2.13-*-tests.jar 'sql-tests/*' 'test-data/*')
+  (cd "$resources" && unzip -q -o "$lib"/spark-sql_$scala-*-tests.jar 'sql-tests/*' 'test-data/*')
   touch "$resources/.complete"
 fi
 
@@ -97,7 +100,13 @@ if [ "$control" = 0 ]; then
   rm -rf "$classes" && mkdir -p "$classes"
   cp="$root/$jar:$cp"
   # src-4.1-on: wrappers of suites that Spark 4.1 added (not in 4.0.1's test jars).
-  javac -nowarn -d "$classes" -cp "$cp" $(find spark/suites/src ${line:+spark/suites/src-4.1-on} -name '*.java')
+  # 3.5 (Scala 2.12): not SluiceSQLQueryTestSuite, which overrides a method of Scala 2.13's
+  # collections.
+  later=() skip=()
+  [[ "$line" == 4.* ]] && later=(spark/suites/src-4.1-on)
+  [ "$line" = 3.5 ] && skip=(-not -name SluiceSQLQueryTestSuite.java)
+  javac -nowarn -d "$classes" -cp "$cp" \
+    $(find spark/suites/src "${later[@]}" -name '*.java' "${skip[@]}")
   cp="$classes:$cp"
 fi
 
@@ -119,11 +128,12 @@ for s in "${suites[@]}"; do
     SQLWindowFunctionSuite|ExchangeSuite|PlannerSuite)
       [ "$control" = 1 ] && c=org.apache.spark.sql.execution.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     MapStatusEndToEndSuite)
-      [ -n "$line" ] || { echo "MapStatusEndToEndSuite is in Spark 4.1 and later (--line)" >&2; exit 2; }
+      [[ "$line" == 4.* ]] || { echo "MapStatusEndToEndSuite is in Spark 4.1 and later (--line)" >&2; exit 2; }
       [ "$control" = 1 ] && c=org.apache.spark.sql.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     SQLQueryTestSuite)
       # Its file selection and the folder of its golden files live in the Sluice subclass.
       [ "$control" = 1 ] && { echo "SQLQueryTestSuite has no --control run" >&2; exit 2; }
+      [ "$line" != 3.5 ] || { echo "SQLQueryTestSuite runs on 4.0 and later" >&2; exit 2; }
       c=dev.sluice.spark.suites.SluiceSQLQueryTestSuite ;;
     *) echo "unknown suite $s" >&2; exit 2 ;;
   esac
@@ -138,7 +148,7 @@ trap 'rm -rf "$work"' EXIT
 # Spark's own build runs its suites with these settings (spark.testing: local-cluster
 # executors get this JVM's class path; spark.test.home: where they find bin/ and jars/).
 # PYSPARK_PYTHON: the suites' Python UDF tests pickle their functions with the venv's pyspark.
-export SPARK_TESTING=1 SPARK_LOCAL_IP=127.0.0.1 SPARK_HOME="$spark_home" SPARK_SCALA_VERSION=2.13
+export SPARK_TESTING=1 SPARK_LOCAL_IP=127.0.0.1 SPARK_HOME="$spark_home" SPARK_SCALA_VERSION=$scala
 export PYSPARK_PYTHON="$root/$py"
 cd "$work"
 mkdir -p target/tmp

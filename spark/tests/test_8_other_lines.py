@@ -1,7 +1,7 @@
 """Sluice on the Spark lines beside its default (4.0). Each line's own jar
-(`spark/build.sh --line L`: the same source with that line's shim) runs
-natively on that line, and test_1_local.py (every workload against the sort
-shuffle) passes there; the default line's jar on another line logs one
+(`spark/build.sh --line L`: the same source with that line's shim; Spark
+3.5's for Scala 2.12) runs natively on that line, and test_1_local.py (every
+workload against the sort shuffle) passes there; the default line's jar on another line logs one
 warning and runs every job on Spark's sort shuffle with Spark's answers,
 never a failed task (a jar built for 4.0 used to fail every map task on 4.1
 with NoSuchMethodError). Each line runs in a venv of its own with that
@@ -23,18 +23,24 @@ HERE = pathlib.Path(__file__).resolve().parent
 # 4.3 is on PyPI only (its jar is compiled against pyspark 4.3.0's jars).
 OTHER_LINES = {"3.5": "3.5.9", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}
 # The lines with a jar of their own (spark/build.sh --line L).
-BUILT_LINES = ("4.1", "4.2", "4.3")
+BUILT_LINES = ("3.5", "4.1", "4.2", "4.3")
+# The lines with Spark's row checksums (4.1 added them).
+CHECKSUM_LINES = ("4.1", "4.2", "4.3")
 PYTEST = "pytest==8.3.5"
 
 _JOB = r"""
 import sys
 from operator import add
 from pyspark.sql import SparkSession
-jar, local = sys.argv[1], sys.argv[2]
-s = (SparkSession.builder.master("local[2]").appName("sluice-other-line")
+jar, local, name_rules = sys.argv[1], sys.argv[2], sys.argv[3] == "rules"
+b = (SparkSession.builder.master("local[2]").appName("sluice-other-line")
      .config("spark.jars", jar)
      .config("spark.shuffle.manager", "dev.sluice.spark.SluiceShuffleManager")
-     .config("spark.ui.enabled", "false").config("spark.local.dir", local).getOrCreate())
+     .config("spark.ui.enabled", "false").config("spark.local.dir", local))
+if name_rules:
+    # pyspark 3.5 finds no session extension in a jar by itself.
+    b = b.config("spark.sql.extensions", "dev.sluice.spark.sql.SluiceSqlExtensions")
+s = b.getOrCreate()
 sc = s.sparkContext
 pairs = sc.parallelize(range(100000), 4).map(lambda x: (x % 10, 1)).reduceByKey(add, 3)
 assert sorted(pairs.collect()) == [(k, 10000) for k in range(10)]
@@ -63,8 +69,12 @@ def venv_of(line, version):
     return python
 
 
+def scala_of(line):
+    return "2.12" if line == "3.5" else "2.13"
+
+
 def line_jar(line):
-    jar = HERE.parent / "target" / f"sluice-spark-{line}_2.13.jar"
+    jar = HERE.parent / "target" / f"sluice-spark-{line}_{scala_of(line)}.jar"
     if not jar.exists():
         subprocess.run(["bash", str(HERE.parent / "build.sh"), "--line", line], check=True)
     return jar
@@ -76,7 +86,8 @@ def test_a_line_s_own_jar_runs_natively_on_it(tmp_path, line):
     python = venv_of(line, OTHER_LINES[line])
     jar = line_jar(line)
     env = dict(os.environ, PYSPARK_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
-    p = subprocess.run([str(python), "-c", _JOB, str(jar), str(tmp_path / "job")],
+    rules = "rules" if line == "3.5" else "no"
+    p = subprocess.run([str(python), "-c", _JOB, str(jar), str(tmp_path / "job"), rules],
                        capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stderr[-4000:]
     out = p.stdout.split("\n")
@@ -92,20 +103,30 @@ def test_a_line_s_own_jar_runs_natively_on_it(tmp_path, line):
     assert " passed" in t.stdout.splitlines()[-1] and "failed" not in t.stdout.splitlines()[-1]
 
 
+# (the running line, the jar's line): the default line's jar on every other
+# line, and 3.5's (Scala 2.12) on the default line, whose SQL rules Spark 4
+# finds in the jar by itself.
+FALLBACKS = [(line, "4.0") for line in sorted(OTHER_LINES)] + [("4.0", "3.5")]
+
+
 @pytest.mark.extended
-@pytest.mark.parametrize("line", sorted(OTHER_LINES))
-def test_a_jar_on_another_spark_line_falls_back_to_the_sort_shuffle(tmp_path, line):
-    python = venv_of(line, OTHER_LINES[line])
+@pytest.mark.parametrize("line,jar_line", FALLBACKS)
+def test_a_jar_on_another_spark_line_falls_back_to_the_sort_shuffle(tmp_path, line, jar_line):
+    if line == "4.0":
+        python, version, jar = pathlib.Path(sys.executable), "4.0.1", line_jar(jar_line)
+    else:
+        python, version, jar = venv_of(line, OTHER_LINES[line]), OTHER_LINES[line], JAR
     env = dict(os.environ, PYSPARK_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
-    p = subprocess.run([str(python), "-c", _JOB, str(JAR), str(tmp_path)],
+    p = subprocess.run([str(python), "-c", _JOB, str(jar), str(tmp_path), "no"],
                        capture_output=True, text=True, timeout=600, env=env)
     assert p.returncode == 0, p.stderr[-4000:]
     out = p.stdout.split("\n")
-    assert f"spark {OTHER_LINES[line]}" in out, p.stdout
+    assert f"spark {version}" in out, p.stdout
     assert "native nodes 0" in out and "map outputs 0" in out, p.stdout
-    warned = [w for w in p.stderr.splitlines() if "this Sluice jar is built for Spark 4.0" in w]
+    warned = [w for w in p.stderr.splitlines()
+              if f"this Sluice jar is built for Spark {jar_line}" in w]
     assert len(warned) == 1, p.stderr[-4000:]
-    assert f"and this is Spark {OTHER_LINES[line]}; every shuffle runs on" in warned[0]
+    assert f"and this is Spark {version}; every shuffle runs on" in warned[0]
 
 
 _CHECKSUMS = r"""
@@ -160,7 +181,7 @@ s.stop()
 
 
 @pytest.mark.extended
-@pytest.mark.parametrize("line", BUILT_LINES)
+@pytest.mark.parametrize("line", CHECKSUM_LINES)
 def test_map_statuses_carry_the_row_checksums_spark_s_writers_compute(tmp_path, line):
     """Spark 4.1's order-independent row checksum (default on in 4.2): under
     Sluice every map status of a SQL shuffle of Spark's plans carries the
@@ -209,8 +230,9 @@ print("spark", sc.version)
 s.stop()
 """
 
-# Two lines the wheel carries a jar for, each with its own pyspark.
-WHEEL_LINES = {"4.0": "4.0.1", "4.2": OTHER_LINES["4.2"]}
+# Three lines the wheel carries a jar for, each with its own pyspark: 3.5 needs
+# the class path settings, 4.0 is the default line.
+WHEEL_LINES = {"3.5": OTHER_LINES["3.5"], "4.0": "4.0.1", "4.2": OTHER_LINES["4.2"]}
 
 
 @pytest.mark.extended
@@ -233,13 +255,20 @@ def test_the_wheel_in_a_fresh_venv_runs_a_sluice_shuffle(tmp_path, line):
     subprocess.run(pip + [f"pyspark=={WHEEL_LINES[line]}", str(wheels[0])], check=True)
     cli = venv / "bin" / "sluice-spark"
     lines = subprocess.run([str(cli), "lines"], capture_output=True, text=True, check=True)
-    assert lines.stdout.split() == ["4.0", "4.1", "4.2", "4.3"]
+    assert lines.stdout.split() == ["3.5", "4.0", "4.1", "4.2", "4.3"]
     conf = subprocess.run([str(cli), "conf"], capture_output=True, text=True, check=True)
     flags = conf.stdout.split()
-    assert flags[0] == "--jars" and flags[1].endswith(f"sluice-spark-{line}_2.13.jar"), flags
-    assert str(venv) in flags[1] and pathlib.Path(flags[1]).is_file(), flags
-    none = subprocess.run([str(cli), "conf", "--line", "3.5"], capture_output=True, text=True)
-    assert none.returncode == 1 and "no jar for Spark 3.5" in none.stderr, none.stderr
+    jar = flags[1]
+    assert flags[0] == "--jars" and jar.endswith(f"sluice-spark-{line}_{scala_of(line)}.jar"), flags
+    assert str(venv) in jar and pathlib.Path(jar).is_file(), flags
+    class_path = [f"spark.{side}.extraClassPath={jar}" for side in ("driver", "executor")]
+    if line == "3.5":
+        assert all(c in flags for c in class_path), flags
+        assert "spark.sql.extensions=dev.sluice.spark.sql.SluiceSqlExtensions" in flags, flags
+    else:
+        assert not any(c in flags for c in class_path), flags
+    none = subprocess.run([str(cli), "conf", "--line", "3.4"], capture_output=True, text=True)
+    assert none.returncode == 1 and "no jar for Spark 3.4" in none.stderr, none.stderr
     env = dict(os.environ, PYSPARK_PYTHON=str(venv / "bin" / "python"),
                SPARK_LOCAL_IP="127.0.0.1")
     env.pop("SPARK_HOME", None)

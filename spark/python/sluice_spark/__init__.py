@@ -2,11 +2,16 @@
 pyspark's line and the settings that switch it on.
 
 Each Spark line changes internal APIs the plugin calls, so the package
-carries one jar per line (``jars/sluice-spark-<line>_2.13.jar``, the native
-library inside) and picks the one of the running pyspark's major.minor
-line. From Spark 4.0 on, a shuffle manager may come from ``spark.jars``
-(the executors load the jar before they create it); a line the package has
-no jar for gets no Sluice settings, and Spark runs its own sort shuffle.
+carries one jar per line (``jars/sluice-spark-<line>_<scala>.jar``: Scala
+2.12 for Spark 3.5, 2.13 from 4.0 on; the native library inside) and picks
+the one of the running pyspark's major.minor line. From Spark 4.0 on, a
+shuffle manager may come from ``spark.jars`` (the executors load the jar
+before they create it); on 3.5 an executor creates its shuffle manager
+before it fetches ``spark.jars``, so the settings also put the jar on the
+driver's and executors' class path (the same path must hold the jar on every
+node), and name the SQL rules, which pyspark 3.5 does not look up in the
+jar. A line the package has no jar for gets no Sluice settings, and Spark
+runs its own sort shuffle.
 """
 
 import pathlib
@@ -21,12 +26,15 @@ SHUFFLE_MANAGER = "dev.sluice.spark.SluiceShuffleManager"
 SQL_EXTENSIONS = "dev.sluice.spark.sql.SluiceSqlExtensions"
 
 _JARS = pathlib.Path(__file__).resolve().parent / "jars"
-_SCALA = "2.13"
+#: The lines whose executors need the jar on their class path: those before
+#: 4.0 (SPARK-45762 let a shuffle manager come from ``spark.jars``).
+_CLASS_PATH_LINES = ("3.5",)
 
 
 def _jars():
-    return {p.name[len("sluice-spark-"):-len(f"_{_SCALA}.jar")]: p
-            for p in sorted(_JARS.glob(f"sluice-spark-*_{_SCALA}.jar"))}
+    # sluice-spark-<line>_<scala>.jar
+    return {p.name[len("sluice-spark-"):].rsplit("_", 1)[0]: p
+            for p in sorted(_JARS.glob("sluice-spark-*_*.jar"))}
 
 
 #: The Spark lines (major.minor) this package carries a jar for.
@@ -56,13 +64,20 @@ def jar(line=None):
 def settings(line=None, sql_rules=False):
     """The Spark settings that switch Sluice on for ``line`` (default: the
     installed pyspark's), as a dict; empty where the package has no jar for
-    that line. ``sql_rules`` adds Sluice's SQL session extension (native
-    sorts and aggregates); without it SQL plans stay Spark's and only their
-    shuffles run on Sluice."""
+    that line. ``sql_rules`` names Sluice's SQL session extension (native
+    sorts and aggregates) in ``spark.sql.extensions``: Spark 4 installs it
+    from the jar without the setting, pyspark 3.5 only with it, so 3.5's
+    settings always name it."""
     path = jar(line)
     if path is None:
         return {}
     out = {"spark.jars": str(path), "spark.shuffle.manager": SHUFFLE_MANAGER}
+    if (line or _installed_line()) in _CLASS_PATH_LINES:
+        out["spark.driver.extraClassPath"] = str(path)
+        out["spark.executor.extraClassPath"] = str(path)
+        # Spark 4 finds the rules in the jar (a service); pyspark 3.5's
+        # session does not look, so they are named, as 4.x runs them.
+        sql_rules = True
     if sql_rules:
         out["spark.sql.extensions"] = SQL_EXTENSIONS
     return out
@@ -70,7 +85,8 @@ def settings(line=None, sql_rules=False):
 
 def configure(builder, line=None, sql_rules=False):
     """``builder`` (a ``SparkSession.Builder``) with Sluice switched on;
-    another ``spark.jars`` setting on it is kept, the Sluice jar added to it.
+    another ``spark.jars`` or class path setting on it is kept, the Sluice
+    jar added to it.
     On a line without a jar it warns and returns ``builder`` unchanged."""
     line = line or _installed_line()
     conf = settings(line, sql_rules)
@@ -80,9 +96,11 @@ def configure(builder, line=None, sql_rules=False):
                       stacklevel=2)
         return builder
     options = getattr(builder, "_options", {})
-    have = options.get("spark.jars", "")
-    if have:
-        conf["spark.jars"] = f"{have},{conf['spark.jars']}"
+    for key, sep in (("spark.jars", ","), ("spark.driver.extraClassPath", ":"),
+                     ("spark.executor.extraClassPath", ":")):
+        have = options.get(key, "")
+        if have and key in conf:
+            conf[key] = f"{have}{sep}{conf[key]}"
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder

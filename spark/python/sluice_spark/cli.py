@@ -22,7 +22,7 @@ def main(argv=None):
         p.add_argument("--line", help="Spark line (major.minor); default: the installed pyspark's")
         if name == "conf":
             p.add_argument("--sql-rules", action="store_true",
-                           help="add Sluice's SQL rules (native sorts and aggregates)")
+                           help="name Sluice's SQL rules in spark.sql.extensions (always on 3.5)")
     sub.add_parser("lines")
     args = parser.parse_args(argv)
     if args.command == "lines":

@@ -43,11 +43,17 @@ public final class CiTier {
    */
   static final String BROADCAST_ONLY_KEY = "spark.sql.optimizeNullAwareAntiJoin";
 
+  /**
+   * The system property of the extended tier: the tests {@link #SLOW} names, and in {@code
+   * SluiceSQLQueryTestSuite} its extended files and every codegen configuration.
+   */
+  static final String EXTENDED_PROPERTY = "sluice.suites.extended";
+
   private CiTier() {}
 
   /** Whether this run is CI's (not the extended tier). */
   static boolean ci() {
-    return !Boolean.getBoolean(SluiceSQLQueryTestSuite.EXTENDED_PROPERTY);
+    return !Boolean.getBoolean(EXTENDED_PROPERTY);
   }
 
   /** Checks that every entry of {@code suite} names one of its tests. */

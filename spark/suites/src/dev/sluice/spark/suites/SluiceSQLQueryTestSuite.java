@@ -83,11 +83,8 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
           "postgreSQL/window_part3.sql",
           "postgreSQL/window_part4.sql");
 
-  /**
-   * The system property that runs {@link #EXTENDED_FILES} too, and every codegen configuration
-   * (see the class comment): the extended tier.
-   */
-  static final String EXTENDED_PROPERTY = "sluice.suites.extended";
+  /** {@link CiTier#EXTENDED_PROPERTY}, which also runs {@link #EXTENDED_FILES}. */
+  static final String EXTENDED_PROPERTY = CiTier.EXTENDED_PROPERTY;
 
   /** The codegen configuration CI leaves out: compiled expressions without whole-stage code. */
   private static final String CODEGEN_ONLY_KEY = "spark.sql.codegen.factoryMode";

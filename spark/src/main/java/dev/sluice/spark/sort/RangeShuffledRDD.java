@@ -1,5 +1,6 @@
 package dev.sluice.spark.sort;
 
+import dev.sluice.spark.shim.Scala;
 import java.util.List;
 import org.apache.spark.Dependency;
 import org.apache.spark.Partition;
@@ -35,8 +36,7 @@ public final class RangeShuffledRDD<K, C> extends RDD<Product2<K, C>> {
   public RangeShuffledRDD(ShuffleDependency<K, ?, C> dependency, int[] bounds) {
     super(
         dependency.rdd().context(),
-        scala.jdk.javaapi.CollectionConverters.asScala(List.<Dependency<?>>of(dependency))
-            .toList(),
+        Scala.seq(List.<Dependency<?>>of(dependency)),
         ClassTag$.MODULE$.apply(Product2.class));
     int n = dependency.partitioner().numPartitions();
     if (bounds.length < 2 || bounds[0] != 0 || bounds[bounds.length - 1] != n) {

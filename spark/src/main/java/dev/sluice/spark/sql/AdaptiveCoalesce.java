@@ -1,6 +1,7 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.shim.LineShim;
+import dev.sluice.spark.shim.Scala;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.MapOutputStatistics;
@@ -71,7 +72,7 @@ final class AdaptiveCoalesce {
     List<Option<Seq<ShufflePartitionSpec>>> none = new ArrayList<>();
     stats.forEach(x -> none.add(Option.empty()));
     return LineShim.coalescePartitions(
-        SluiceRule.toSeq(stats), SluiceRule.toSeq(none), advisory, minPartitions, minSize);
+        Scala.seq(stats), Scala.seq(none), advisory, minPartitions, minSize);
   }
 
   /** The read bounds of coalesced specs ({@code [0, ..., partitions]}). */

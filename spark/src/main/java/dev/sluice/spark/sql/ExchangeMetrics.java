@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.shim.Scala;
 import java.io.Serializable;
 import java.util.LinkedHashMap;
 import org.apache.spark.SparkContext;
@@ -8,7 +9,6 @@ import org.apache.spark.sql.execution.metric.SQLMetrics$;
 import org.apache.spark.sql.execution.metric.SQLShuffleReadMetricsReporter$;
 import org.apache.spark.sql.execution.metric.SQLShuffleWriteMetricsReporter$;
 import scala.collection.immutable.Map;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * The SQL metrics of a native node that owns a shuffle, as Spark's exchange reports them: the
@@ -31,9 +31,9 @@ final class ExchangeMetrics implements Serializable {
   /** Every metric by name, for the node's {@code metrics()}. */
   Map<String, SQLMetric> all() {
     java.util.Map<String, SQLMetric> all = new LinkedHashMap<>();
-    all.putAll(CollectionConverters.asJava(write));
-    all.putAll(CollectionConverters.asJava(read));
+    all.putAll(Scala.asJava(write));
+    all.putAll(Scala.asJava(read));
     all.put("dataSize", dataSize);
-    return scala.collection.immutable.Map$.MODULE$.from(CollectionConverters.asScala(all));
+    return Scala.map(all);
   }
 }

@@ -1,5 +1,7 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.shim.Scala;
+import dev.sluice.spark.shim.Sessions;
 import java.util.ArrayList;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -8,10 +10,9 @@ import java.util.HashSet;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.spark.MapOutputStatistics;
+import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.physical.SinglePartition$;
 import org.apache.spark.sql.catalyst.rules.Rule;
-
-import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.ApplyColumnarRulesAndInsertTransitions;
 import org.apache.spark.sql.execution.CollapseCodegenStages;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
@@ -54,8 +55,8 @@ import scala.collection.immutable.Seq;
 final class JoinCoalesce extends Rule<SparkPlan> {
   private final SparkSession session;
 
-  JoinCoalesce(org.apache.spark.sql.SparkSession session) {
-    this.session = (SparkSession) session;
+  JoinCoalesce(SparkSession session) {
+    this.session = session;
   }
 
   @Override
@@ -74,7 +75,7 @@ final class JoinCoalesce extends Rule<SparkPlan> {
   /** The members of each coalescing group of {@code p} (Spark's {@code collectCoalesceGroups}). */
   private static List<List<SparkPlan>> groups(SparkPlan p) {
     List<List<SparkPlan>> out = new ArrayList<>();
-    Seq<SparkPlan> children = p.children();
+    Seq<SparkPlan> children = Scala.seq(p.children());
     if (children.size() == 1) {
       out.addAll(groups(children.head()));
     } else if (p instanceof UnionExec || p instanceof CartesianProductExec) {
@@ -159,10 +160,10 @@ final class JoinCoalesce extends Rule<SparkPlan> {
    */
   private SluiceAggregateExec prepared(SluiceAggregateExec a) {
     SparkPlan child =
-        new ApplyColumnarRulesAndInsertTransitions(session.sessionState().columnarRules(), false)
+        new ApplyColumnarRulesAndInsertTransitions(Sessions.columnarRules(session), false)
             .apply(a.child());
     child = new CollapseCodegenStages(new AtomicInteger(0)).apply(child);
-    return (SluiceAggregateExec) a.withNewChildren(SluiceRule.toSeq(List.of(child)));
+    return (SluiceAggregateExec) a.withNewChildren(Scala.seq(List.of(child)));
   }
 
   /** {@code p} with each member of {@code cuts} reading in its ranges. */
@@ -186,6 +187,6 @@ final class JoinCoalesce extends Rule<SparkPlan> {
       changed |= n != c;
       children.add(n);
     }
-    return changed ? p.withNewChildren(SluiceRule.toSeq(children)) : p;
+    return changed ? p.withNewChildren(Scala.seq(children)) : p;
   }
 }

@@ -3,6 +3,8 @@ package dev.sluice.spark.sql;
 import dev.sluice.spark.ops.Lane;
 import dev.sluice.spark.ops.SqlAggregates;
 import dev.sluice.spark.shim.LineShim;
+import dev.sluice.spark.shim.Scala;
+import dev.sluice.spark.shim.Strings;
 import java.io.Serializable;
 import java.math.BigInteger;
 import java.nio.ByteBuffer;
@@ -45,7 +47,6 @@ import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType$;
 import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.ShortType;
-import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
 import scala.Tuple2;
@@ -186,7 +187,7 @@ final class LaneAggregate implements Serializable {
       keyExprs.add(a);
       keyAttrs.add(a.toAttribute());
     }
-    Seq<Attribute> keySeq = SluiceRule.toSeq(keyAttrs);
+    Seq<Attribute> keySeq = Scala.seq(keyAttrs);
     if (!hash.references()
         .forall(r -> keyAttrs.stream().anyMatch(k -> k.exprId().equals(r.exprId())))) {
       why[0] = "partitioned by " + hash.expressions();
@@ -224,24 +225,24 @@ final class LaneAggregate implements Serializable {
             b.scales.stream().mapToInt(x -> x).toArray());
     return new LaneAggregate(
         values,
-        SluiceRule.toSeq(keyExprs),
-        SluiceRule.toSeq(b.exprs),
+        Scala.seq(keyExprs),
+        Scala.seq(b.exprs),
         input,
-        SluiceRule.toSeq(List.of(hash.partitionIdExpression())),
+        Scala.seq(List.of(hash.partitionIdExpression())),
         keySeq,
         outputs.toArray(new Output[0]),
         bufferAttrs.size(),
-        SluiceRule.toSeq(evalExprs),
-        SluiceRule.toSeq(evalInputs),
-        resultExpressions.map(e -> (Expression) e).toSeq(),
-        SluiceRule.toSeq(resultInputs),
+        Scala.seq(evalExprs),
+        Scala.seq(evalInputs),
+        Scala.map(resultExpressions, e -> (Expression) e),
+        Scala.seq(resultInputs),
         functions.mkString(", ") + " by " + keySeq.mkString(", ") + " in " + b.lanes.size()
             + " lanes");
   }
 
   /** Whether Spark's buffer of {@code d} is what {@code out} makes. */
   private static boolean buffers(Output out, DeclarativeAggregate d) {
-    Seq<AttributeReference> a = d.aggBufferAttributes();
+    Seq<AttributeReference> a = Scala.seq(d.aggBufferAttributes());
     return switch (out.how()) {
       case OUT_COUNT -> a.size() == 1 && a.apply(0).dataType() instanceof LongType;
       case OUT_SUM_LONG -> a.size() == 1 && a.apply(0).dataType() instanceof LongType;
@@ -268,7 +269,7 @@ final class LaneAggregate implements Serializable {
         || t instanceof TimestampType
         || t instanceof TimestampNTZType
         || t instanceof DecimalType
-        || (t instanceof StringType s && s.supportsBinaryEquality());
+        || Strings.binaryEquality(t);
   }
 
   /** Collects the lanes and their value expressions, sharing identical ones. */

@@ -5,6 +5,8 @@ import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.ops.SqlAggregates;
 import dev.sluice.spark.shim.LineShim;
+import dev.sluice.spark.shim.Scala;
+import dev.sluice.spark.shim.Strings;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkConf;
@@ -34,7 +36,6 @@ import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType;
-import org.apache.spark.sql.types.StringType;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.collection.immutable.Seq;
@@ -169,12 +170,12 @@ public final class NativeAggregateRule extends SluiceRule {
     String[] why = new String[1];
     LaneAggregate lanes =
         LaneAggregate.of(
-            partial.groupingExpressions(),
-            fin.groupingExpressions(),
-            partial.aggregateExpressions(),
-            fin.aggregateAttributes(),
-            fin.resultExpressions(),
-            partial.child().output(),
+            Scala.seq(partial.groupingExpressions()),
+            Scala.seq(fin.groupingExpressions()),
+            Scala.seq(partial.aggregateExpressions()),
+            Scala.seq(fin.aggregateAttributes()),
+            Scala.seq(fin.resultExpressions()),
+            Scala.seq(partial.child().output()),
             hash,
             why);
     if (lanes == null) {
@@ -182,8 +183,8 @@ public final class NativeAggregateRule extends SluiceRule {
       return fin;
     }
     return new SluiceAggregateExec(
-        SluiceRule.toSeq(List.<Attribute>of()),
-        fin.resultExpressions(),
+        Scala.seq(List.<Attribute>of()),
+        Scala.seq(fin.resultExpressions()),
         hash.numPartitions(),
         fin.outputPartitioning(),
         partial.child(),
@@ -215,7 +216,7 @@ public final class NativeAggregateRule extends SluiceRule {
         || hash.expressions().size() != 1) {
       return fin;
     }
-    Seq<Attribute> input = partial.child().output();
+    Seq<Attribute> input = Scala.seq(partial.child().output());
     int keyOrdinal = ordinal(keyAttr, input);
     int keyKind = keyKindOf(keyAttr.dataType());
     if (keyOrdinal < 0 || keyKind < 0) {
@@ -244,12 +245,12 @@ public final class NativeAggregateRule extends SluiceRule {
               Alias$.MODULE$.apply$default$4(computed[0], name),
               Alias$.MODULE$.apply$default$5(computed[0], name),
               Alias$.MODULE$.apply$default$6(computed[0], name)));
-      source = new ProjectExec(toSeq(columns), source);
+      source = new ProjectExec(Scala.seq(columns), source);
     }
     return new SluiceAggregateExec(
         fin.groupingExpressions().apply(0).toAttribute(),
         fin.aggregateAttributes().apply(0),
-        fin.resultExpressions(),
+        Scala.seq(fin.resultExpressions()),
         hash.numPartitions(),
         fin.outputPartitioning(),
         source,
@@ -324,7 +325,7 @@ public final class NativeAggregateRule extends SluiceRule {
     if (t instanceof IntegerType) {
       return SqlAggregates.KEY_INT;
     }
-    if (t instanceof StringType s && s.supportsBinaryEquality()) {
+    if (Strings.binaryEquality(t)) {
       return SqlAggregates.KEY_STRING;
     }
     return -1;

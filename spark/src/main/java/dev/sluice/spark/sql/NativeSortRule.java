@@ -2,6 +2,8 @@ package dev.sluice.spark.sql;
 
 import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.shim.Scala;
+import dev.sluice.spark.shim.Strings;
 import dev.sluice.spark.sort.RowSortKey;
 import java.util.ArrayList;
 import java.util.List;
@@ -32,7 +34,6 @@ import org.apache.spark.sql.types.FloatType;
 import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType;
 import org.apache.spark.sql.types.ShortType;
-import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.TimestampNTZType;
 import org.apache.spark.sql.types.TimestampType;
 import org.slf4j.Logger;
@@ -84,9 +85,9 @@ public final class NativeSortRule extends SluiceRule {
       return sort;
     }
     SparkPlan input = exchange.child();
-    Seq<Attribute> output = input.output();
+    Seq<Attribute> output = Scala.seq(input.output());
     List<Expression> computed = new ArrayList<>();
-    RowSortKey key = keyOf(sort.sortOrder(), output, computed);
+    RowSortKey key = keyOf(Scala.seq(sort.sortOrder()), output, computed);
     if (key == null) {
       LOG.debug("Sluice: sort by {} stays in Spark SQL (not a byte-ordered key)", sort.sortOrder());
       return sort;
@@ -107,10 +108,10 @@ public final class NativeSortRule extends SluiceRule {
                 Alias$.MODULE$.apply$default$5(e, name),
                 Alias$.MODULE$.apply$default$6(e, name)));
       }
-      input = new ProjectExec(toSeq(columns), input);
+      input = new ProjectExec(Scala.seq(columns), input);
     }
     return new SluiceSortExchangeExec(
-        sort.sortOrder(), range.numPartitions(), input, key, !pinned, output.size());
+        Scala.seq(sort.sortOrder()), range.numPartitions(), input, key, !pinned, output.size());
   }
 
   /**
@@ -184,7 +185,7 @@ public final class NativeSortRule extends SluiceRule {
     if (t instanceof BinaryType) {
       return RowSortKey.BYTES;
     }
-    if (t instanceof StringType s && s.supportsBinaryOrdering()) {
+    if (Strings.binaryOrdering(t)) {
       return RowSortKey.BYTES;
     }
     return -1;

@@ -1,6 +1,8 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.shim.LinePlan;
 import dev.sluice.spark.shim.LineShim;
+import dev.sluice.spark.shim.Scala;
 import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.ShuffleDependency;
@@ -15,7 +17,6 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnsafeRowSerializer;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.internal.SQLConf;
-import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Map;
 import scala.collection.immutable.Seq;
 
@@ -43,7 +44,7 @@ import scala.collection.immutable.Seq;
  * which is how a user-set partition count ({@code REPARTITION_BY_NUM}, the only origin the rule
  * takes) is read under adaptive execution anyway.
  */
-public final class RoundRobinExchangeExec extends SparkPlan {
+public final class RoundRobinExchangeExec extends LinePlan {
   private static final long serialVersionUID = 1L;
   private static final AtomicLong UNSORTED = new AtomicLong();
   private static final AtomicLong SORTED = new AtomicLong();
@@ -72,12 +73,12 @@ public final class RoundRobinExchangeExec extends SparkPlan {
 
   @Override
   public Seq<Attribute> output() {
-    return child.output();
+    return Scala.seq(child.output());
   }
 
   @Override
   public Seq<SparkPlan> children() {
-    return SluiceRule.toSeq(List.of(child));
+    return Scala.seq(List.of(child));
   }
 
   @Override
@@ -109,7 +110,7 @@ public final class RoundRobinExchangeExec extends SparkPlan {
               () ->
                   LineShim.prepareShuffleDependency(
                       input,
-                      child.output(),
+                      Scala.seq(child.output()),
                       outputPartitioning(),
                       new UnsafeRowSerializer(child.output().size(), metrics.dataSize),
                       metrics.write));
@@ -120,8 +121,8 @@ public final class RoundRobinExchangeExec extends SparkPlan {
   }
 
   @Override
-  public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
-    return new RoundRobinExchangeExec(numPartitions, newChildren.apply(0));
+  protected SparkPlan withChildren(List<SparkPlan> newChildren) {
+    return new RoundRobinExchangeExec(numPartitions, newChildren.get(0));
   }
 
   @Override

@@ -2,6 +2,8 @@ package dev.sluice.spark.sql;
 
 import dev.sluice.spark.Agg;
 import dev.sluice.spark.ops.SqlAggregates;
+import dev.sluice.spark.shim.LinePlan;
+import dev.sluice.spark.shim.Scala;
 import dev.sluice.spark.sort.RangeShuffledRDD;
 import java.io.Serializable;
 import java.util.ArrayList;
@@ -29,7 +31,6 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 import scala.Tuple2;
-import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Seq;
 
 /**
@@ -43,7 +44,7 @@ import scala.collection.immutable.Seq;
  * aggregate's output row. The partitions are placed as Spark SQL's hash partitioning of the key
  * places them, so the node keeps the final aggregate's output partitioning.
  */
-public final class SluiceAggregateExec extends SparkPlan {
+public final class SluiceAggregateExec extends LinePlan {
   private static final long serialVersionUID = 1L;
 
   /** What the map side reads from each row and what the engine computes. */
@@ -113,7 +114,7 @@ public final class SluiceAggregateExec extends SparkPlan {
       Spec spec,
       boolean coalescable) {
     this(
-        SluiceRule.toSeq(List.of(group, result)),
+        Scala.seq(List.of(group, result)),
         resultExpressions,
         numPartitions,
         partitioning,
@@ -152,7 +153,7 @@ public final class SluiceAggregateExec extends SparkPlan {
 
   @Override
   public Seq<Attribute> output() {
-    return resultExpressions.map(NamedExpression::toAttribute).toSeq();
+    return Scala.map(resultExpressions, NamedExpression::toAttribute);
   }
 
   /**
@@ -163,12 +164,12 @@ public final class SluiceAggregateExec extends SparkPlan {
   @Override
   public AttributeSet producedAttributes() {
     Seq<Attribute> made = form instanceof LaneAggregate l ? l.produced() : inputs;
-    return AttributeSet$.MODULE$.apply(made.map(a -> (Expression) a));
+    return AttributeSet$.MODULE$.apply(Scala.map(made, a -> (Expression) a));
   }
 
   @Override
   public Seq<SparkPlan> children() {
-    return SluiceRule.toSeq(List.of(child));
+    return Scala.seq(List.of(child));
   }
 
   @Override
@@ -182,7 +183,7 @@ public final class SluiceAggregateExec extends SparkPlan {
     for (int i = 0; i + 1 < bounds.size(); i++) {
       ranges.add(new CoalescedBoundary(bounds.get(i), bounds.get(i + 1)));
     }
-    return new CoalescedHashPartitioning(h, SluiceRule.toSeq(ranges));
+    return new CoalescedHashPartitioning(h, Scala.seq(ranges));
   }
 
   @Override
@@ -201,7 +202,7 @@ public final class SluiceAggregateExec extends SparkPlan {
           .mapPartitions((Iterator<Tuple2<Object, Object>> it) -> l.reduce(it))
           .rdd();
     }
-    Seq<Expression> exprs = resultExpressions.map(e -> (Expression) e).toSeq();
+    Seq<Expression> exprs = Scala.map(resultExpressions, e -> (Expression) e);
     boolean stringKey = ((Spec) form).keyKind() == SqlAggregates.KEY_STRING;
     return results
         .toJavaRDD()
@@ -324,13 +325,13 @@ public final class SluiceAggregateExec extends SparkPlan {
   }
 
   @Override
-  public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
+  protected SparkPlan withChildren(List<SparkPlan> newChildren) {
     return new SluiceAggregateExec(
         inputs,
         resultExpressions,
         numPartitions,
         partitioning,
-        newChildren.apply(0),
+        newChildren.get(0),
         form,
         coalescable,
         cut);

@@ -3,6 +3,7 @@ package dev.sluice.spark.sql;
 import dev.sluice.spark.SluiceMetrics;
 import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.shim.Scala;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.SparkConf;
@@ -71,7 +72,7 @@ abstract class SluiceRule extends Rule<SparkPlan> {
       changed |= n != c;
       children.add(n);
     }
-    SparkPlan node = changed ? plan.withNewChildren(toSeq(children)) : plan;
+    SparkPlan node = changed ? plan.withNewChildren(Scala.seq(children)) : plan;
     SparkPlan replaced = replace(node, pinned);
     return replaced == node ? node : adopt(replaced, node, getClass().getSimpleName());
   }
@@ -105,7 +106,7 @@ abstract class SluiceRule extends Rule<SparkPlan> {
   }
 
   /** Whether two outputs are the same attributes, in the same order, of the same types. */
-  static boolean sameOutput(Seq<Attribute> a, Seq<Attribute> b) {
+  static boolean sameOutput(scala.collection.Seq<Attribute> a, scala.collection.Seq<Attribute> b) {
     if (a.size() != b.size()) {
       return false;
     }
@@ -155,10 +156,5 @@ abstract class SluiceRule extends Rule<SparkPlan> {
         return f.apply(it.next());
       }
     };
-  }
-
-  static <T> Seq<T> toSeq(List<T> list) {
-    return scala.collection.immutable.List$.MODULE$.from(
-        scala.jdk.javaapi.CollectionConverters.asScala(list));
   }
 }

@@ -1,9 +1,9 @@
 package dev.sluice.spark.sql;
 
-import static scala.jdk.javaapi.CollectionConverters.asJava;
-
 import dev.sluice.spark.BytesOrdering;
+import dev.sluice.spark.shim.LinePlan;
 import dev.sluice.spark.shim.LineShim;
+import dev.sluice.spark.shim.Scala;
 import dev.sluice.spark.sort.RowSortKey;
 import dev.sluice.spark.sort.SortedRowPartitioner;
 import dev.sluice.spark.sort.SortedRowSerializer;
@@ -28,7 +28,6 @@ import org.apache.spark.sql.execution.UnsafeRowSerializer;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import scala.Tuple2;
-import scala.collection.immutable.IndexedSeq;
 import scala.collection.immutable.Map;
 import scala.collection.immutable.Seq;
 import scala.reflect.ClassTag$;
@@ -43,7 +42,7 @@ import scala.reflect.ClassTag$;
  * sort in the reduce tasks. A sort by expressions reads them from columns its child appends after
  * the {@code width} columns of its output ({@link NativeSortRule}); the read drops them.
  */
-public final class SluiceSortExchangeExec extends SparkPlan {
+public final class SluiceSortExchangeExec extends LinePlan {
   private static final long serialVersionUID = 1L;
 
   private final Seq<SortOrder> sortOrder;
@@ -84,13 +83,12 @@ public final class SluiceSortExchangeExec extends SparkPlan {
     for (int i = 0; i < width; i++) {
       out.add(child.output().apply(i));
     }
-    return SluiceRule.toSeq(out);
+    return Scala.seq(out);
   }
 
   @Override
   public Seq<SparkPlan> children() {
-    return scala.collection.immutable.List$.MODULE$.from(
-        scala.jdk.javaapi.CollectionConverters.asScala(java.util.List.of(child)));
+    return Scala.seq(List.of(child));
   }
 
   @Override
@@ -160,8 +158,8 @@ public final class SluiceSortExchangeExec extends SparkPlan {
 
   /** The rows without the sort key columns the child computed after the output's. */
   private RDD<InternalRow> dropComputedKeys(RDD<InternalRow> rows) {
-    Seq<Expression> kept = SluiceRule.toSeq(new ArrayList<Expression>(asJava(output())));
-    Seq<Attribute> all = child.output();
+    Seq<Expression> kept = Scala.map(output(), a -> (Expression) a);
+    Seq<Attribute> all = Scala.seq(child.output());
     return rows.toJavaRDD()
         .mapPartitions(
             (Iterator<InternalRow> it) -> {
@@ -172,9 +170,9 @@ public final class SluiceSortExchangeExec extends SparkPlan {
   }
 
   @Override
-  public SparkPlan withNewChildrenInternal(IndexedSeq<SparkPlan> newChildren) {
+  protected SparkPlan withChildren(List<SparkPlan> newChildren) {
     return new SluiceSortExchangeExec(
-        sortOrder, numPartitions, newChildren.apply(0), key, coalescable, width);
+        sortOrder, numPartitions, newChildren.get(0), key, coalescable, width);
   }
 
   @Override

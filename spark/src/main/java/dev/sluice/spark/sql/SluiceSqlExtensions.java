@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.shuffle.SparkLine;
 import java.util.List;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.SparkSessionExtensionsProvider;
@@ -16,10 +17,17 @@ import scala.runtime.BoxedUnit;
  * NativeAggregateRule} (aggregates), {@link RoundRobinRule} (round-robin repartitions without
  * Spark's defensive sort where their input is determinate), and adaptive execution's coalescing
  * of joins over a native aggregate ({@link JoinCoalesce}).
+ *
+ * <p>On a Spark line the jar is not built for ({@link SparkLine}) it installs nothing: the rules
+ * name Spark's plan classes by their signatures on the jar's line (Scala 2.12's collections on
+ * 3.5, 2.13's from 4.0 on), which another line does not have.
  */
 public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider {
   @Override
   public BoxedUnit apply(SparkSessionExtensions extensions) {
+    if (SparkLine.mismatchReason() != null) {
+      return BoxedUnit.UNIT;
+    }
     List<Rule<SparkPlan>> rules =
         List.of(new NativeSortRule(), new NativeAggregateRule(), new RoundRobinRule());
     for (Rule<SparkPlan> rule : rules) {

@@ -1,5 +1,6 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.shim.Scala;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.execution.ColumnarToRowExec;
@@ -12,7 +13,6 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.WholeStageCodegenExec;
 import org.apache.spark.sql.execution.adaptive.TableCacheQueryStageExec;
 import org.apache.spark.sql.execution.columnar.InMemoryTableScanExec;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Whether every attempt of a plan's tasks reads its rows in the same order: the proof {@link
@@ -43,7 +43,7 @@ final class StableOrder {
       return plan.children().isEmpty();
     }
     if (plan instanceof ProjectExec p) {
-      for (NamedExpression e : CollectionConverters.asJava(p.projectList())) {
+      for (NamedExpression e : Scala.asJava(p.projectList())) {
         if (!((Expression) e).deterministic()) {
           return false;
         }
