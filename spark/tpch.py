@@ -27,10 +27,21 @@ outside jobs (wall time not covered by any of the query's jobs: planning,
 adaptive re-planning, waits between jobs), and which exchanges the final
 adaptive plan holds (the path report: `X` Spark's row exchange, which under
 Sluice is Sluice's plain partitioning, `A` Sluice's native aggregate, `S`
-Sluice's native sort, `B` a broadcast, `c` a coalesced read). Every answer
+Sluice's native sort, `C` Comet's exchange, `B` a broadcast, `c` a coalesced
+read). Every answer
 is compared, as a multiset of rows, with the sort shuffle's; a difference
 fails the run (exit 1). --json and --plot write the table and a bar chart
 of the per-query ratios.
+
+--managers sort,sluice,comet adds DataFusion Comet's columnar shuffle alone
+(its JVM shuffle of Spark's rows into Arrow batches; Comet's native
+operators and scans off) as a third manager, from Comet's jar for the Spark
+line (Maven Central, fetched into spark/target/peers on first use): Comet
+1.2.0 is published for Spark 4.1, so it runs with --line 4.1 (the 4.1 jar
+of Sluice, under spark/.venv-spark-4.1's pyspark; spark/tpch.sh --line 4.1
+sets that up). Comet's session also gets the off-heap memory Comet asks for
+(COMET_SETTINGS), beside the same driver memory, and its jar on the class
+path as Comet's guide says.
 
 --protocol power runs a suite as a user runs it: each query once, in
 order, in one fresh session per manager, no warm-up pass (--reps and
@@ -58,6 +69,24 @@ from bench import ask, process_cpu_s  # noqa: E402
 JAR = HERE / "target" / "sluice-spark.jar"
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 BASELINE = "sluice-base"
+# The peer a SQL user would pick: Comet's release for each Spark line it is
+# published for on Maven Central (org.apache.datafusion:comet-spark-sparkL_2.13).
+COMET = "comet"
+COMET_RELEASES = {"4.1": "1.2.0"}
+# Comet's columnar shuffle alone: its plugin and shuffle manager, its native
+# operators and scans off, the JVM shuffle mode (rows in, Arrow batches out),
+# and the off-heap memory its shuffle writers allocate from.
+COMET_SETTINGS = {
+    "spark.plugins": "org.apache.spark.CometPlugin",
+    "spark.shuffle.manager": "org.apache.spark.sql.comet.execution.shuffle.CometShuffleManager",
+    "spark.comet.enabled": "true",
+    "spark.comet.exec.enabled": "false",
+    "spark.comet.scan.enabled": "false",
+    "spark.comet.shuffle.enabled": "true",
+    "spark.comet.shuffle.mode": "jvm",
+    "spark.memory.offHeap.enabled": "true",
+    "spark.memory.offHeap.size": "2g",
+}
 # Final-plan node names counted by the path report, and their letters.
 PATHS = (
     ("SluiceAggregate", "A"),
@@ -157,11 +186,38 @@ def generate(suite, sf, root):
     return root
 
 
+def line_jar(line):
+    """Sluice's jar for a Spark line: the default one's, or spark/build.sh --line L's."""
+    return JAR if line is None else HERE / "target" / f"sluice-spark-{line}_2.13.jar"
+
+
+def comet_jar(line):
+    """Comet's jar for the Spark line, fetched from Maven Central on first use."""
+    release = COMET_RELEASES.get(line)
+    if release is None:
+        sys.exit(f"Comet is published for Spark {', '.join(COMET_RELEASES)} here: "
+                 f"run with --line {next(iter(COMET_RELEASES))}")
+    peers = HERE / "target" / "peers"
+    artifact = f"comet-spark-spark{line}_2.13"
+    jar = peers / f"{artifact}-{release}.jar"
+    if not jar.exists():
+        subprocess.run(["mvn", "-q", "-B", "dependency:copy",
+                        f"-Dartifact=org.apache.datafusion:{artifact}:{release}",
+                        f"-DoutputDirectory={peers}"], check=True)
+    return jar
+
+
 def session(manager, a, jar):
     settings = {
         "spark.driver.memory": a.driver_memory,
         "spark.sql.adaptive.enabled": "true",  # Spark's default, which the suite measures
     }
+    if manager == COMET:
+        settings.update(COMET_SETTINGS)
+        # Comet's sorting shuffle writer (more partitions than Spark's bypass
+        # threshold) lives in Spark's package and needs Spark's class loader.
+        settings["spark.driver.extraClassPath"] = str(jar)
+        settings["spark.executor.extraClassPath"] = str(jar)
     settings.update(kv.partition("=")[::2] for kv in a.conf)
     extra = a.baseline_conf if manager == BASELINE else []
     return bench.session(manager, a.cores, a.tmp / manager, a.sluice_conf + extra, jar,
@@ -217,9 +273,13 @@ def paths(plan):
     after it, left out)."""
     plan = plan.split("== Initial Plan ==")[0]
     counts = collections.Counter()
+    # Comet's exchanges print as Spark's do after their own name.
+    for name in ("CometColumnarExchange", "CometExchange"):
+        counts["C"] += plan.count(name)
+        plan = plan.replace(name, "Comet's")
     for name, letter in PATHS:
         counts[letter] += plan.count(name)
-    return "".join(f"{counts[c]}{c}" for c in "XASBc" if counts[c])
+    return "".join(f"{counts[c]}{c}" for c in "XACSBc" if counts[c])
 
 
 def canonical(rows):
@@ -234,7 +294,9 @@ class Worker:
 
     def __init__(self, a, manager):
         self.a = a
-        jar = a.baseline_jar if manager == BASELINE and a.baseline_jar else JAR
+        jar = a.baseline_jar if manager == BASELINE and a.baseline_jar else line_jar(a.line)
+        if manager == COMET:
+            jar = comet_jar(a.line)
         self.spark = session(manager, a, jar)
         for table in sorted(a.data.glob("*.parquet")):
             self.spark.read.parquet(str(table)).createOrReplaceTempView(table.stem)
@@ -276,6 +338,8 @@ class Worker:
 def start_worker(a, manager):
     args = [sys.executable, __file__, "--manager", manager, "--suite", a.suite, "--sf", str(a.sf),
             "--cores", str(a.cores), "--tmp", str(a.tmp), "--driver-memory", a.driver_memory]
+    if a.line:
+        args += ["--line", a.line]
     for kv in a.conf:
         args += ["--conf", kv]
     for kv in a.sluice_conf:
@@ -502,6 +566,8 @@ def main():
     ap.add_argument("--managers", default="sort,sluice",
                     help=f"two or more of sort, sluice, {BASELINE}; answers are checked "
                          "against the first")
+    ap.add_argument("--line", help="the Spark line whose Sluice jar runs (spark/build.sh --line "
+                    "L), under that line's pyspark (spark/tpch.sh --line L); default 4.0's")
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:
@@ -521,16 +587,23 @@ def main():
         os.dup2(2, 1)
         Worker(a, a.manager).serve(out)
         return
-    if len(a.managers) < 2 or any(m not in (*MANAGERS, BASELINE) for m in a.managers):
-        ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}")
+    if len(a.managers) < 2 or any(m not in (*MANAGERS, BASELINE, COMET) for m in a.managers):
+        ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}, {COMET}")
+    import pyspark
+
+    if a.line and not pyspark.__version__.startswith(a.line + "."):
+        ap.error(f"--line {a.line} under pyspark {pyspark.__version__}: run spark/tpch.sh "
+                 f"--line {a.line} (its venv)")
+    if COMET in a.managers:
+        comet_jar(a.line)
     if (BASELINE in a.managers) != (a.baseline_jar is not None or bool(a.baseline_conf)):
         ap.error(f"--baseline-jar or --baseline-conf and the '{BASELINE}' manager go together")
     if a.concurrent and a.protocol != "power":
         ap.error("--concurrent goes with --protocol power")
     if a.processes < 1:
         ap.error("--processes takes 1 or more")
-    if not JAR.exists():
-        sys.exit(f"{JAR} is missing: run spark/build.sh")
+    if not line_jar(a.line).exists():
+        sys.exit(f"{line_jar(a.line)} is missing: run spark/build.sh {a.line and '--line ' + a.line}")
     generate(suite, a.sf, a.data)
     t = time.perf_counter()
     runs, wrong = run_power(a) if a.protocol == "power" else run_interleaved(a)

@@ -3,12 +3,32 @@
 # extension (spark/requirements.txt) and matplotlib for the plot into
 # spark/.venv, and runs spark/tpch.py; arguments go to it (--sf N,
 # --partitions 16,200, --reps N, --quick, --json PATH, --plot PATH).
+# With --line L (4.1 or 4.2) it builds that line's jar and runs under that
+# line's pyspark in spark/.venv-spark-L (the same other requirements), as
+# --managers sort,sluice,comet needs (Comet's release is for Spark 4.1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash spark/build.sh
-[ -x spark/.venv/bin/python ] || python3 -m venv spark/.venv
-spark/.venv/bin/pip install -q --disable-pip-version-check -r spark/requirements.txt \
-  matplotlib==3.11.2
+# The pyspark of each other line (the newest release on PyPI, 2026-11-29).
+declare -A PYSPARK=([4.1]=4.1.4 [4.2]=4.2.1)
+line=""
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  [ "${args[$i]}" = --line ] && line=${args[$((i + 1))]:-}
+done
+if [ -z "$line" ]; then
+  venv=spark/.venv
+  bash spark/build.sh
+  pins=(-r spark/requirements.txt)
+else
+  [ -n "${PYSPARK[$line]:-}" ] || { echo "--line takes ${!PYSPARK[*]}" >&2; exit 2; }
+  venv=spark/.venv-spark-$line
+  bash spark/build.sh --line "$line"
+  mkdir -p spark/target
+  grep -v '^pyspark==' spark/requirements.txt > spark/target/requirements-other-line.txt
+  pins=(-r spark/target/requirements-other-line.txt "pyspark==${PYSPARK[$line]}")
+fi
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q --disable-pip-version-check "${pins[@]}" matplotlib==3.11.2
 export SPARK_LOCAL_IP=127.0.0.1
-export PYSPARK_PYTHON="$PWD/spark/.venv/bin/python"
-exec spark/.venv/bin/python spark/tpch.py "$@"
+export PYSPARK_PYTHON="$PWD/$venv/bin/python"
+exec "$venv/bin/python" spark/tpch.py "$@"

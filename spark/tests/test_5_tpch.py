@@ -6,7 +6,8 @@ and the interleaved protocol the benchmark reports by (two sets of
 processes, the second started in the other order, medians and the slowest
 ratio) on one query, marked `extended` (four fresh sessions for one query
 test the benchmark's harness, not Sluice; bash spark/test.sh --extended
-runs it)."""
+runs it); and, also extended (a pyspark and a Comet download), the
+benchmark on Spark 4.1 with Comet's columnar shuffle as a third manager."""
 
 import json
 import pathlib
@@ -59,3 +60,25 @@ def test_interleaved_protocol_pools_two_sets_of_processes(tmp_path):
     slow = [line for line in stdout.splitlines() if line.startswith("slowest ratio:")]
     assert len(slow) == 1, slow
     assert f"q{worst['query']:02d} {worst['sluice']['median_ratio']:.2f}x by median" in slow[0], slow
+
+
+@pytest.mark.extended
+def test_comet_s_columnar_shuffle_runs_as_a_third_manager_on_spark_4_1(tmp_path):
+    """The peer in the benchmark: `spark/tpch.sh --line 4.1` (Sluice's 4.1
+    jar under pyspark 4.1.4, in its own venv) with Comet 1.2.0's columnar
+    shuffle as a third manager, every answer checked against the sort
+    shuffle's, and Comet's exchanges in Comet's plans."""
+    out = tmp_path / "tpch.json"
+    run = subprocess.run(
+        ["bash", str(HERE.parent / "tpch.sh"), "--line", "4.1", "--managers", "sort,sluice,comet",
+         "--sf", "0.01", "--partitions", "200", "--protocol", "power", "--concurrent",
+         "--queries", "1,3,4,13,18", "--driver-memory", "1g", "--tmp", str(tmp_path),
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert "5 query settings, 0 wrong answers" in run.stdout, run.stdout[-4000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert sorted(r["query"] for r in rows) == [1, 3, 4, 13, 18]
+    comet = "".join(r["comet"]["paths"] for r in rows)
+    assert "C" in comet and "X" not in comet, comet
+    assert "A" in "".join(r["sluice"]["paths"] for r in rows)
