@@ -29,8 +29,8 @@ class LineFoldersTest {
   /** The folders each line's build adds (the Maven profiles' source folders). */
   private static final Map<String, List<String>> LINES =
       Map.of(
-          "3.5", List.of("line-3.5"),
-          "4.0", List.of("line-4.0", "line-4.x"),
+          "3.5", List.of("line-3.5", "line-before-4.1"),
+          "4.0", List.of("line-4.0", "line-before-4.1", "line-4.x"),
           "4.1", List.of("line-4.1", "line-4.1-on", "line-4.x"),
           "4.2", List.of("line-4.2", "line-4.1-on", "line-4.x"),
           "4.3", List.of("line-4.3", "line-4.1-on", "line-4.x"));
@@ -58,10 +58,12 @@ class LineFoldersTest {
           }
         }
       }
-      // LaterLines' methods are LineShim's on the lines that extend it.
-      TreeSet<String> later = classes.remove("LaterLines");
-      if (later != null) {
-        classes.get("LineShim").addAll(later);
+      // The methods of LaterLines or EarlierLines are LineShim's on the lines that extend it.
+      for (String base : List.of("LaterLines", "EarlierLines")) {
+        TreeSet<String> inherited = classes.remove(base);
+        if (inherited != null) {
+          classes.get("LineShim").addAll(inherited);
+        }
       }
       for (Map.Entry<String, TreeSet<String>> c : classes.entrySet()) {
         byClass.computeIfAbsent(c.getKey(), k -> new TreeMap<>()).put(line.getKey(), c.getValue());
