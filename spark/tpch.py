@@ -188,7 +188,9 @@ def generate(suite, sf, root):
 
 def line_jar(line):
     """Sluice's jar for a Spark line: the default one's, or spark/build.sh --line L's."""
-    return JAR if line is None else HERE / "target" / f"sluice-spark-{line}_2.13.jar"
+    if line is None:
+        return JAR
+    return HERE / "target" / f"sluice-spark-{line}_{'2.12' if line == '3.5' else '2.13'}.jar"
 
 
 def comet_jar(line):
@@ -212,6 +214,9 @@ def session(manager, a, jar):
         "spark.driver.memory": a.driver_memory,
         "spark.sql.adaptive.enabled": "true",  # Spark's default, which the suite measures
     }
+    if a.line == "3.5":
+        # pyspark 3.5 does not find a session extension in a jar by itself.
+        settings["spark.sql.extensions"] = "dev.sluice.spark.sql.SluiceSqlExtensions"
     if manager == COMET:
         settings.update(COMET_SETTINGS)
         # Comet's sorting shuffle writer (more partitions than Spark's bypass
