@@ -232,10 +232,13 @@ class SpillWatch:
 
     def _watch(self):
         while not self._stop.wait(0.01):
-            for f in self.root.rglob("sluice-spill-*"):
-                with contextlib.suppress(FileNotFoundError):
-                    self.modes.add(f.parent.stat().st_mode & 0o777)
-                    self.seen = True
+            # Spark deletes its temporary directories while a walk is in them:
+            # that walk ends and the next one starts (the thread died once).
+            with contextlib.suppress(FileNotFoundError):
+                for f in self.root.rglob("sluice-spill-*"):
+                    with contextlib.suppress(FileNotFoundError):
+                        self.modes.add(f.parent.stat().st_mode & 0o777)
+                        self.seen = True
 
     def left(self):
         return [str(f) for f in self.root.rglob("sluice-spill-*")]
