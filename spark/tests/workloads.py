@@ -188,7 +188,7 @@ def sql_aggregate_lanes(spark, scale=1):
             F.avg("disc"),
             F.count("*"),
         ),
-        # Keys that are all different: each map task's table switches off.
+        # Keys that are all different: each map task's table fills and empties.
         df.groupBy("l", "s").agg(F.sum("p"), F.max("v")),
         # Keys in runs of 4 (TPC-H's lineitem by its order key).
         df.groupBy((F.col("id") / 4).cast("long").alias("o")).agg(F.sum("p")),
@@ -200,6 +200,13 @@ def sql_aggregate_lanes(spark, scale=1):
             F.min("allnull_in_some"),
         ),
         df.filter("id < 0").groupBy("s", "i").agg(F.sum("p"), F.count("*")),
+        # 100,000 rows per map task over 150,000 keys: past its sample the
+        # task thread's table switches off, its groups leave while single
+        # rows pass through.
+        spark.range(0, 200000, numPartitions=2).selectExpr(
+            "pmod(xxhash64(id), 150000) as k", "cast(id % 3 as int) as j",
+            "if(id % 7 = 0, null, cast(id as decimal(15,2)) / 8) as p")
+        .groupBy("k", "j").agg(F.avg("p"), F.count("*")),
     ]
     out = [sorted(repr(tuple(r)) for r in q.collect()) for q in queries]
     ansi = spark.conf.get("spark.sql.ansi.enabled")

@@ -62,8 +62,8 @@ public final class OpSpec implements Serializable {
 
   /**
    * The lanes of a Spark SQL aggregate by several columns or with several functions, or null: keys
-   * are then {@link GroupKey}s (their own partition), values {@code byte[]} lane inputs, results
-   * {@code byte[]} lane states.
+   * are then {@link LaneRecord}s (their own partition and lane inputs), results {@code byte[]}
+   * lane states.
    */
   final Lane[] lanes;
 

@@ -61,24 +61,25 @@ public final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
   }
 
   /**
-   * Writes the records of a lanes aggregate: {@link GroupKey} keys carry their partition, values
-   * are the lanes' inputs.
+   * Writes the records of a lanes aggregate: each key a {@link LaneRecord} that carries its
+   * partition and writes its key and value bytes straight into the engine's buffer.
    */
   private void writeLanes(
       scala.collection.Iterator<Product2<K, V>> records, NativeMapOutput output, int valueBytes)
       throws IOException {
     while (records.hasNext()) {
-      Product2<K, V> r = records.next();
-      GroupKey key = (GroupKey) r._1();
-      byte[] value = (byte[]) r._2();
-      if (value.length != valueBytes) {
-        throw new IllegalArgumentException(
-            "a lanes value of " + value.length + " bytes, the operator takes " + valueBytes);
-      }
-      int keyBytes = 4 + 1 + key.bytes().length;
+      LaneRecord r = (LaneRecord) records.next()._1();
+      int keyBytes = 4 + 1 + r.keyBytes();
       ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);
-      b.putInt(keyBytes).putInt(valueBytes).putInt(key.partition());
-      b.put(OpSpec.KEY_STRING).put(key.bytes()).put(value);
+      b.putInt(keyBytes).putInt(valueBytes).putInt(r.partition());
+      b.put(OpSpec.KEY_STRING);
+      r.putKey(b);
+      int at = b.position();
+      r.putValue(b);
+      if (b.position() - at != valueBytes) {
+        throw new IllegalArgumentException(
+            "a lanes value of " + (b.position() - at) + " bytes, the operator takes " + valueBytes);
+      }
       output.added();
     }
     status = output.commit();

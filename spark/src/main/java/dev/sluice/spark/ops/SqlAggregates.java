@@ -68,9 +68,9 @@ public final class SqlAggregates {
   }
 
   /**
-   * The lanes {@code lanes} of each {@link GroupKey} of {@code pairs} (values: the lanes' inputs),
-   * into {@code partitions} partitions placed as the keys say; results come back as (the key's
-   * bytes, the lanes' state) pairs.
+   * The lanes {@code lanes} of each {@link LaneRecord} of {@code pairs} (each carries its lanes'
+   * inputs), into {@code partitions} partitions placed as the records say; results come back as
+   * (the key's bytes, the lanes' state) pairs.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   public static RDD<Tuple2<Object, Object>> aggregateLanes(
@@ -109,7 +109,7 @@ public final class SqlAggregates {
     }
   }
 
-  /** The partition a {@link GroupKey} carries (Spark SQL's, computed from the row). */
+  /** The partition a {@link LaneRecord} carries (Spark SQL's, computed from the row). */
   static final class GroupKeyPartitioner extends CountedPartitioner {
     private static final long serialVersionUID = 1L;
 
@@ -119,7 +119,7 @@ public final class SqlAggregates {
 
     @Override
     public int getPartition(Object key) {
-      return ((GroupKey) key).partition();
+      return ((LaneRecord) key).partition();
     }
   }
 

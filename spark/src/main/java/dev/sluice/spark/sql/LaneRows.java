@@ -1,15 +1,14 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.ops.GroupKey;
+import dev.sluice.spark.ops.LaneRecord;
 import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.util.ArrayDeque;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.NoSuchElementException;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
+import org.apache.spark.unsafe.Platform;
 import scala.Tuple2;
 
 /**
@@ -25,8 +24,13 @@ import scala.Tuple2;
  * folds entirely here, as Spark's own partial aggregate would. After {@link #SAMPLE_RECORDS} rows,
  * a table that folded fewer than half of them into an existing group switches itself off and rows
  * go to the engine one by one, whose tables are built for many keys.
+ *
+ * <p>Records leave as one {@link LaneRecord}, this object, refilled by each {@link #next}: the key
+ * of a row passed through is the key projection's own row, the state the scratch words; a full
+ * table is swapped with a second one whose groups leave one by one while the first fills again.
+ * Nothing is allocated per row but a new group's key copy.
  */
-final class LaneRows implements Iterator<Tuple2<Object, Object>> {
+final class LaneRows implements Iterator<Tuple2<Object, Object>>, LaneRecord {
   /** Slots of the table (a power of two). */
   static final int SLOTS = 1024;
   /** Groups the table holds at most before it is emptied into the engine. */
@@ -41,12 +45,25 @@ final class LaneRows implements Iterator<Tuple2<Object, Object>> {
   private final UnsafeProjection keys;
   private final UnsafeProjection inputs;
   private final UnsafeProjection partitionId;
-  private final UnsafeRow[] held = new UnsafeRow[SLOTS];
   private final int[] hashes = new int[SLOTS];
-  private final int[] partitions = new int[SLOTS];
-  private final long[] states;
   private final long[] scratch;
-  private final ArrayDeque<Tuple2<Object, Object>> ready = new ArrayDeque<>();
+  /** What every {@link #next} returns: this record. */
+  private final Tuple2<Object, Object> pair = new Tuple2<>(this, null);
+  /** The table that folds. */
+  private UnsafeRow[] held = new UnsafeRow[SLOTS];
+  private int[] partitions = new int[SLOTS];
+  private long[] states;
+  /** The table being emptied, from slot {@link #leaving} on. */
+  private UnsafeRow[] left = new UnsafeRow[SLOTS];
+  private int[] leftPartitions = new int[SLOTS];
+  private long[] leftStates;
+  private int leaving = SLOTS;
+  /** The record {@link #next} returns. */
+  private UnsafeRow key;
+  private int partition;
+  private long[] state;
+  private int stateAt;
+  private boolean ready;
   private int entries;
   private long records;
   private long folded;
@@ -65,17 +82,18 @@ final class LaneRows implements Iterator<Tuple2<Object, Object>> {
     this.inputs = inputs;
     this.partitionId = partitionId;
     this.states = new long[SLOTS * values.words];
+    this.leftStates = new long[SLOTS * values.words];
     this.scratch = new long[values.words];
   }
 
   @Override
   public boolean hasNext() {
-    while (ready.isEmpty()) {
+    while (!ready && !leave()) {
       if (in.hasNext()) {
         offer(in.next());
       } else if (!drained) {
         drained = true;
-        drain();
+        empty();
       } else {
         return false;
       }
@@ -88,43 +106,69 @@ final class LaneRows implements Iterator<Tuple2<Object, Object>> {
     if (!hasNext()) {
       throw new NoSuchElementException();
     }
-    return ready.poll();
+    ready = false;
+    return pair;
   }
 
+  @Override
+  public int partition() {
+    return partition;
+  }
+
+  @Override
+  public int keyBytes() {
+    return key.getSizeInBytes();
+  }
+
+  @Override
+  public void putKey(ByteBuffer out) {
+    if (key.getBaseObject() instanceof byte[] bytes) {
+      out.put(bytes, (int) (key.getBaseOffset() - Platform.BYTE_ARRAY_OFFSET), keyBytes());
+    } else {
+      out.put(key.getBytes());
+    }
+  }
+
+  @Override
+  public void putValue(ByteBuffer out) {
+    values.write(state, stateAt, out);
+  }
+
+  /** Takes row {@code row}: folds it, or makes it the record (ready), or starts a group. */
   private void offer(InternalRow row) {
-    UnsafeRow key = keys.apply(row);
+    UnsafeRow k = keys.apply(row);
     InternalRow v = inputs.apply(row);
     if (!off && ++records == SAMPLE_RECORDS && folded * 2 < records) {
       off = true;
-      drain();
+      empty();
     }
     if (off) {
       Arrays.fill(scratch, 0);
       values.fold(v, scratch, 0);
-      ready.add(pair(key.copy(), partition(key), scratch, 0));
+      record(k, partition(k), scratch, 0);
       return;
     }
-    int h = key.hashCode();
+    int h = k.hashCode();
     int home = (h * 0x9E3779B9) >>> (32 - Integer.numberOfTrailingZeros(SLOTS));
     int free = -1;
     for (int p = 0; p < PROBES_MAX; p++) {
       int s = (home + p) & (SLOTS - 1);
-      UnsafeRow k = held[s];
-      if (k == null) {
+      UnsafeRow other = held[s];
+      if (other == null) {
         free = s;
         break;
       }
-      if (hashes[s] == h && k.equals(key)) {
+      if (hashes[s] == h && other.equals(k)) {
         values.fold(v, states, s * values.words);
         folded++;
         return;
       }
     }
     if (free < 0 || entries == ENTRIES_MAX) {
-      drain();
+      empty();
       free = home;
     }
-    UnsafeRow copy = key.copy();
+    UnsafeRow copy = k.copy();
     held[free] = copy;
     hashes[free] = h;
     partitions[free] = partition(copy);
@@ -133,24 +177,47 @@ final class LaneRows implements Iterator<Tuple2<Object, Object>> {
     entries++;
   }
 
-  /** Sends every group of the table to the engine and empties it. */
-  private void drain() {
-    for (int s = 0; s < SLOTS; s++) {
-      if (held[s] != null) {
-        ready.add(pair(held[s], partitions[s], states, s * values.words));
-        held[s] = null;
-      }
-    }
+  /**
+   * Swaps the table with the emptied one: its groups leave one by one ({@link #leave}) and the
+   * table starts empty. Called only once every group of the last swap has left.
+   */
+  private void empty() {
+    UnsafeRow[] rows = left;
+    int[] parts = leftPartitions;
+    long[] st = leftStates;
+    left = held;
+    leftPartitions = partitions;
+    leftStates = states;
+    held = rows;
+    partitions = parts;
+    states = st;
+    leaving = 0;
     entries = 0;
   }
 
-  private int partition(UnsafeRow key) {
-    return partitionId.apply(key).getInt(0);
+  /** Makes the next group of the emptied table the record; false when none is left. */
+  private boolean leave() {
+    while (leaving < SLOTS) {
+      int s = leaving++;
+      UnsafeRow k = left[s];
+      if (k != null) {
+        left[s] = null;
+        record(k, leftPartitions[s], leftStates, s * values.words);
+        return true;
+      }
+    }
+    return false;
   }
 
-  private Tuple2<Object, Object> pair(UnsafeRow key, int partition, long[] st, int base) {
-    ByteBuffer b = ByteBuffer.allocate(values.inputBytes).order(ByteOrder.LITTLE_ENDIAN);
-    values.write(st, base, b);
-    return new Tuple2<>(new GroupKey(partition, key.getBytes()), b.array());
+  private void record(UnsafeRow k, int p, long[] st, int at) {
+    key = k;
+    partition = p;
+    state = st;
+    stateAt = at;
+    ready = true;
+  }
+
+  private int partition(UnsafeRow k) {
+    return partitionId.apply(k).getInt(0);
   }
 }
