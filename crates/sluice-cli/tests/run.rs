@@ -96,7 +96,14 @@ fn a_slow_device_migrates_work_and_stays_exact() {
     let off = run(
         "slow-off",
         "aggregate",
-        &["--device-speed", "0.05", "--offload-threads", "1", "--no-migration", "--no-baseline"],
+        &[
+            "--device-speed",
+            "0.05",
+            "--offload-threads",
+            "1",
+            "--no-liquid-offload",
+            "--no-baseline",
+        ],
     );
     assert_eq!(off["migrated_share"].as_f64(), Some(0.0), "{off}");
 }

@@ -20,7 +20,7 @@ pub const RESULTS_SHARE_PERCENT: usize = 50;
 
 /// Map-side operator state per map attempt pipeline by default (16 MB,
 /// SmartShuffle's spilling threshold).
-pub const SPILL_THRESHOLD_DEFAULT: usize = 16 << 20;
+pub const OPERATOR_STATE_BYTES_DEFAULT: usize = 16 << 20;
 
 /// What `buf_acquire` does when the buffer pool is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub struct EngineConfig {
     /// reduce partitions beyond it are persisted to disk.
     pub memory_budget: usize,
     /// Map-side operator state per pipeline (the spilling threshold).
-    pub spill_threshold: usize,
+    pub operator_state_bytes: usize,
     /// Where spilled state and persisted partitions go.
     pub spill_dir: PathBuf,
     /// Speed of the offload workers relative to this machine's cores, in
@@ -55,7 +55,7 @@ pub struct EngineConfig {
     pub device_speed: f64,
     /// Liquid offloading: move work to host threads when the offload
     /// workers fall behind.
-    pub migration: bool,
+    pub liquid_offload: bool,
     /// Extra host threads for migrated segments; 0: the producing map
     /// tasks run their migrated share themselves.
     pub host_threads: usize,
@@ -81,10 +81,10 @@ impl Default for EngineConfig {
             buffer_pool_bytes: BUFFER_POOL_BYTES_DEFAULT,
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             memory_budget: MEMORY_BUDGET_DEFAULT,
-            spill_threshold: SPILL_THRESHOLD_DEFAULT,
+            operator_state_bytes: OPERATOR_STATE_BYTES_DEFAULT,
             spill_dir: std::env::temp_dir(),
             device_speed: 1.0,
-            migration: true,
+            liquid_offload: true,
             host_threads: 0,
             host_steal: true,
             backpressure: Backpressure::Wait,

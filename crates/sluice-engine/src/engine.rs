@@ -83,7 +83,7 @@ impl Engine {
             host_queue: Scheduler::default(),
             shuffles: RwLock::new(std::collections::HashMap::new()),
             pages: PagePools::default(),
-            liquid: Arc::new(Liquid::new(config.migration)),
+            liquid: Arc::new(Liquid::new(config.liquid_offload)),
             counters: Counters::default(),
             open_map_tasks: AtomicUsize::new(0),
             inline_at_tasks: AtomicUsize::new(config.inline_at_tasks),
@@ -110,7 +110,7 @@ impl Engine {
             engine.threads.push(t);
         }
         let host_threads =
-            if engine.inner.config.migration { engine.inner.config.host_threads } else { 0 };
+            if engine.inner.config.liquid_offload { engine.inner.config.host_threads } else { 0 };
         for i in 0..host_threads {
             let inner = engine.inner.clone();
             let t = std::thread::Builder::new()
@@ -119,7 +119,7 @@ impl Engine {
                 .map_err(EngineError::Thread)?;
             engine.threads.push(t);
         }
-        if engine.inner.config.migration {
+        if engine.inner.config.liquid_offload {
             let inner = engine.inner.clone();
             let t = std::thread::Builder::new()
                 .name("sluice-liquid".into())
@@ -190,7 +190,7 @@ impl Engine {
             &self.inner.memory,
             &self.inner.reduce_memory,
             &self.inner.results,
-            self.inner.config.spill_threshold,
+            self.inner.config.operator_state_bytes,
             &self.inner.spill,
             &self.inner.pages,
         )?;

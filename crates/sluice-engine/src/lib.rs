@@ -71,7 +71,7 @@ mod worker;
 pub use buffer::{BufferPool, MapBuffer, POOL_FREE_BUFFERS_MAX};
 pub use config::{
     Backpressure, EngineConfig, BUFFER_POOL_BYTES_DEFAULT, MEMORY_BUDGET_DEFAULT,
-    RESULTS_SHARE_PERCENT, SEGMENT_BYTES_DEFAULT, SPILL_THRESHOLD_DEFAULT,
+    OPERATOR_STATE_BYTES_DEFAULT, RESULTS_SHARE_PERCENT, SEGMENT_BYTES_DEFAULT,
 };
 pub use engine::Engine;
 pub use error::{EngineError, EngineResult, ShuffleId};

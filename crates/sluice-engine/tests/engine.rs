@@ -231,7 +231,7 @@ fn aggregate_spills_both_ways_and_stays_exact() {
         // 16 KiB of map-side state per pipeline and 256 KiB in all: the
         // map side spills and the reduce side writes runs and results to disk.
         let config = EngineConfig {
-            spill_threshold: 16 << 10,
+            operator_state_bytes: 16 << 10,
             memory_budget: 256 << 10,
             ..small_config(dir.path())
         };
@@ -263,7 +263,7 @@ fn aggregate_spills_both_ways_and_stays_exact() {
 #[test]
 fn range_partitioned_sort_is_globally_ordered() {
     let dir = tempdir("sort");
-    let config = EngineConfig { spill_threshold: 32 << 10, ..small_config(dir.path()) };
+    let config = EngineConfig { operator_state_bytes: 32 << 10, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(5, 8_000, u64::MAX, 3);
     let mut sample: Vec<&[u8]> =
@@ -353,7 +353,7 @@ fn a_slow_device_moves_work_to_the_map_threads_and_results_stay_exact() {
     let config = EngineConfig {
         offload_threads: 1,
         device_speed: 0.05,
-        migration: true,
+        liquid_offload: true,
         ..small_config(dir.path())
     };
     let e = Engine::new(config).expect("engine");
@@ -445,7 +445,7 @@ fn map_tasks_run_their_own_segments_while_they_fill_the_cores() {
     for (at, threads, inline) in [(1, 1, true), (3, 2, false), (0, 2, false)] {
         let dir = tempdir("inline");
         let config =
-            EngineConfig { migration: false, inline_at_tasks: at, ..small_config(dir.path()) };
+            EngineConfig { liquid_offload: false, inline_at_tasks: at, ..small_config(dir.path()) };
         let e = Engine::new(config).expect("engine");
         let maps = inputs(4, 5_000, 1 << 40, 8);
         let spec = ShuffleSpec {
@@ -473,7 +473,8 @@ fn map_tasks_run_their_own_segments_while_they_fill_the_cores() {
 #[test]
 fn without_migration_nothing_moves() {
     let dir = tempdir("nomigration");
-    let config = EngineConfig { device_speed: 0.2, migration: false, ..small_config(dir.path()) };
+    let config =
+        EngineConfig { device_speed: 0.2, liquid_offload: false, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     let maps = inputs(2, 5_000, 1 << 40, 8);
     let spec = ShuffleSpec {
@@ -739,7 +740,8 @@ impl Partitioner for PanicsOn {
 fn an_operator_panic_voids_its_attempt_and_the_engine_goes_on() {
     let dir = tempdir("panic");
     // Migration off: the panic happens on an offload worker.
-    let config = EngineConfig { offload_threads: 1, migration: false, ..small_config(dir.path()) };
+    let config =
+        EngineConfig { offload_threads: 1, liquid_offload: false, ..small_config(dir.path()) };
     let e = Engine::new(config).expect("engine");
     let poison = vec![0xEE; 8];
     let spec = ShuffleSpec {
@@ -788,7 +790,7 @@ fn unregistering_wakes_reduce_tasks_waiting_on_unfinished_partitions() {
     // the map stage ends.
     let config = EngineConfig {
         offload_threads: 1,
-        migration: false,
+        liquid_offload: false,
         device_speed: 0.001,
         ..small_config(dir.path())
     };
@@ -828,7 +830,7 @@ fn dropping_the_engine_removes_its_spill_files_with_work_still_queued() {
     let config = EngineConfig {
         offload_threads: 1,
         device_speed: 0.01,
-        migration: true,
+        liquid_offload: true,
         memory_budget: 256 << 10,
         ..small_config(dir.path())
     };

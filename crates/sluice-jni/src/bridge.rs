@@ -102,12 +102,12 @@ fn engine_config(settings: &HostSettings) -> EngineConfig {
         inline_at_tasks: settings.inline_at_tasks,
         pin_offload_threads: settings.pin_offload_threads,
         segment_bytes: settings.segment_bytes,
-        migration: settings.liquid_offload,
+        liquid_offload: settings.liquid_offload,
         ..EngineConfig::default()
     };
     match settings.operator_state_bytes {
         0 => config,
-        bytes => EngineConfig { spill_threshold: bytes, ..config },
+        bytes => EngineConfig { operator_state_bytes: bytes, ..config },
     }
 }
 
@@ -162,12 +162,12 @@ pub fn host_defaults() -> HostSettings {
         offload_threads: engine.offload_threads,
         buffer_pool_bytes: engine.buffer_pool_bytes,
         memory_budget: HOST_MEMORY_BUDGET_DEFAULT,
-        operator_state_bytes: engine.spill_threshold,
+        operator_state_bytes: engine.operator_state_bytes,
         spill_dir: engine.spill_dir,
         inline_at_tasks: 0,
         pin_offload_threads: engine.pin_offload_threads,
         segment_bytes: engine.segment_bytes,
-        liquid_offload: engine.migration,
+        liquid_offload: engine.liquid_offload,
     }
 }
 

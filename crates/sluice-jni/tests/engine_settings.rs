@@ -24,9 +24,9 @@ fn first() -> HostSettings {
 fn a_later_context_gets_the_engine_or_an_error_naming_what_changed() {
     let engine = open_engine(&first()).expect("engine");
     assert_eq!(engine.config().memory_budget, 64 << 20);
-    assert_eq!(engine.config().spill_threshold, 1 << 20);
+    assert_eq!(engine.config().operator_state_bytes, 1 << 20);
     assert_eq!(engine.config().segment_bytes, 50_000);
-    assert!(engine.config().migration);
+    assert!(engine.config().liquid_offload);
     assert!(!engine.config().pin_offload_threads);
     assert_eq!(engine.inline_at_tasks(), 2);
 
@@ -71,10 +71,10 @@ fn host_defaults_are_the_engines_but_a_host_sized_budget() {
     let e = sluice_engine::EngineConfig::default();
     assert_eq!(d.offload_threads, e.offload_threads);
     assert_eq!(d.buffer_pool_bytes, sluice_engine::BUFFER_POOL_BYTES_DEFAULT);
-    assert_eq!(d.operator_state_bytes, sluice_engine::SPILL_THRESHOLD_DEFAULT);
+    assert_eq!(d.operator_state_bytes, sluice_engine::OPERATOR_STATE_BYTES_DEFAULT);
     assert_eq!(d.memory_budget, HOST_MEMORY_BUDGET_DEFAULT);
     assert_eq!(d.segment_bytes, sluice_engine::SEGMENT_BYTES_DEFAULT);
     assert_eq!(d.pin_offload_threads, e.pin_offload_threads);
-    assert_eq!(d.liquid_offload, e.migration);
+    assert_eq!(d.liquid_offload, e.liquid_offload);
     const { assert!(HOST_MEMORY_BUDGET_DEFAULT < sluice_engine::MEMORY_BUDGET_DEFAULT) };
 }

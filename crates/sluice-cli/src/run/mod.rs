@@ -66,7 +66,7 @@ pub(crate) struct RunArgs {
     pub(crate) device_speed: f64,
     /// Turn liquid offloading off.
     #[arg(long)]
-    pub(crate) no_migration: bool,
+    pub(crate) no_liquid_offload: bool,
     /// Extra host threads for migrated work (0: the map threads run it).
     #[arg(long, default_value_t = 0)]
     pub(crate) host_threads: usize,
@@ -112,7 +112,7 @@ pub(crate) fn execute(args: &RunArgs) -> Result<report::Summary, String> {
         buffer_pool_bytes: args.buffer_mib << 20,
         memory_budget: args.memory_mib << 20,
         device_speed: args.device_speed,
-        migration: !args.no_migration,
+        liquid_offload: !args.no_liquid_offload,
         host_threads: args.host_threads,
         host_steal: !args.no_steal,
         spill_dir: args.spill_dir.clone().unwrap_or_else(std::env::temp_dir),

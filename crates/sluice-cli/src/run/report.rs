@@ -40,7 +40,7 @@ pub(crate) struct Summary {
     pub(crate) map_threads: usize,
     pub(crate) offload_threads: usize,
     pub(crate) device_speed: f64,
-    pub(crate) migration: bool,
+    pub(crate) liquid_offload: bool,
     pub(crate) seconds: f64,
     pub(crate) map_stage_seconds: f64,
     pub(crate) mb_per_s: f64,
@@ -124,7 +124,7 @@ impl Summary {
             map_threads: args.map_threads,
             offload_threads: args.offload_threads,
             device_speed: args.device_speed,
-            migration: !args.no_migration,
+            liquid_offload: !args.no_liquid_offload,
             seconds: secs,
             map_stage_seconds: map_time.as_secs_f64(),
             mb_per_s: mbps(secs),
@@ -166,7 +166,7 @@ impl Summary {
     pub(crate) fn print(&self) {
         let mb = |b: u64| b as f64 / 1e6;
         println!(
-            "sluice run {}: {:.1} MB, {} records, {} maps -> {} reduces, {} map threads, {} offload threads (speed {}), migration {}",
+            "sluice run {}: {:.1} MB, {} records, {} maps -> {} reduces, {} map threads, {} offload threads (speed {}), liquid offload {}",
             self.workload,
             mb(self.input_bytes),
             self.input_records,
@@ -175,7 +175,7 @@ impl Summary {
             self.map_threads,
             self.offload_threads,
             self.device_speed,
-            if self.migration { "on" } else { "off" }
+            if self.liquid_offload { "on" } else { "off" }
         );
         println!("  output validated        yes");
         println!(
