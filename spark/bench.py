@@ -45,9 +45,23 @@ import time
 import urllib.request
 
 HERE = pathlib.Path(__file__).resolve().parent
-JAR = HERE / "target" / "sluice-spark.jar"
+# The Spark line whose jars run: the default line's, or the one SLUICE_LINE
+# names (spark/build.sh --line L built them; test_8_other_lines runs test
+# files so, in that line's venv, and the scripts those tests start inherit it).
+LINE = os.environ.get("SLUICE_LINE") or None
+SQL_EXTENSIONS = "dev.sluice.spark.sql.SluiceSqlExtensions"
+
+
+def line_jar(line, name="sluice-spark"):
+    """A jar of Sluice's for a Spark line: the default line's, or spark/build.sh --line L's."""
+    if not line:
+        return HERE / "target" / f"{name}.jar"
+    return HERE / "target" / f"{name}-{line}_{'2.12' if line == '3.5' else '2.13'}.jar"
+
+
+JAR = line_jar(LINE)
 # The RDD jobs (dev.sluice.spark.examples), not in the shipped jar.
-EXAMPLES_JAR = HERE / "target" / "sluice-spark-examples.jar"
+EXAMPLES_JAR = line_jar(LINE, "sluice-spark-examples")
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 # A Sluice build to compare against (--baseline-jar): the same manager class
 # from another jar, run as a third manager in its own JVM.
@@ -74,6 +88,9 @@ def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", se
         "spark.ui.port": "0",
         "spark.ui.showConsoleProgress": "false",
     }
+    if LINE == "3.5":
+        # pyspark 3.5 does not find a session extension in a jar by itself.
+        conf["spark.sql.extensions"] = SQL_EXTENSIONS
     conf.update(settings or {})
     if manager != "sort":
         conf.update(kv.partition("=")[::2] for kv in sluice_conf)

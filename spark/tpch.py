@@ -65,8 +65,7 @@ import urllib.request
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench  # noqa: E402  (sessions, the worker protocol, JVM CPU)
-from bench import ask, process_cpu_s  # noqa: E402
-JAR = HERE / "target" / "sluice-spark.jar"
+from bench import ask, line_jar, process_cpu_s  # noqa: E402
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 BASELINE = "sluice-base"
 # The peer a SQL user would pick: Comet's release for each Spark line it is
@@ -186,11 +185,6 @@ def generate(suite, sf, root):
     return root
 
 
-def line_jar(line):
-    """Sluice's jar for a Spark line: the default one's, or spark/build.sh --line L's."""
-    if line is None:
-        return JAR
-    return HERE / "target" / f"sluice-spark-{line}_{'2.12' if line == '3.5' else '2.13'}.jar"
 
 
 def comet_jar(line):
@@ -216,7 +210,7 @@ def session(manager, a, jar):
     }
     if a.line == "3.5":
         # pyspark 3.5 does not find a session extension in a jar by itself.
-        settings["spark.sql.extensions"] = "dev.sluice.spark.sql.SluiceSqlExtensions"
+        settings["spark.sql.extensions"] = bench.SQL_EXTENSIONS
     if manager == COMET:
         settings.update(COMET_SETTINGS)
         # Comet's sorting shuffle writer (more partitions than Spark's bypass
@@ -571,8 +565,9 @@ def main():
     ap.add_argument("--managers", default="sort,sluice",
                     help=f"two or more of sort, sluice, {BASELINE}; answers are checked "
                          "against the first")
-    ap.add_argument("--line", help="the Spark line whose Sluice jar runs (spark/build.sh --line "
-                    "L), under that line's pyspark (spark/tpch.sh --line L); default 4.0's")
+    ap.add_argument("--line", default=bench.LINE,
+                    help="the Spark line whose Sluice jar runs (spark/build.sh --line L), under "
+                    "that line's pyspark (spark/tpch.sh --line L); default SLUICE_LINE's, or 4.0's")
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:

@@ -10,15 +10,10 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-# The jar under test: the default line's, or another line's where SLUICE_LINE
-# names it (spark/build.sh --line L built it; test_8_other_lines runs a test
-# file so, in that line's venv).
-_LINE = os.environ.get("SLUICE_LINE")
-_SCALA = "2.12" if _LINE == "3.5" else "2.13"
-_SUFFIX = f"-{_LINE}_{_SCALA}" if _LINE else ""
-JAR = HERE.parent / "target" / f"sluice-spark{_SUFFIX}.jar"
-# The example and benchmark jobs some tests drive (not in the shipped jar).
-EXAMPLES_JAR = HERE.parent / "target" / f"sluice-spark-examples{_SUFFIX}.jar"
+sys.path.insert(1, str(HERE.parent))
+# The jar under test (the default line's, or the line SLUICE_LINE names) and
+# the example and benchmark jobs some tests drive (not in the shipped jar).
+from bench import EXAMPLES_JAR, JAR, LINE as _LINE, SQL_EXTENSIONS  # noqa: E402
 SLUICE = "dev.sluice.spark.SluiceShuffleManager"
 KRYO = "org.apache.spark.serializer.KryoSerializer"
 
@@ -56,7 +51,7 @@ def session(master, manager, tmp, serializer=KRYO, extra=None):
     if _LINE == "3.5":
         # pyspark 3.5 makes its session without Java's service loader, so the
         # SQL rules come from the setting there (Spark 4 finds them in the jar).
-        b = b.config("spark.sql.extensions", "dev.sluice.spark.sql.SluiceSqlExtensions")
+        b = b.config("spark.sql.extensions", SQL_EXTENSIONS)
     for k, v in (extra or {}).items():
         b = b.config(k, v)
     s = b.getOrCreate()
