@@ -80,7 +80,9 @@ pub use liquid::Decision;
 pub use map_task::{DestinationRuns, MapTask};
 pub use metrics::{EngineHeld, EngineMetrics};
 pub use pages::PAGE_POOL_FREE_BYTES;
-pub use pipeline::{MapPipeline, PipelineStats, AGGREGATE_STAGE_BYTES_MAX, STAGE_BYTES};
+pub use pipeline::{
+    MapPipeline, PipelineStats, AGGREGATE_STAGE_BYTES_MAX, STAGE_BYTES, THRESHOLD_SPLIT_MAX,
+};
 pub use reduce::{ReduceTask, REDUCE_STATE_FLOOR_BYTES};
 pub use reduce_block::ReduceBlock;
 pub use shuffle::{

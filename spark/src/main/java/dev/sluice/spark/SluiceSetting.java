@@ -71,7 +71,9 @@ public enum SluiceSetting {
       "bytes",
       Scope.ENGINE,
       "An offloaded operator's map-side state per map task before it spills (SmartShuffle's"
-          + " spilling threshold)."),
+          + " spilling threshold), split evenly across the shuffle's partitions as if there were"
+          + " at most 100; the map tasks of an executor hold at most a quarter of"
+          + " spark.sluice.memoryBudget in all."),
   PIN_OFFLOAD_THREADS(
       "pinOffloadThreads",
       Type.BOOLEAN,
