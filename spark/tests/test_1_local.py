@@ -23,3 +23,28 @@ def test_local_matches_sort_shuffle(local, reference, name):
     # The shuffle really went through Sluice: map outputs written, blocks decoded.
     assert after["map_outputs"] > before["map_outputs"]
     assert after["blocks_decoded"] > before["blocks_decoded"]
+
+
+def test_adaptive_execution_counts_the_shuffles_of_sluices_nodes(local):
+    # ORDER BY ... LIMIT over an aggregate of five groups: once the
+    # aggregate's exchange has run, adaptive execution knows the limit
+    # keeps every row and re-plans without it, a global sort (a range
+    # shuffle) in place of Spark's one-task TakeOrderedAndProject. Spark
+    # keeps the plan it has because the new one costs a shuffle more; Sluice's
+    # sorted exchange must cost that shuffle too (SluiceCostEvaluator), or
+    # the extra shuffle looks free and is taken (TPC-DS q66).
+    settings = {"spark.sql.shuffle.partitions": "200", "spark.sluice.sqlAggregate": "false"}
+    was = {k: local.conf.get(k) for k in settings}
+    for k, v in settings.items():
+        local.conf.set(k, v)
+    try:
+        df = (local.range(0, 20000, numPartitions=2).selectExpr("id % 5 as k", "id as v")
+              .groupBy("k").sum("v").orderBy("k").limit(100))
+        rows = [(r[0], r[1]) for r in df.collect()]
+        assert rows == [(k, sum(range(k, 20000, 5))) for k in range(5)]
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert "TakeOrderedAndProject" in plan, plan
+        assert "SluiceSortExchange" not in plan, plan
+    finally:
+        for k, v in was.items():
+            local.conf.set(k, v)

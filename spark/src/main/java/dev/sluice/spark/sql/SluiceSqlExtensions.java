@@ -1,7 +1,9 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.shuffle.SparkLine;
 import java.util.List;
+import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.SparkSessionExtensions;
 import org.apache.spark.sql.SparkSessionExtensionsProvider;
 import org.apache.spark.sql.catalyst.rules.Rule;
@@ -16,7 +18,8 @@ import scala.runtime.BoxedUnit;
  * when the shuffle manager is Sluice: {@link NativeSortRule} (ORDER BY), {@link
  * NativeAggregateRule} (aggregates), {@link RoundRobinRule} (round-robin repartitions without
  * Spark's defensive sort where their input is determinate), and adaptive execution's coalescing
- * of joins over a native aggregate ({@link JoinCoalesce}).
+ * of joins over a native aggregate ({@link JoinCoalesce}); adaptive execution counts the shuffles
+ * of Sluice's nodes ({@link SluiceCostEvaluator}).
  *
  * <p>On a Spark line the jar is not built for ({@link SparkLine}) it installs nothing: the rules
  * name Spark's plan classes by their signatures on the jar's line (Scala 2.12's collections on
@@ -35,7 +38,20 @@ public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider
       extensions.injectQueryStagePrepRule(session -> rule);
     }
     extensions.injectQueryStageOptimizerRule(session -> new JoinCoalesce(session));
+    countNativeShuffles();
     return BoxedUnit.UNIT;
+  }
+
+  /**
+   * Names {@link SluiceCostEvaluator} as adaptive execution's cost evaluator in the application's
+   * settings, unless the application named one, when the shuffle manager is Sluice's. Extensions
+   * are applied before the session's state reads those settings.
+   */
+  private static void countNativeShuffles() {
+    SparkEnv env = SparkEnv.get();
+    if (env != null && env.shuffleManager() instanceof SluiceShuffleManager) {
+      env.conf().setIfMissing(SluiceCostEvaluator.SETTING, SluiceCostEvaluator.class.getName());
+    }
   }
 
   /** The rule among the non-adaptive physical preparations (before columnar transitions). */
