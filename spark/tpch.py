@@ -152,6 +152,15 @@ def spark_text(q):
     return re.sub(r'"([^"]*)"', r"`\1`", q.strip().rstrip(";"))
 
 
+def error_text(e):
+    """A failed query's error in one line: py4j's first line names only the
+    call (`An error occurred while calling o1305.collectToPython.`), so the
+    JVM exception's own first line follows it."""
+    lines = [x.strip() for x in str(e).strip().split("\n") if x.strip()]
+    cause = next((x for x in lines[1:] if not x.startswith("at ")), "")
+    return " ".join(x for x in (lines[0] if lines else "", cause) if x)[:600]
+
+
 def label(q):
     return f"q{q:02d}" if isinstance(q, int) else q
 
@@ -314,7 +323,7 @@ class Worker:
         try:
             rows = df.collect()
         except Exception as e:  # noqa: BLE001  (py4j's error: reported, the session goes on)
-            return {"error": str(e).strip().split("\n")[0][:400]}
+            return {"error": error_text(e)}
         wall = time.perf_counter() - t
         cpu = process_cpu_s(spark) - cpu0
         plan = df._jdf.queryExecution().executedPlan().toString()
