@@ -62,19 +62,13 @@ pub const STAGE_BYTES: usize = 256 << 10;
 pub const AGGREGATE_STAGE_BYTES_MAX: usize = 1 << 20;
 
 /// Most destinations a pipeline's threshold is split across (100): with
-/// more, each destination's operator still gets a hundredth of the
-/// threshold. An even split of the default 16 MiB over Spark's 200 shuffle
-/// partitions left 84 KB per destination, too small for the 1,000 groups
-/// per destination and map task of TPC-H q17's aggregate (`l_partkey`,
-/// 200,000 keys, `avg(decimal)`): its evicted partials made 33.7 MB of map
-/// output where Spark's own partial aggregate makes 6.6 MB (sf 1). Measured
-/// per destination at 200 partitions: 125 KB gave 9.4 MB, 160 KB (a
-/// hundredth) 6.1 MB. A hundredth of the default is 160 KB: two map tasks
-/// of 200 destinations then fit the map share of the default
-/// `spark.sluice.memoryBudget` (64 MiB); more tasks or destinations share
-/// that pool, and a refused reservation makes a table evict instead of
-/// growing. Up to 100 destinations nothing changes (16 partitions: 1 MiB
-/// each).
+/// more, each destination's operator still gets a hundredth of it. An even
+/// split of the default 16 MiB over Spark's 200 shuffle partitions (84 KB
+/// each) was too small for many-group aggregates such as TPC-H q17's (see
+/// `docs/benchmarks.md`, "Map-side operator state split over at most 100
+/// destinations"). The engine's map-side memory pool bounds the sum: more
+/// tasks or destinations share it, and a refused reservation makes a table
+/// evict instead of growing.
 pub const THRESHOLD_SPLIT_MAX: usize = 100;
 
 /// One destination's operator.

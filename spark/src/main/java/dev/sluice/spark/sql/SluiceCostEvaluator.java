@@ -19,11 +19,11 @@ import org.apache.spark.sql.internal.SQLConf;
  * into stages), so a re-planned query whose new shuffle Sluice's rules took in looked free: a
  * {@code ORDER BY ... LIMIT 100} over an aggregate of five groups, whose limit adaptive execution
  * drops once it knows the row count, became a 200-partition range shuffle in Sluice's sorted
- * exchange where Spark keeps its one-task {@code TakeOrderedAndProject} (TPC-DS q66, 3.2 s
- * against 4.9 s). Counted as Spark counts its own exchanges, Sluice's plans win or lose adaptive
+ * exchange where Spark keeps its one-task {@code TakeOrderedAndProject} (TPC-DS q41, q43, q45,
+ * q66). Counted as Spark counts its own exchanges, Sluice's plans win or lose adaptive
  * execution's comparisons as Spark's would.
  *
- * <p>Sluice's shuffle manager names this class in {@code
+ * <p>{@link SluiceSqlExtensions} names this class in {@code
  * spark.sql.adaptive.customCostEvaluatorClass} when the application has not named one.
  */
 public final class SluiceCostEvaluator implements CostEvaluator {
