@@ -56,7 +56,7 @@ pub(crate) struct OperatorsArgs {
     #[arg(long, value_delimiter = ',', default_value = "8,32")]
     key_bytes: Vec<usize>,
     /// Operators, comma separated (partition, aggregate, aggregate/evict,
-    /// sort, distinct).
+    /// aggregate/evict-avg, sort, distinct).
     #[arg(
         long,
         value_delimiter = ',',
@@ -95,8 +95,8 @@ fn smartshuffle_gbps(op: &str, key_bytes: usize) -> Option<f64> {
     match (op, key_bytes) {
         ("partition", 8) => Some(11.96),
         ("partition", 32) => Some(10.8),
-        ("aggregate" | "aggregate/evict", 8) => Some(1.46),
-        ("aggregate" | "aggregate/evict", 32) => Some(1.82),
+        ("aggregate" | "aggregate/evict" | "aggregate/evict-avg", 8) => Some(1.46),
+        ("aggregate" | "aggregate/evict" | "aggregate/evict-avg", 32) => Some(1.82),
         ("sort", 8) => Some(0.47),
         ("sort", 32) => Some(0.38),
         _ => None,
@@ -232,6 +232,14 @@ fn check(op: &str, s: &PipelineStats) -> Result<(), String> {
     }
 }
 
+/// Bytes of an aggregate's partial state (8 where the operator is none).
+fn state_bytes(spec: &StageSpec) -> usize {
+    match spec {
+        StageSpec::Aggregate(a, _) => 8 * a.state_words(),
+        _ => 8,
+    }
+}
+
 fn ops() -> Vec<(&'static str, StageSpec)> {
     vec![
         ("partition", StageSpec::None),
@@ -242,6 +250,10 @@ fn ops() -> Vec<(&'static str, StageSpec)> {
         (
             "aggregate/evict",
             StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I32), SpillStrategy::Evict),
+        ),
+        (
+            "aggregate/evict-avg",
+            StageSpec::Aggregate(AggSpec::new(AggFn::Avg, ValueType::I32), SpillStrategy::Evict),
         ),
         ("sort", StageSpec::Sort),
         ("distinct", StageSpec::Distinct(DistinctBy::Key, SpillStrategy::State)),
@@ -297,10 +309,10 @@ pub(crate) fn run(args: &OperatorsArgs) -> Result<(), Box<dyn std::error::Error>
         let memcpy = median_of(
             (0..reps.max(1)).map(|_| gbps(bytes, time(|| copy_all(&chunks, &mut dst)))).collect(),
         );
-        let ideal = distinct * (kb as u64 + 8);
         for &workers in &args.workers {
             for (name, spec) in ops().into_iter().filter(|(n, _)| args.ops.iter().any(|o| o == n)) {
                 progress.set_message(format!("{name}, {kb} B keys, {workers} workers"));
+                let ideal = distinct * (kb + state_bytes(&spec)) as u64;
                 let (secs, stats) = measure(setup, name, workers, &spec, threshold, reps)?;
                 let gbit = stats.input_bytes as f64 * 8.0 / secs / 1e9;
                 let per = gbit / workers as f64;

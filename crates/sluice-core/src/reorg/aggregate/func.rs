@@ -21,6 +21,7 @@
 //! path overflowed, and hands the flag on with the result: the host turns a
 //! set flag into its overflow error.
 
+use super::inline::INLINE_WORDS_MAX;
 use super::lanes::{Lanes, STATE_WORDS_MAX};
 
 /// Most bytes of one group's state.
@@ -123,7 +124,7 @@ impl AggSpec {
     }
 
     /// Words of state per group (at most [`STATE_WORDS_MAX`]).
-    pub(crate) fn state_words(self) -> usize {
+    pub fn state_words(self) -> usize {
         match self.func {
             AggFn::Avg | AggFn::Collect | AggFn::SumExact => 2,
             AggFn::Lanes(l) => l.state_words(),
@@ -150,10 +151,15 @@ impl AggSpec {
         }
     }
 
-    /// Whether the inline tables (8-byte keys, one or two state words
-    /// beside the key) take this function.
+    /// Whether the inline tables (8-byte keys, the state words beside the
+    /// key) take this function: every numeric one, and lanes of at most
+    /// [`INLINE_WORDS_MAX`] words.
     pub(crate) fn inline_ok(self) -> bool {
-        !matches!(self.func, AggFn::Collect | AggFn::Lanes(_))
+        match self.func {
+            AggFn::Collect => false,
+            AggFn::Lanes(l) => l.state_words() <= INLINE_WORDS_MAX,
+            _ => true,
+        }
     }
 
     /// Bytes of a partial state record's value (numeric functions).

@@ -4,8 +4,12 @@
 //! # Layout
 //! ```text
 //!  ctrl:  [u8; cap + 8]          0 = empty, 0x80 | 7 hash bits = taken; 8 mirror bytes
-//!  slots: [u8; cap * 8 (1 + w)]  key, then w state words (w = 1 or 2), little-endian
+//!  slots: [u8; cap * 8 (1 + w)]  key, then w state words, little-endian
 //! ```
+//! `w` is 1 or 2 for the single functions, up to [`INLINE_WORDS_MAX`] for
+//! [lanes](super::lanes) (an average of a decimal: a 128-bit sum with its
+//! flags and a count, four words), which would otherwise take the general
+//! table at about three times the bytes per group.
 //! A probe reads the control bytes eight at a time (`reorg::control_bytes`) from
 //! the key's home slot, and on a tag match the slot, which holds the key
 //! and the state side by side: a hit touches two cache lines (both
@@ -73,6 +77,18 @@ use crate::reorg::ReorgError;
 
 /// Slots of a new table.
 const SLOTS_MIN: usize = 64;
+
+/// Most state words of a group in this table (lanes; the single functions
+/// have one or two). Wider lanes take the general table.
+pub(crate) const INLINE_WORDS_MAX: usize = 8;
+
+/// Most bytes of a group's state in this table.
+const INLINE_STATE_BYTES_MAX: usize = 8 * INLINE_WORDS_MAX;
+
+/// Most state words of a group in the evicting table
+/// ([`EvictTable`]: a key and two words per slot); wider states spill
+/// their state instead.
+const EVICT_WORDS_MAX: usize = 2;
 
 /// Bytes of passed-through partials the fast loop stages before handing
 /// them to the emitter.
@@ -156,7 +172,8 @@ macro_rules! with_update {
             (AggFn::SumExact, ValueType::I64) => arm!(SumExact, I64),
             (AggFn::SumExact, ValueType::F32) => arm!(SumExact, F32),
             (AggFn::SumExact, ValueType::F64) => arm!(SumExact, F64),
-            // Not taken: collect and lanes never use this path.
+            // Lanes come here for the evicting table (one or two words),
+            // one loop for every lanes code; collect never comes here.
             (AggFn::Collect | AggFn::Lanes(_), _) => {
                 let spec = $spec;
                 let $u = move |st: &mut [u64], v: &[u8], first: bool| spec.update(st, v, first);
@@ -188,7 +205,7 @@ impl InlinePartial {
             hints: probe_loop::Hints::default(),
             prefix: None,
             passing: false,
-            evict: (strategy == SpillStrategy::Evict)
+            evict: (strategy == SpillStrategy::Evict && words <= EVICT_WORDS_MAX)
                 .then(|| Box::new(EvictTable::new(spec, threshold, pool))),
             stats: AggregateStats::default(),
         }
@@ -231,7 +248,8 @@ impl InlinePartial {
     {
         match self.words {
             1 => update_state::<U, 1>(&mut self.slots, s, value, first, update),
-            _ => update_state::<U, 2>(&mut self.slots, s, value, first, update),
+            2 => update_state::<U, 2>(&mut self.slots, s, value, first, update),
+            w => update_wide(&mut self.slots, s, w, value, first, update),
         }
     }
 
@@ -329,7 +347,13 @@ impl InlinePartial {
         } else {
             hints.clear(n);
         }
-        let result = with_update!(spec, update => self.apply(r, &mut hints, out, update));
+        let result = if let AggFn::Lanes(_) = spec.func {
+            // One loop per state width instead of one per function.
+            let update = move |st: &mut [u64], v: &[u8], first: bool| spec.update(st, v, first);
+            self.apply::<_, Wide>(r, &mut hints, out, update)
+        } else {
+            with_update!(spec, update => self.apply::<_, Narrow>(r, &mut hints, out, update))
+        };
         self.hints = hints;
         result?;
         self.stats.input_records += n as u64;
@@ -345,7 +369,7 @@ impl InlinePartial {
     /// or pass through), and the fast loop goes on after it, with the
     /// hints of the records left recomputed if the table grew.
     #[inline(always)]
-    fn apply<U>(
+    fn apply<U, W: Widths>(
         &mut self,
         r: key8::Records<'_>,
         hints: &mut probe_loop::Hints,
@@ -360,10 +384,7 @@ impl InlinePartial {
         let mut i = 0;
         while i < n {
             if self.cap > 0 && hints.cap() == self.cap {
-                i = match self.words {
-                    1 => self.run_fast::<U, 1>(r, hints, i, out, update)?,
-                    _ => self.run_fast::<U, 2>(r, hints, i, out, update)?,
-                };
+                i = W::run_fast(self, r, hints, i, out, update)?;
             }
             let Some(rec) = r.payload.get(i * r.width..(i + 1) * r.width) else {
                 break;
@@ -523,7 +544,7 @@ impl InlinePartial {
         value: &[u8],
         out: &mut Emitter,
     ) -> Result<(), ReorgError> {
-        let mut buf = [0u8; 16];
+        let mut buf = [0u8; INLINE_STATE_BYTES_MAX];
         let n = self.spec.single_partial(value, &mut buf);
         let mut whole = [0u8; PREFIX_BYTES_MAX + INLINE_KEY_BYTES];
         let k = join_key(&mut whole, self.prefix().unwrap_or_default(), key);
@@ -663,13 +684,16 @@ fn probe_in(
 
 /// The state `value` alone makes, as the partial's bytes (and their count).
 #[inline(always)]
-fn first_state<U, const WORDS: usize>(value: &[u8], update: U) -> ([u8; 16], usize)
+fn first_state<U, const WORDS: usize>(
+    value: &[u8],
+    update: U,
+) -> ([u8; INLINE_STATE_BYTES_MAX], usize)
 where
     U: Fn(&mut [u64], &[u8], bool),
 {
     let mut st = [0u64; WORDS];
     update(&mut st, value, true);
-    let mut bytes = [0u8; 16];
+    let mut bytes = [0u8; INLINE_STATE_BYTES_MAX];
     let n = write_state(&st, &mut bytes);
     (bytes, n)
 }
@@ -724,6 +748,95 @@ fn update_state<U, const WORDS: usize>(
     update(&mut st, value, first);
     for (w, b) in st.iter().zip(bytes.chunks_exact_mut(8)) {
         b.copy_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// [`update_state`] for a state of `words` words, more than two (lanes,
+/// whose update is not specialised by width anyway).
+fn update_wide<U>(slots: &mut [u8], s: usize, words: usize, value: &[u8], first: bool, update: U)
+where
+    U: Fn(&mut [u64], &[u8], bool),
+{
+    let at = s + INLINE_KEY_BYTES;
+    let bytes = &mut slots[at..at + 8 * words];
+    let mut buf = [0u64; INLINE_WORDS_MAX];
+    let st = &mut buf[..words];
+    if !first {
+        for (w, b) in st.iter_mut().zip(bytes.chunks_exact(8)) {
+            *w = InlinePartial::key_word(b);
+        }
+    }
+    update(st, value, first);
+    for (w, b) in st.iter().zip(bytes.chunks_exact_mut(8)) {
+        b.copy_from_slice(&w.to_le_bytes());
+    }
+}
+
+/// The state widths a table's probe loop is compiled for: each width is a
+/// loop of its own, so the single functions (one loop per function) take
+/// only theirs, and lanes (one update for every lanes code) every width.
+trait Widths {
+    /// [`InlinePartial::run_fast`] at the table's width.
+    fn run_fast<U>(
+        t: &mut InlinePartial,
+        r: key8::Records<'_>,
+        hints: &probe_loop::Hints,
+        from: usize,
+        out: &mut Emitter,
+        update: U,
+    ) -> Result<usize, ReorgError>
+    where
+        U: Fn(&mut [u64], &[u8], bool) + Copy;
+}
+
+/// One or two words: the single functions.
+struct Narrow;
+
+/// One to [`INLINE_WORDS_MAX`] words: lanes.
+struct Wide;
+
+impl Widths for Narrow {
+    #[inline(always)]
+    fn run_fast<U>(
+        t: &mut InlinePartial,
+        r: key8::Records<'_>,
+        hints: &probe_loop::Hints,
+        from: usize,
+        out: &mut Emitter,
+        update: U,
+    ) -> Result<usize, ReorgError>
+    where
+        U: Fn(&mut [u64], &[u8], bool) + Copy,
+    {
+        match t.words {
+            1 => t.run_fast::<U, 1>(r, hints, from, out, update),
+            _ => t.run_fast::<U, 2>(r, hints, from, out, update),
+        }
+    }
+}
+
+impl Widths for Wide {
+    fn run_fast<U>(
+        t: &mut InlinePartial,
+        r: key8::Records<'_>,
+        hints: &probe_loop::Hints,
+        from: usize,
+        out: &mut Emitter,
+        update: U,
+    ) -> Result<usize, ReorgError>
+    where
+        U: Fn(&mut [u64], &[u8], bool) + Copy,
+    {
+        match t.words {
+            1 => t.run_fast::<U, 1>(r, hints, from, out, update),
+            2 => t.run_fast::<U, 2>(r, hints, from, out, update),
+            3 => t.run_fast::<U, 3>(r, hints, from, out, update),
+            4 => t.run_fast::<U, 4>(r, hints, from, out, update),
+            5 => t.run_fast::<U, 5>(r, hints, from, out, update),
+            6 => t.run_fast::<U, 6>(r, hints, from, out, update),
+            7 => t.run_fast::<U, 7>(r, hints, from, out, update),
+            _ => t.run_fast::<U, INLINE_WORDS_MAX>(r, hints, from, out, update),
+        }
     }
 }
 

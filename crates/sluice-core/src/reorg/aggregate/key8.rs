@@ -6,9 +6,11 @@
 /// Key width this path handles.
 pub(crate) const INLINE_KEY_BYTES: usize = 8;
 
-/// Longest shared key prefix a table strips (an engine record's 4-byte
-/// partition id and a host's key tag fit).
-pub(crate) const PREFIX_BYTES_MAX: usize = 8;
+/// Longest shared key prefix a table strips: an engine record's 4-byte
+/// partition id with a host's key tag, or with the null-bits word of a
+/// Spark SQL key row of one 8-byte column (the row's last 8 bytes are the
+/// column; a null key changes the word and takes the general table).
+pub(crate) const PREFIX_BYTES_MAX: usize = 16;
 
 /// `prefix ++ key` in `buf` (the prefix is at most [`PREFIX_BYTES_MAX`]
 /// bytes, the key [`INLINE_KEY_BYTES`]).

@@ -45,11 +45,11 @@ pub enum SpillStrategy {
     /// Keep the state; pass records with new keys through unaggregated.
     Input,
     /// Sluice's own, not SmartShuffle's: keep the groups that recur now.
-    /// For 8-byte keys with a numeric function the table is a
-    /// set-associative cache of groups (one cache line per bucket), and a
-    /// new key in a full bucket evicts one of its groups as a partial
-    /// (`evict`); other keys
-    /// (the general table, and collect) spill their state as with
+    /// For 8-byte keys with a numeric function of one or two state words
+    /// the table is a set-associative cache of groups (one cache line per
+    /// bucket), and a new key in a full bucket evicts one of its groups as
+    /// a partial (`evict`); wider states (lanes), other keys (the general
+    /// table) and collect spill their state as with
     /// [`SpillStrategy::State`], and so does a partial distinct.
     Evict,
 }

@@ -13,12 +13,15 @@
 //!   one-record partial, and only keys already in the table aggregate from
 //!   now on;
 //! - [`SpillStrategy::Evict`] (Sluice's own): for the inline tables (8-byte
-//!   and prefixed keys) a set-associative table of one cache line per
-//!   bucket where a new key in a full bucket evicts one of its groups
-//!   (`evict`); the general table spills its state.
+//!   and prefixed keys) with one or two state words, a set-associative
+//!   table of one cache line per bucket where a new key in a full bucket
+//!   evicts one of its groups (`evict`); wider states and the general
+//!   table spill their state.
 //!
-//! Keys of 8 bytes with a numeric function take the `inline` fast path
-//! (key and state side by side in the slot); everything else the general
+//! Keys of 8 bytes with a numeric function, or lanes of up to eight state
+//! words, take the `inline` fast path (key and state side by side in the
+//! slot, about a third of the general table's bytes per group for a
+//! decimal's average); everything else the general
 //! table, except one common shape of variable-layout records: keys that
 //! all share a short prefix and end in 8 bytes (an engine record of an
 //! offloaded shuffle: `partition id ++ key tag ++ 8-byte key`). The first
@@ -123,6 +126,7 @@ impl PartialAggregate {
             s.emitted_records += q.emitted_records;
             s.state_spills += q.state_spills;
             s.passed_through += q.passed_through;
+            s.evicted += q.evicted;
             s.state_bytes += p.allocated();
         }
         s
