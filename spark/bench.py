@@ -49,6 +49,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 # names (spark/build.sh --line L built them; test_8_other_lines runs test
 # files so, in that line's venv, and the scripts those tests start inherit it).
 LINE = os.environ.get("SLUICE_LINE") or None
+# The line spark/build.sh builds without --line (its DEFAULT_LINE), whose jar
+# is spark/target/sluice-spark.jar and whose pyspark spark/requirements.txt pins.
+DEFAULT_LINE = "4.1"
 SQL_EXTENSIONS = "dev.sluice.spark.sql.SluiceSqlExtensions"
 
 

@@ -8,10 +8,10 @@
 #
 #   bash spark/build.sh [--line L | --all-lines | --wheel]
 #
-# By default the default line, 4.0 (Spark 4.0.1): spark/target/sluice-spark.jar,
+# By default the default line, 4.1 (Spark 4.1.1): spark/target/sluice-spark.jar,
 # the jar the tests, benchmarks and README use, also copied to
-# spark/target/sluice-spark-4.0_2.13.jar. --line 3.5, 4.1 or 4.2 builds that
-# line's jar (spark/target/sluice-spark-4.1_2.13.jar, with its examples jar
+# spark/target/sluice-spark-4.1_2.13.jar. --line 3.5, 4.0 or 4.2 builds that
+# line's jar (spark/target/sluice-spark-4.0_2.13.jar, with its examples jar
 # beside it; Spark 3.5's is Scala 2.12's, sluice-spark-3.5_2.12.jar); --line
 # 4.3 builds Spark 4.3's (on PyPI, not on Maven Central: compiled against
 # pyspark 4.3.0's jars); --all-lines builds every line. --wheel builds
@@ -30,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 LINES=(3.5 4.0 4.1 4.2 4.3)
-DEFAULT_LINE=4.0
+DEFAULT_LINE=4.1
 # The Scala version of each line's Spark (the jar's name ends in it).
 declare -A SCALA=([3.5]=2.12 [4.0]=2.13 [4.1]=2.13 [4.2]=2.13 [4.3]=2.13)
 # Lines whose Spark jars are on PyPI (in pyspark) but not on Maven Central:

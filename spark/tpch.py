@@ -198,6 +198,7 @@ def generate(suite, sf, root):
 
 def comet_jar(line):
     """Comet's jar for the Spark line, fetched from Maven Central on first use."""
+    line = line or bench.DEFAULT_LINE
     release = COMET_RELEASES.get(line)
     if release is None:
         sys.exit(f"Comet is published for Spark {', '.join(COMET_RELEASES)} here: "
@@ -576,7 +577,7 @@ def main():
                          "against the first")
     ap.add_argument("--line", default=bench.LINE,
                     help="the Spark line whose Sluice jar runs (spark/build.sh --line L), under "
-                    "that line's pyspark (spark/tpch.sh --line L); default SLUICE_LINE's, or 4.0's")
+                    "that line's pyspark (spark/tpch.sh --line L); default SLUICE_LINE's, or 4.1's")
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:

@@ -3,13 +3,14 @@
 # extension (spark/requirements.txt) and matplotlib for the plot into
 # spark/.venv, and runs spark/tpch.py; arguments go to it (--sf N,
 # --partitions 16,200, --reps N, --quick, --json PATH, --plot PATH).
-# With --line L (3.5, 4.1 or 4.2) it builds that line's jar and runs under that
-# line's pyspark in spark/.venv-spark-L (the same other requirements), as
-# --managers sort,sluice,comet needs (Comet's release is for Spark 4.1).
+# With --line L (3.5, 4.0 or 4.2) it builds that line's jar and runs under that
+# line's pyspark in spark/.venv-spark-L (the same other requirements); the
+# default line is 4.1 (spark/.venv), the one --managers sort,sluice,comet
+# runs on (Comet's release here is for Spark 4.1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The pyspark of each other line (the newest release on PyPI, 2026-11-29).
-declare -A PYSPARK=([3.5]=3.5.9 [4.1]=4.1.4 [4.2]=4.2.1)
+# The pyspark of each other line (the newest release on PyPI, 2026-11-30).
+declare -A PYSPARK=([3.5]=3.5.9 [4.0]=4.0.5 [4.2]=4.2.1)
 line=""
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs Apache Spark 4.0.1's own test suites (ScalaTest, from Spark's published test jars)
+# Runs Apache Spark 4.1.1's own test suites (ScalaTest, from Spark's published test jars)
 # against Sluice: the shuffle suites ShuffleSuite (as SluiceShuffleSuite, the way
 # SortShuffleSuite runs it with "sort"), ShuffleDependencySuite, HostLocalShuffleReadingSuite
 # and Spark SQL's AdaptiveQueryExecSuite, with Sluice as the shuffle manager; and Spark SQL's
@@ -20,9 +20,10 @@
 # SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves out of CI.
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
-# --line 3.5, 4.1 or 4.2 runs the suites of that Spark line (its test jars: 3.5.7 for Scala 2.12,
-# 4.1.1, 4.2.0; pyspark of the same version in spark/.venv-suites-L) against that line's Sluice
-# jar (spark/build.sh --line L); the default is the 4.0 line (Spark 4.0.1).
+# --line 3.5, 4.0 or 4.2 runs the suites of that Spark line (its test jars: 3.5.7 for Scala 2.12,
+# 4.0.1, 4.2.0; pyspark of the same version in spark/.venv-suites-L) against that line's Sluice
+# jar (spark/build.sh --line L); the default is the 4.1 line (Spark 4.1.1).
+# MapStatusEndToEndSuite (Spark 4.1's row checksums; run when named) runs on 4.1 and 4.2.
 # SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, ...: the names above);
 # the default is the eight CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
 # spark/test.sh); the Sluice jar from spark/build.sh.
@@ -55,13 +56,13 @@ done
 scala=2.13
 case "$line" in
   "") py=spark/.venv/bin/python; tag=""; jar=spark/target/sluice-spark.jar; build=() ;;
-  3.5|4.1|4.2)
-    declare -A versions=([3.5]=3.5.7 [4.1]=4.1.1 [4.2]=4.2.0)
+  3.5|4.0|4.2)
+    declare -A versions=([3.5]=3.5.7 [4.0]=4.0.1 [4.2]=4.2.0)
     version=${versions[$line]}
     [ "$line" = 3.5 ] && scala=2.12
     py=spark/.venv-suites-$line/bin/python; tag=-$line
     jar=spark/target/sluice-spark-${line}_$scala.jar; build=(--line "$line") ;;
-  *) echo "--line takes 3.5, 4.1 or 4.2" >&2; exit 2 ;;
+  *) echo "--line takes 3.5, 4.0 or 4.2" >&2; exit 2 ;;
 esac
 if [ ! -x "$py" ]; then
   python3 -m venv "$(dirname "$(dirname "$py")")"
@@ -92,18 +93,18 @@ if [ ! -f "$resources/.complete" ]; then
   touch "$resources/.complete"
 fi
 
-# pyspark's runtime jars first (Spark 4.0.1 and its Scala), then the test jars.
+# pyspark's runtime jars first (the line's Spark and its Scala), then the test jars.
 cp="$spark_home/jars/*:$resources:$lib/*"
 if [ "$control" = 0 ]; then
   [ -f "$jar" ] || bash spark/build.sh "${build[@]}"
   classes=$root/spark/suites/target/classes$tag
   rm -rf "$classes" && mkdir -p "$classes"
   cp="$root/$jar:$cp"
-  # src-4.1-on: wrappers of suites that Spark 4.1 added (not in 4.0.1's test jars).
+  # src-4.1-on: wrappers of suites that Spark 4.1 added (not in 3.5's or 4.0's test jars).
   # 3.5 (Scala 2.12): not SluiceSQLQueryTestSuite, which overrides a method of Scala 2.13's
   # collections.
   later=() skip=()
-  [[ "$line" == 4.* ]] && later=(spark/suites/src-4.1-on)
+  [[ "$line" == 3.5 || "$line" == 4.0 ]] || later=(spark/suites/src-4.1-on)
   [ "$line" = 3.5 ] && skip=(-not -name SluiceSQLQueryTestSuite.java)
   javac -nowarn -d "$classes" -cp "$cp" \
     $(find spark/suites/src "${later[@]}" -name '*.java' "${skip[@]}")
@@ -128,7 +129,7 @@ for s in "${suites[@]}"; do
     SQLWindowFunctionSuite|ExchangeSuite|PlannerSuite)
       [ "$control" = 1 ] && c=org.apache.spark.sql.execution.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     MapStatusEndToEndSuite)
-      [[ "$line" == 4.* ]] || { echo "MapStatusEndToEndSuite is in Spark 4.1 and later (--line)" >&2; exit 2; }
+      [[ "$line" == 3.5 || "$line" == 4.0 ]] && { echo "MapStatusEndToEndSuite is in Spark 4.1 and later" >&2; exit 2; }
       [ "$control" = 1 ] && c=org.apache.spark.sql.$s || c=dev.sluice.spark.suites.Sluice$s ;;
     SQLQueryTestSuite)
       # Its file selection and the folder of its golden files live in the Sluice subclass.

@@ -1,4 +1,4 @@
-"""Sluice on the Spark lines beside its default (4.0). Each line's own jar
+"""Sluice on the Spark lines beside its default (4.1). Each line's own jar
 (`spark/build.sh --line L`: the same source with that line's shim; Spark
 3.5's for Scala 2.12) runs natively on that line, and test_1_local.py (every
 workload against the sort shuffle) passes there; the default line's jar on another line logs one
@@ -11,19 +11,25 @@ Marked `extended`: a pyspark download per line."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
 import pytest
 
+import pyspark
+
+from bench import DEFAULT_LINE
 from conftest import JAR
 
 HERE = pathlib.Path(__file__).resolve().parent
-# The newest release of each other line on PyPI (2026-11-29); 3.5 is Scala 2.12.
+# The default line's pyspark: spark/.venv's, which runs these tests.
+DEFAULT_VERSION = pyspark.__version__
+# The newest release of each other line on PyPI (2026-11-30); 3.5 is Scala 2.12.
 # 4.3 is on PyPI only (its jar is compiled against pyspark 4.3.0's jars).
-OTHER_LINES = {"3.5": "3.5.9", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}
+OTHER_LINES = {"3.5": "3.5.9", "4.0": "4.0.5", "4.2": "4.2.1", "4.3": "4.3.0"}
 # The lines with a jar of their own (spark/build.sh --line L).
-BUILT_LINES = ("3.5", "4.1", "4.2", "4.3")
+BUILT_LINES = ("3.5", "4.0", "4.2", "4.3")
 # The lines with Spark's row checksums (4.1 added them).
 CHECKSUM_LINES = ("4.1", "4.2", "4.3")
 PYTEST = "pytest==8.3.5"
@@ -57,6 +63,8 @@ s.stop()
 
 
 def venv_of(line, version):
+    if line == DEFAULT_LINE:
+        return pathlib.Path(sys.executable)
     where = HERE.parent / f".venv-spark-{line}"
     python = where / "bin" / "python"
     if not python.exists():
@@ -74,10 +82,34 @@ def scala_of(line):
 
 
 def line_jar(line):
+    if line == DEFAULT_LINE:
+        return JAR
     jar = HERE.parent / "target" / f"sluice-spark-{line}_{scala_of(line)}.jar"
     if not jar.exists():
         subprocess.run(["bash", str(HERE.parent / "build.sh"), "--line", line], check=True)
     return jar
+
+
+def test_the_default_line_is_named_alike_everywhere():
+    """One default line: spark/build.sh's, the Maven build's default
+    properties, bench.py's; one Spark version for it: the jars it compiles
+    against, the test jars of Spark's own suites, spark/.venv's pyspark."""
+    root = HERE.parent
+
+    def first(pattern, path):
+        found = re.search(pattern, (root / path).read_text(), re.M)
+        assert found, f"{pattern} not in {path}"
+        return found.group(1)
+
+    assert first(r"^DEFAULT_LINE=(\S+)$", "build.sh") == DEFAULT_LINE
+    # The first of each in pom.xml is the default properties', before the profiles.
+    assert first(r"<sluice.line>([^<]+)</sluice.line>", "pom.xml") == DEFAULT_LINE
+    version = first(r"<spark.version>([^<]+)</spark.version>", "pom.xml")
+    assert version.startswith(DEFAULT_LINE + "."), version
+    assert first(r"<spark.version>([^<]+)</spark.version>", "suites/pom.xml") == version
+    assert first(r"^pyspark==(\S+)$", "requirements.txt") == version
+    assert first(r"^OTHER_LINES=\(([^)]*)\)", "test.sh").split() == sorted(
+        line for line in OTHER_LINES if line != "4.3")
 
 
 @pytest.mark.extended
@@ -106,14 +138,14 @@ def test_a_line_s_own_jar_runs_natively_on_it(tmp_path, line):
 # (the running line, the jar's line): the default line's jar on every other
 # line, and 3.5's (Scala 2.12) on the default line, whose SQL rules Spark 4
 # finds in the jar by itself.
-FALLBACKS = [(line, "4.0") for line in sorted(OTHER_LINES)] + [("4.0", "3.5")]
+FALLBACKS = [(line, DEFAULT_LINE) for line in sorted(OTHER_LINES)] + [(DEFAULT_LINE, "3.5")]
 
 
 @pytest.mark.extended
 @pytest.mark.parametrize("line,jar_line", FALLBACKS)
 def test_a_jar_on_another_spark_line_falls_back_to_the_sort_shuffle(tmp_path, line, jar_line):
-    if line == "4.0":
-        python, version, jar = pathlib.Path(sys.executable), "4.0.1", line_jar(jar_line)
+    if line == DEFAULT_LINE:
+        python, version, jar = pathlib.Path(sys.executable), DEFAULT_VERSION, line_jar(jar_line)
     else:
         python, version, jar = venv_of(line, OTHER_LINES[line]), OTHER_LINES[line], JAR
     env = dict(os.environ, PYSPARK_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
@@ -190,7 +222,7 @@ def test_map_statuses_carry_the_row_checksums_spark_s_writers_compute(tmp_path, 
     the engine computes it as the rows cross to it. With Sluice's own plans
     (its sorted and round-robin exchanges, which place rows their own way,
     so other values) every status carries one too."""
-    python = venv_of(line, OTHER_LINES[line])
+    python = venv_of(line, OTHER_LINES.get(line, DEFAULT_VERSION))
     jar = line_jar(line)
     env = dict(os.environ, PYSPARK_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
     got = {}
@@ -231,8 +263,9 @@ s.stop()
 """
 
 # Three lines the wheel carries a jar for, each with its own pyspark: 3.5 needs
-# the class path settings, 4.0 is the default line.
-WHEEL_LINES = {"3.5": OTHER_LINES["3.5"], "4.0": "4.0.1", "4.2": OTHER_LINES["4.2"]}
+# the class path settings, 4.1 is the default line.
+WHEEL_LINES = {"3.5": OTHER_LINES["3.5"], DEFAULT_LINE: DEFAULT_VERSION,
+               "4.2": OTHER_LINES["4.2"]}
 
 
 @pytest.mark.extended
