@@ -10,7 +10,11 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.adaptive.Cost;
 import org.apache.spark.sql.execution.adaptive.ShufflePartitionsUtil$;
+import org.apache.spark.sql.execution.adaptive.SimpleCost;
+import org.apache.spark.sql.execution.adaptive.SimpleCostEvaluator;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.internal.SQLConf;
@@ -27,6 +31,16 @@ import scala.reflect.ClassTag$;
  */
 public final class LineShim extends LaterLines {
   private LineShim() {}
+
+  /**
+   * Adaptive execution's own cost of {@code plan} ({@code SimpleCostEvaluator}) with {@code
+   * shuffles} more shuffles: the shuffle count is the value's low 32 bits (with a forced skew
+   * join, the negated count of skew joins is the high bits), so they add to the value.
+   */
+  public static Cost costWithShuffles(SparkPlan plan, boolean forceSkewJoin, long shuffles) {
+    SimpleCost spark = (SimpleCost) new SimpleCostEvaluator(forceSkewJoin).evaluateCost(plan);
+    return new SimpleCost(spark.value() + shuffles);
+  }
 
   /** Spark's coalescing of adaptive execution's shuffle partitions. */
   public static Seq<Seq<ShufflePartitionSpec>> coalescePartitions(

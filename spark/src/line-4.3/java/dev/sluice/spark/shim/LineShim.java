@@ -10,7 +10,11 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.adaptive.Cost;
 import org.apache.spark.sql.execution.adaptive.ShufflePartitionsUtil$;
+import org.apache.spark.sql.execution.adaptive.SimpleCost;
+import org.apache.spark.sql.execution.adaptive.SimpleCostEvaluator;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.sql.internal.SQLConf;
@@ -27,6 +31,20 @@ import scala.reflect.ClassTag$;
  */
 public final class LineShim extends LaterLines {
   private LineShim() {}
+
+  /**
+   * Adaptive execution's own cost of {@code plan} ({@code SimpleCostEvaluator}, counting local
+   * sorts where the session asks) with {@code shuffles} more shuffles: 4.3's cost keeps skew
+   * joins, shuffles and local sorts apart and compares them in that order.
+   */
+  public static Cost costWithShuffles(SparkPlan plan, boolean forceSkewJoin, long shuffles) {
+    boolean sorts =
+        (Boolean) SQLConf.get().getConf(SQLConf.ADAPTIVE_COST_EVALUATOR_COUNT_LOCAL_SORT_ENABLED());
+    SimpleCost spark =
+        (SimpleCost) new SimpleCostEvaluator(forceSkewJoin, sorts).evaluateCost(plan);
+    return new SimpleCost(
+        spark.numSkewJoins(), spark.numShuffles() + (int) shuffles, spark.numLocalSorts());
+  }
 
   /** Spark's coalescing of adaptive execution's shuffle partitions. */
   public static Seq<Seq<ShufflePartitionSpec>> coalescePartitions(

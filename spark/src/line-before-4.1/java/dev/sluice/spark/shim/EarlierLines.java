@@ -3,16 +3,21 @@ package dev.sluice.spark.shim;
 import org.apache.spark.Partitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.rdd.RDD;
-import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.scheduler.MapStatus$;
+import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.shuffle.ShuffleWriteProcessor;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.aggregate.Sum;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.adaptive.Cost;
+import org.apache.spark.sql.execution.adaptive.SimpleCost;
+import org.apache.spark.sql.execution.adaptive.SimpleCostEvaluator;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
+import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.storage.BlockManagerId;
 import scala.Option;
 import scala.Tuple2;
@@ -28,6 +33,24 @@ import scala.reflect.ClassTag$;
  */
 abstract class EarlierLines {
   EarlierLines() {}
+
+  /**
+   * Adaptive execution's own cost of {@code plan} ({@code SimpleCostEvaluator}) with {@code
+   * shuffles} more shuffles: the shuffle count is the value's low 32 bits (with a forced skew
+   * join, the negated count of skew joins is the high bits), so they add to the value.
+   */
+  public static Cost costWithShuffles(SparkPlan plan, boolean forceSkewJoin, long shuffles) {
+    SimpleCost spark = (SimpleCost) new SimpleCostEvaluator(forceSkewJoin).evaluateCost(plan);
+    return new SimpleCost(spark.value() + shuffles);
+  }
+
+  /**
+   * Whether a union of children of one partitioning keeps it: never before 4.1 (a union's
+   * partitions are its children's, one after another).
+   */
+  public static boolean unionKeepsPartitioning(SQLConf conf) {
+    return false;
+  }
 
   /** A map task's status, without a row checksum: {@code rowChecksum} is unused. */
   public static MapStatus mapStatus(

@@ -1,10 +1,9 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.shim.LineShim;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.adaptive.Cost;
 import org.apache.spark.sql.execution.adaptive.CostEvaluator;
-import org.apache.spark.sql.execution.adaptive.SimpleCost;
-import org.apache.spark.sql.execution.adaptive.SimpleCostEvaluator;
 import org.apache.spark.sql.internal.SQLConf;
 
 /**
@@ -35,10 +34,7 @@ public final class SluiceCostEvaluator implements CostEvaluator {
   @Override
   public Cost evaluateCost(SparkPlan plan) {
     boolean force = Boolean.parseBoolean(SQLConf.get().getConfString(FORCE_SKEW_JOIN, "false"));
-    SimpleCost spark = (SimpleCost) new SimpleCostEvaluator(force).evaluateCost(plan);
-    // Spark's shuffle count is the value's low 32 bits (with a forced skew join, the negated
-    // count of skew joins is the high bits), so Sluice's shuffles add to the value.
-    return new SimpleCost(spark.value() + nativeShuffles(plan));
+    return LineShim.costWithShuffles(plan, force, nativeShuffles(plan));
   }
 
   /** Sluice's nodes in {@code plan} that shuffle, outside query stages already planned. */

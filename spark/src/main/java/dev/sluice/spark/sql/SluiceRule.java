@@ -3,6 +3,7 @@ package dev.sluice.spark.sql;
 import dev.sluice.spark.SluiceMetrics;
 import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;
 import java.util.ArrayList;
 import java.util.List;
@@ -14,6 +15,7 @@ import org.apache.spark.sql.catalyst.plans.physical.Distribution;
 import org.apache.spark.sql.catalyst.plans.physical.UnspecifiedDistribution$;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.UnionExec;
 import org.apache.spark.sql.execution.exchange.Exchange;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -59,16 +61,16 @@ abstract class SluiceRule extends Rule<SparkPlan> {
         || fallbackReason(env.conf()) != null) {
       return plan;
     }
-    return rewrite(plan, false);
+    return rewrite(plan, false, LineShim.unionKeepsPartitioning(conf()));
   }
 
-  private SparkPlan rewrite(SparkPlan plan, boolean pinned) {
+  private SparkPlan rewrite(SparkPlan plan, boolean pinned, boolean unionZips) {
     List<SparkPlan> children = new ArrayList<>();
     boolean changed = false;
     scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
     for (int i = 0; it.hasNext(); i++) {
       SparkPlan c = it.next();
-      SparkPlan n = rewrite(c, pinsChild(plan, i, pinned));
+      SparkPlan n = rewrite(c, pinsChild(plan, i, pinned, unionZips), unionZips);
       changed |= n != c;
       children.add(n);
     }
@@ -125,10 +127,13 @@ abstract class SluiceRule extends Rule<SparkPlan> {
   /**
    * Whether {@code plan}'s {@code i}-th child must keep the partition count it declares: below an
    * operator with several children of which this one needs a distribution (a sort-merge or
-   * shuffled hash join zips its children's partitions one to one), and below any pinned node up
-   * to the next exchange (where a new stage starts).
+   * shuffled hash join zips its children's partitions one to one), below a union where unions
+   * keep their children's partitioning ({@code unionZips}: from Spark 4.1 a union of children of
+   * one partitioning reads their partitions one to one too, decided from the partitionings they
+   * declare before they run), and below any pinned node up to the next exchange (where a new
+   * stage starts).
    */
-  static boolean pinsChild(SparkPlan plan, int i, boolean pinned) {
+  static boolean pinsChild(SparkPlan plan, int i, boolean pinned, boolean unionZips) {
     if (plan instanceof Exchange) {
       return false;
     }
@@ -137,6 +142,9 @@ abstract class SluiceRule extends Rule<SparkPlan> {
     }
     if (plan.children().size() < 2) {
       return false;
+    }
+    if (unionZips && plan instanceof UnionExec) {
+      return true;
     }
     Distribution d = plan.requiredChildDistribution().apply(i);
     return !(d instanceof UnspecifiedDistribution$ || d instanceof BroadcastDistribution);
