@@ -9,6 +9,7 @@ strings) with counts, sums, averages, minima and maxima of integers,
 decimals, dates and timestamps, nulls in every column, DISTINCT
 aggregates, ROLLUP, CUBE and GROUPING SETS, HAVING, windows over
 aggregates, self-joins of an aggregated CTE, UNION ALL below an aggregate,
+aggregates below a UNION ALL below an aggregate,
 joins below an aggregate, ORDER BY with LIMIT, at 1, a few or many shuffle
 partitions; each runs once under each manager (each manager in its own
 process and JVM, adaptive execution on; the two run each query at the same
@@ -221,6 +222,21 @@ class Gen:
         agg = f"sum({v}) AS a0, count(*) AS n"
         return f"SELECT {', '.join(group)}, {agg} FROM ({inner}) u GROUP BY {', '.join(group)}"
 
+    def union_of_aggregates(self):
+        # Aggregates of two tables by the same keys, one filtered (so their
+        # sizes differ), UNION ALL'd and aggregated again: from Spark 4.1 the
+        # union keeps its children's partitioning and reads them one to one.
+        r = self.r
+        keys = self.keys(1, 2)
+        v = r.choice(NUMS)
+        a, b = r.sample(TABLES, 2)
+        parts = [f"SELECT {', '.join(keys)}, sum({v}) AS s, count(*) AS n FROM {a} "
+                 f"GROUP BY {', '.join(keys)}",
+                 f"SELECT {', '.join(keys)}, sum({v}) AS s, count(*) AS n FROM {b} "
+                 f"WHERE v_int % 10 = 0 GROUP BY {', '.join(keys)}"]
+        return (f"SELECT {', '.join(keys)}, sum(s) AS a0, sum(n) AS n, count(*) AS c "
+                f"FROM ({' UNION ALL '.join(parts)}) u GROUP BY {', '.join(keys)}")
+
     def join_aggregate(self):
         r = self.r
         k = r.choice(("k_int", "k_str", "k_date", "k_long", "k_dec"))
@@ -237,7 +253,8 @@ class Gen:
     def query(self):
         r = self.r
         shape = r.choice(("aggregate", "aggregate", "global_aggregate", "grouping_sets",
-                          "window_over_aggregate", "self_join", "union_all", "join_aggregate"))
+                          "window_over_aggregate", "self_join", "union_all", "union_of_aggregates",
+                          "join_aggregate"))
         q = getattr(self, shape)()
         if r.random() < 0.3 and not q.startswith("WITH"):
             # ORDER BY every output column: a LIMIT then keeps the same rows under any plan.

@@ -12,8 +12,7 @@
 #   bash spark/test.sh [--extended]
 #
 # CI runs the default tier, which fits its 30 minutes on two cores.
-# --extended adds what does not: the pytest tests marked `extended` (all 99
-# TPC-DS queries at scale factor 0.01 under both managers, the TPC-H
+# --extended adds what does not: the pytest tests marked `extended` (the TPC-H
 # benchmark's interleaved protocol over two sets of processes, the 4.1 jar on
 # Spark 3.5, 4.0, 4.2 and 4.3 falling back to the sort shuffle and each
 # line's jar running natively there, the map statuses of 4.1 and later carrying the row

@@ -1,7 +1,8 @@
 """The differential test of Sluice's SQL rules (spark/sqldiff.py): queries
 generated from a fixed seed (aggregates by keys of every type the engine
 groups, DISTINCT aggregates, ROLLUP/CUBE/GROUPING SETS, windows over
-aggregates, self-joins of aggregated CTEs, UNION ALL below aggregates,
+aggregates, self-joins of aggregated CTEs, UNION ALL below aggregates and
+aggregates below UNION ALL,
 ORDER BY with LIMIT) run under Spark's sort shuffle and under Sluice, every
 answer compared (the script exits 1 on a difference)."""
 
