@@ -1,6 +1,8 @@
 """Every workload through Sluice in local[2], record for record against
 Spark's sort shuffle."""
 
+import contextlib
+
 import pytest
 
 import workloads
@@ -12,6 +14,19 @@ def local(tmp_path_factory):
     s = session("local[2]", SLUICE, tmp_path_factory.mktemp("sluice-local"))
     yield s
     s.stop()
+
+
+@contextlib.contextmanager
+def session_conf(spark, settings):
+    """The session's SQL settings changed for the block, then put back."""
+    was = {k: spark.conf.get(k) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in was.items():
+            spark.conf.set(k, v)
 
 
 @pytest.mark.parametrize("name", list(workloads.ALL))
@@ -35,10 +50,7 @@ def test_a_union_of_native_aggregates_reads_the_partitions_they_declare(local):
     # below such a union they keep their declared count. Before 4.1 a union's
     # partitions are its children's one after another, and they coalesce.
     settings = {"spark.sql.shuffle.partitions": "200", "spark.sluice.sqlAggregate": "true"}
-    was = {k: local.conf.get(k) for k in settings}
-    for k, v in settings.items():
-        local.conf.set(k, v)
-    try:
+    with session_conf(local, settings):
         big = local.range(0, 200000, numPartitions=2).selectExpr("id % 1000 as k", "id as v")
         small = local.range(0, 2000, numPartitions=2).selectExpr("id % 10 as k", "id as v")
         union = (big.groupBy("k").sum("v").toDF("k", "s")
@@ -52,9 +64,6 @@ def test_a_union_of_native_aggregates_reads_the_partitions_they_declare(local):
         # The two below the union (before 4.1 the one above it too: a union
         # there has no partitioning, so the aggregate over it shuffles).
         assert final.count("SluiceAggregate") >= 2, final
-    finally:
-        for k, v in was.items():
-            local.conf.set(k, v)
 
 
 def test_adaptive_execution_counts_the_shuffles_of_sluices_nodes(local):
@@ -66,10 +75,7 @@ def test_adaptive_execution_counts_the_shuffles_of_sluices_nodes(local):
     # sorted exchange must cost that shuffle too (SluiceCostEvaluator), or
     # the extra shuffle looks free and is taken (TPC-DS q66).
     settings = {"spark.sql.shuffle.partitions": "200", "spark.sluice.sqlAggregate": "false"}
-    was = {k: local.conf.get(k) for k in settings}
-    for k, v in settings.items():
-        local.conf.set(k, v)
-    try:
+    with session_conf(local, settings):
         df = (local.range(0, 20000, numPartitions=2).selectExpr("id % 5 as k", "id as v")
               .groupBy("k").sum("v").orderBy("k").limit(100))
         rows = [(r[0], r[1]) for r in df.collect()]
@@ -77,6 +83,3 @@ def test_adaptive_execution_counts_the_shuffles_of_sluices_nodes(local):
         plan = df._jdf.queryExecution().executedPlan().toString()
         assert "TakeOrderedAndProject" in plan, plan
         assert "SluiceSortExchange" not in plan, plan
-    finally:
-        for k, v in was.items():
-            local.conf.set(k, v)
