@@ -37,9 +37,8 @@ of the per-query ratios.
 (its JVM shuffle of Spark's rows into Arrow batches; Comet's native
 operators and scans off) as a third manager, from Comet's jar for the Spark
 line (Maven Central, fetched into spark/target/peers on first use): Comet
-1.2.0 is published for Spark 4.1, so it runs with --line 4.1 (the 4.1 jar
-of Sluice, under spark/.venv-spark-4.1's pyspark; spark/tpch.sh --line 4.1
-sets that up). Comet's session also gets the off-heap memory Comet asks for
+1.2.0 is published for Spark 4.1, the default line (Sluice's default jar
+under spark/.venv's pyspark). Comet's session also gets the off-heap memory Comet asks for
 (COMET_SETTINGS), beside the same driver memory, and its jar on the class
 path as Comet's guide says.
 

@@ -64,13 +64,13 @@ def test_interleaved_protocol_pools_two_sets_of_processes(tmp_path):
 
 @pytest.mark.extended
 def test_comet_s_columnar_shuffle_runs_as_a_third_manager_on_spark_4_1(tmp_path):
-    """The peer in the benchmark: `spark/tpch.sh --line 4.1` (Sluice's 4.1
-    jar under pyspark 4.1.4, in its own venv) with Comet 1.2.0's columnar
-    shuffle as a third manager, every answer checked against the sort
-    shuffle's, and Comet's exchanges in Comet's plans."""
+    """The peer in the benchmark: `spark/tpch.sh` on the default line (Spark
+    4.1: Sluice's jar under spark/.venv's pyspark) with Comet 1.2.0's
+    columnar shuffle as a third manager, every answer checked against the
+    sort shuffle's, and Comet's exchanges in Comet's plans."""
     out = tmp_path / "tpch.json"
     run = subprocess.run(
-        ["bash", str(HERE.parent / "tpch.sh"), "--line", "4.1", "--managers", "sort,sluice,comet",
+        ["bash", str(HERE.parent / "tpch.sh"), "--managers", "sort,sluice,comet",
          "--sf", "0.01", "--partitions", "200", "--protocol", "power", "--concurrent",
          "--queries", "1,3,4,13,18", "--driver-memory", "1g", "--tmp", str(tmp_path),
          "--json", str(out)],
