@@ -496,7 +496,8 @@ def report(a, runs):
             for m in a.managers))
         print("JVM CPU (all threads): " + ", ".join(
             f"{m} {totals[m + ' jvm']:.1f} s" for m in a.managers))
-        print(slowest([r for r in rows if r["partitions"] == partitions], a.managers[-1]))
+        for m in a.managers[1:]:
+            print(slowest([r for r in rows if r["partitions"] == partitions], m))
     return rows
 
 
@@ -508,7 +509,7 @@ def slowest(rows, m):
     median = min(rows, key=lambda r: r[m]["median_ratio"])
     both = [label(r["query"]) for r in rows
             if r[m]["ratio"] < SLOW_RATIO and r[m]["median_ratio"] < SLOW_RATIO]
-    return (f"slowest ratio: {label(best['query'])} {best[m]['ratio']:.2f}x by best time, "
+    return (f"slowest ratio of {m}: {label(best['query'])} {best[m]['ratio']:.2f}x by best time, "
             f"{label(median['query'])} {median[m]['median_ratio']:.2f}x by median; "
             f"under {SLOW_RATIO}x by both: {', '.join(both) or 'none'}")
 

@@ -57,7 +57,7 @@ def test_interleaved_protocol_pools_two_sets_of_processes(tmp_path):
         assert r["sluice"]["median_ratio"] == r["sort"]["median_s"] / r["sluice"]["median_s"], r
     # The report names the lowest ratio by median as well as by best time.
     worst = min(rows, key=lambda r: r["sluice"]["median_ratio"])
-    slow = [line for line in stdout.splitlines() if line.startswith("slowest ratio:")]
+    slow = [line for line in stdout.splitlines() if line.startswith("slowest ratio of sluice:")]
     assert len(slow) == 1, slow
     assert f"q{worst['query']:02d} {worst['sluice']['median_ratio']:.2f}x by median" in slow[0], slow
 

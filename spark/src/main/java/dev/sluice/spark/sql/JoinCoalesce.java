@@ -42,8 +42,10 @@ import scala.collection.immutable.Seq;
  * factor 10: 462 tasks against 63).
  *
  * <p>This rule runs after Spark's among the query stage optimizer rules (on each new stage and on
- * the final one). It collects the same groups as Spark's rule, taking a pinned native aggregate
- * (one whose partition count a join relies on) as a leaf: where every leaf of a group is a query
+ * the final one). It collects the same groups as Spark's rule (and, where a union keeps its
+ * children's partitioning, from Spark 4.1, the union's children as one group, as a join's
+ * sides), taking a pinned native aggregate (one whose partition count a join or such a union
+ * relies on) as a leaf: where every leaf of a group is a query
  * stage or such an aggregate and there is at least one aggregate, it runs the aggregates' map
  * stages (as {@link AdaptiveCoalesce} does for an aggregate nothing relies on; {@link
  * ShuffleReuse} makes it the one run of the query), takes their map statistics beside the stages'
