@@ -24,15 +24,6 @@ abstract class LaterLines {
     return MapStatus$.MODULE$.apply(location, lengths, mapId, rowChecksum);
   }
 
-  /**
-   * Whether a union of children of one partitioning keeps it (SPARK-52921,
-   * {@code spark.sql.unionOutputPartitioning}): the union then reads partition {@code i} of every
-   * child as its partition {@code i}, so each child must have the partitions it declares.
-   */
-  public static boolean unionKeepsPartitioning(SQLConf conf) {
-    return (Boolean) conf.getConf(SQLConf.UNION_OUTPUT_PARTITIONING());
-  }
-
   /** A sum's overflow mode (legacy, ANSI or TRY). */
   public static scala.Enumeration.Value evalMode(Sum sum) {
     return sum.evalContext().evalMode();

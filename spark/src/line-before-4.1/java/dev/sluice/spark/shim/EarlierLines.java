@@ -17,7 +17,6 @@ import org.apache.spark.sql.execution.adaptive.SimpleCost;
 import org.apache.spark.sql.execution.adaptive.SimpleCostEvaluator;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
-import org.apache.spark.sql.internal.SQLConf;
 import org.apache.spark.storage.BlockManagerId;
 import scala.Option;
 import scala.Tuple2;
@@ -42,14 +41,6 @@ abstract class EarlierLines {
   public static Cost costWithShuffles(SparkPlan plan, boolean forceSkewJoin, long shuffles) {
     SimpleCost spark = (SimpleCost) new SimpleCostEvaluator(forceSkewJoin).evaluateCost(plan);
     return new SimpleCost(spark.value() + shuffles);
-  }
-
-  /**
-   * Whether a union of children of one partitioning keeps it: never before 4.1 (a union's
-   * partitions are its children's, one after another).
-   */
-  public static boolean unionKeepsPartitioning(SQLConf conf) {
-    return false;
   }
 
   /** A map task's status, without a row checksum: {@code rowChecksum} is unused. */

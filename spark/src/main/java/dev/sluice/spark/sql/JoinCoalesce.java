@@ -1,6 +1,5 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;
 import dev.sluice.spark.shim.Sessions;
 import java.util.ArrayList;
@@ -69,8 +68,7 @@ final class JoinCoalesce extends Rule<SparkPlan> {
     }
     Map<SparkPlan, Seq<ShufflePartitionSpec>> cuts = new IdentityHashMap<>();
     Map<SparkPlan, Object> keys = new IdentityHashMap<>();
-    boolean unionZips = LineShim.unionKeepsPartitioning(conf());
-    for (List<SparkPlan> group : groups(plan, unionZips)) {
+    for (List<SparkPlan> group : groups(plan)) {
       cut(group, cuts, keys);
     }
     return cuts.isEmpty() ? plan : rewrite(plan, cuts, keys);
@@ -78,17 +76,18 @@ final class JoinCoalesce extends Rule<SparkPlan> {
 
   /**
    * The members of each coalescing group of {@code p} (Spark's {@code collectCoalesceGroups}),
-   * with a union's children one group where unions keep their children's partitioning ({@code
-   * unionZips}, Spark 4.1 and later): such a union reads its children's partitions one to one, so
-   * the native aggregates below it, pinned to their declared count, read in one set of ranges.
+   * with a union's children one group where the union zips them ({@link SluiceRule#zips}): it
+   * reads their partitions one to one, so the native aggregates below it, pinned to their
+   * declared count, read in one set of ranges.
    */
-  private static List<List<SparkPlan>> groups(SparkPlan p, boolean unionZips) {
+  private static List<List<SparkPlan>> groups(SparkPlan p) {
     List<List<SparkPlan>> out = new ArrayList<>();
     Seq<SparkPlan> children = Scala.seq(p.children());
     if (children.size() == 1) {
-      out.addAll(groups(children.head(), unionZips));
-    } else if ((p instanceof UnionExec && !unionZips) || p instanceof CartesianProductExec) {
-      children.foreach(c -> out.addAll(groups(c, unionZips)));
+      out.addAll(groups(children.head()));
+    } else if ((p instanceof UnionExec && !SluiceRule.zips(p))
+        || p instanceof CartesianProductExec) {
+      children.foreach(c -> out.addAll(groups(c)));
     } else if (children.size() > 1) {
       List<SparkPlan> members = new ArrayList<>();
       if (leaves(p, members) && members.stream().anyMatch(m -> m instanceof SluiceAggregateExec)) {

@@ -3,7 +3,6 @@ package dev.sluice.spark.sql;
 import dev.sluice.spark.SluiceMetrics;
 import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
-import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;
 import java.util.ArrayList;
 import java.util.List;
@@ -12,6 +11,7 @@ import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.plans.physical.BroadcastDistribution;
 import org.apache.spark.sql.catalyst.plans.physical.Distribution;
+import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning;
 import org.apache.spark.sql.catalyst.plans.physical.UnspecifiedDistribution$;
 import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.SparkPlan;
@@ -61,16 +61,16 @@ abstract class SluiceRule extends Rule<SparkPlan> {
         || fallbackReason(env.conf()) != null) {
       return plan;
     }
-    return rewrite(plan, false, LineShim.unionKeepsPartitioning(conf()));
+    return rewrite(plan, false);
   }
 
-  private SparkPlan rewrite(SparkPlan plan, boolean pinned, boolean unionZips) {
+  private SparkPlan rewrite(SparkPlan plan, boolean pinned) {
     List<SparkPlan> children = new ArrayList<>();
     boolean changed = false;
     scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
     for (int i = 0; it.hasNext(); i++) {
       SparkPlan c = it.next();
-      SparkPlan n = rewrite(c, pinsChild(plan, i, pinned, unionZips), unionZips);
+      SparkPlan n = rewrite(c, pinsChild(plan, i, pinned));
       changed |= n != c;
       children.add(n);
     }
@@ -127,13 +127,11 @@ abstract class SluiceRule extends Rule<SparkPlan> {
   /**
    * Whether {@code plan}'s {@code i}-th child must keep the partition count it declares: below an
    * operator with several children of which this one needs a distribution (a sort-merge or
-   * shuffled hash join zips its children's partitions one to one), below a union where unions
-   * keep their children's partitioning ({@code unionZips}: from Spark 4.1 a union of children of
-   * one partitioning reads their partitions one to one too, decided from the partitionings they
-   * declare before they run), and below any pinned node up to the next exchange (where a new
+   * shuffled hash join zips its children's partitions one to one), below a union that zips its
+   * children ({@link #zips}), and below any pinned node up to the next exchange (where a new
    * stage starts).
    */
-  static boolean pinsChild(SparkPlan plan, int i, boolean pinned, boolean unionZips) {
+  static boolean pinsChild(SparkPlan plan, int i, boolean pinned) {
     if (plan instanceof Exchange) {
       return false;
     }
@@ -143,11 +141,22 @@ abstract class SluiceRule extends Rule<SparkPlan> {
     if (plan.children().size() < 2) {
       return false;
     }
-    if (unionZips && plan instanceof UnionExec) {
-      return true;
+    if (plan instanceof UnionExec) {
+      return zips(plan);
     }
     Distribution d = plan.requiredChildDistribution().apply(i);
     return !(d instanceof UnspecifiedDistribution$ || d instanceof BroadcastDistribution);
+  }
+
+  /**
+   * Whether {@code union} reads partition {@code i} of every child as its partition {@code i}:
+   * from Spark 4.1 ({@code spark.sql.unionOutputPartitioning}, on by default) a union whose
+   * children declare one hash partitioning (or one partition each) keeps that partitioning and
+   * zips them; any other union, and every union before 4.1, declares an unknown partitioning and
+   * concatenates its children's partitions, which then coalesce each on its own.
+   */
+  static boolean zips(SparkPlan union) {
+    return !(union.outputPartitioning() instanceof UnknownPartitioning);
   }
 
   /** {@code it} with {@code f} applied to each element as it is read. */
