@@ -5,9 +5,10 @@
 # (spark/requirements.txt) and runs spark/tests against real Spark in
 # local[2], local-cluster[2,1,1024] and a standalone cluster on loopback;
 # beside them, Apache Spark's own suites with Sluice switched on
-# (spark/suites/run.sh), all on the default line, Spark 4.1. The jars of
-# Spark 3.5, 4.0 and 4.2 are built in the same lane (they compile in CI;
-# their tests are extended).
+# (spark/suites/run.sh), all on the default line, Spark 4.1; then, on Spark
+# 3.5, 4.0 and 4.2, each line's jar, Spark's ShuffleSuite from that line's
+# test jars and spark/tests/test_1_local.py in that line's own venv
+# (spark/lines.sh).
 #
 #   bash spark/test.sh [--extended]
 #
@@ -68,15 +69,18 @@ fi
 # The lines beside the default one whose Spark is on Maven Central (4.3's
 # jar, compiled against pyspark's jars, is built by the extended tests).
 OTHER_LINES=(3.5 4.0 4.2)
-stage "JUnit (mvn test), then Spark's own suites (spark/suites/run.sh), beside pytest: > $lane_log"
+stage "JUnit (mvn test), Spark's own suites (spark/suites/run.sh), the other lines (spark/lines.sh ${OTHER_LINES[*]}), beside pytest: > $lane_log"
 (
   junit_rc=0
   (cd spark && mvn -q -B test) || junit_rc=$?
   echo "== JUnit ended (rc $junit_rc) at ${SECONDS} s; Spark's own suites"
   suites_rc=0
   bash spark/suites/run.sh "${suites_args[@]}" || suites_rc=$?
-  echo "== Spark's own suites ended (rc $suites_rc) at ${SECONDS} s"
-  [ "$junit_rc" = 0 ] && [ "$suites_rc" = 0 ]
+  echo "== Spark's own suites ended (rc $suites_rc) at ${SECONDS} s; the other lines"
+  lines_rc=0
+  bash spark/lines.sh "${OTHER_LINES[@]}" || lines_rc=$?
+  echo "== the other lines ended (rc $lines_rc) at ${SECONDS} s"
+  [ "$junit_rc" = 0 ] && [ "$suites_rc" = 0 ] && [ "$lines_rc" = 0 ]
 ) >"$lane_log" 2>&1 &
 lane=$!
 trap 'pkill -P $lane 2>/dev/null; kill $lane 2>/dev/null || true' EXIT
@@ -84,19 +88,12 @@ stage "pytest spark/tests"
 pytest_rc=0
 spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 "${marks[@]}" spark/tests \
   || pytest_rc=$?
-# Every other line compiles (its shims against its Spark; its tests are
-# extended), in this lane, which ends before the other.
-stage "pytest ended (rc $pytest_rc); the other Spark lines' jars (${OTHER_LINES[*]})"
-lines_rc=0
-for line in "${OTHER_LINES[@]}"; do
-  bash spark/build.sh --line "$line" || lines_rc=$?
-done
-stage "the other lines built (rc $lines_rc); waiting for the JUnit tests and Spark's own suites"
+stage "pytest ended (rc $pytest_rc); waiting for the other lane"
 lane_rc=0
 wait $lane || lane_rc=$?
 trap - EXIT
-stage "JUnit and Spark's own suites ended (rc $lane_rc); their output:"
+stage "the other lane ended (rc $lane_rc); its output:"
 cat "$lane_log"
 stage "done"
-[ "$pytest_rc" = 0 ] && [ "$lines_rc" = 0 ] && [ "$lane_rc" = 0 ]
+[ "$pytest_rc" = 0 ] && [ "$lane_rc" = 0 ]
 

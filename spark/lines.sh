@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Each Spark line beside the default one, tested on its own Spark: that line's jar
+# (spark/build.sh --line L), Spark's own ShuffleSuite from that line's test jars
+# (spark/suites/run.sh --line L, which installs that line's pyspark into
+# spark/.venv-suites-L), and the local-mode pytest file (spark/tests/test_1_local.py: every
+# workload record for record against Spark's sort shuffle, the SQL rules' plan shapes) in
+# the same venv, with the pytest of spark/requirements.txt.
+#
+#   bash spark/lines.sh [LINE ...]        (default: 3.5 4.0 4.2)
+#
+# spark/test.sh runs it in CI after Spark's own suites. Every line runs even when one fails;
+# the exit status fails when any did.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+lines=("$@")
+[ ${#lines[@]} -gt 0 ] || lines=(3.5 4.0 4.2)
+pytest_pin=$(grep -E '^pytest==' spark/requirements.txt)
+export SPARK_LOCAL_IP=127.0.0.1
+failed=()
+for line in "${lines[@]}"; do
+  echo "== Spark $line: the jar, ShuffleSuite, test_1_local.py (at ${SECONDS} s)"
+  rc=0
+  bash spark/build.sh --line "$line" || rc=$?
+  [ "$rc" = 0 ] && { bash spark/suites/run.sh --line "$line" ShuffleSuite || rc=$?; }
+  py=$PWD/spark/.venv-suites-$line/bin/python
+  if [ "$rc" = 0 ]; then
+    "$py" -m pip install -q --disable-pip-version-check "$pytest_pin" || rc=$?
+  fi
+  if [ "$rc" = 0 ]; then
+    SLUICE_LINE=$line PYSPARK_PYTHON=$py "$py" -m pytest -q -p no:cacheprovider \
+      spark/tests/test_1_local.py || rc=$?
+  fi
+  echo "== Spark $line ended (rc $rc) at ${SECONDS} s"
+  [ "$rc" = 0 ] || failed+=("$line")
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed on Spark ${failed[*]}" >&2
+  exit 1
+fi
