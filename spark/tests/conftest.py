@@ -74,7 +74,7 @@ def short_of_memory(mib, partitions, adaptive=True):
 
 def sluice_metrics(spark):
     """Sluice's counters in the driver JVM (the executor, in local mode)."""
-    m = spark.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+    m = spark.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
     return {
         "map_outputs": m.mapOutputs(),
         "blocks_decoded": m.blocksDecoded(),

@@ -87,7 +87,7 @@ def test_sql_order_by_is_sorted_by_the_engine_unless_turned_off(tmp_path, refere
         for native, aqe in cases:
             s.conf.set("spark.sluice.sqlSort", native)
             s.conf.set("spark.sql.adaptive.enabled", aqe)
-            m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+            m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
             plan = plan_of(s.range(10).selectExpr("-id as x").orderBy("x"))
             assert ("SluiceSortExchange" in plan) == (native == "true"), plan
             sorted_before = m.sortedReads()
@@ -278,7 +278,7 @@ def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):
     # and still merge every row into order.
     s = session("local[2]", SLUICE, tmp_path, extra=SHORT_OF_MEMORY)
     try:
-        m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+        m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
         short, spilled = m.reduceShortGrants(), m.reduceSpilledRuns()
         n = 300000
         df = s.range(0, n, numPartitions=4).selectExpr(
@@ -322,7 +322,7 @@ def test_sql_aggregate_reduce_side_spills_when_spark_grants_too_little(tmp_path)
 
     s = session("local[2]", SLUICE, tmp_path, extra=SHORT_OF_MEMORY)
     try:
-        m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+        m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
         short, spilled = m.reduceShortGrants(), m.reduceSpilledRuns()
         n, keys = 1_600_000, 800_000
         grouped = s.range(0, n, numPartitions=4).selectExpr(f"id % {keys} as k").groupBy("k").count()
@@ -357,7 +357,7 @@ def test_a_native_aggregate_gives_its_memory_to_a_sort_above_it(tmp_path):
     s = session("local[2]", SLUICE, tmp_path, extra={
         **short_of_memory(64, 4), "spark.sluice.sqlAggregate": "auto"})
     try:
-        m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+        m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
         spilled = m.reduceSpilledRuns()
         n, groups = 3_000_000, 1_000_000
         ranked = s.sql(f"""
@@ -434,7 +434,7 @@ from conftest import SLUICE, session
 s = session("local[2]", SLUICE, sys.argv[2], extra={
     "spark.sluice.operatorStateBytes": sys.argv[3], "spark.sluice.operatorSpill": sys.argv[4]})
 job = s.sparkContext._jvm.dev.sluice.spark.examples.ReduceByKeyJob
-m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
 jsc = s.sparkContext._jsc
 spark_way = list(job.checksum(jsc, 300000, 5000, 4, 6, False))
 before = m.bytesWritten()

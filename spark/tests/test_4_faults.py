@@ -71,8 +71,8 @@ left = []
 for root, _, files in os.walk(local):
     left += [f for f in files if f.startswith(("shuffle_", "temp_shuffle_"))]
 out["left"] = left
-out["spills"] = sc._jvm.dev.sluice.spark.SluiceMetrics.mapSpills()
-out["live"] = sc._jvm.dev.sluice.spark.SluiceMetrics.liveMapAttempts()
+out["spills"] = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics.mapSpills()
+out["live"] = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics.liveMapAttempts()
 s.stop()
 print(json.dumps(out))
 """
@@ -511,7 +511,7 @@ df = s.range(0, 10000, 1, 4).selectExpr("id % 5 as k", "cast(id as decimal(9,2))
 out["sql"] = sorted((r.k, str(r.s)) for r in df.groupBy("k").agg({"d": "sum"})
                     .withColumnRenamed("sum(d)", "s").collect())
 out["ordered"] = [r.id for r in s.range(0, 1000, 1, 4).orderBy("id").limit(5).collect()]
-m = sc._jvm.dev.sluice.spark.SluiceMetrics
+m = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
 out["map_outputs"] = m.mapOutputs()
 out["live"] = m.liveMapAttempts()
 s.stop()
@@ -561,7 +561,7 @@ try:
     out.update(n=r.n, s=r.s, p=r.p)
 except Exception as e:
     out["error"] = str(e)[-4000:]
-m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
 out["live"] = m.liveMapAttempts()
 out["spills"] = m.mapSpills()
 s.stop()
@@ -611,7 +611,7 @@ def test_disk_full_during_a_reduce_spill_fails_the_job(tmp_path):
     with small_filesystem(REDUCE_SPILL_FS_MIB) as fs:
         s = session("local[2]", SLUICE, fs, extra=short_of_memory(16, 1, adaptive=False))
         try:
-            m = s.sparkContext._jvm.dev.sluice.spark.SluiceMetrics
+            m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
             df = s.range(0, rows, numPartitions=8).selectExpr(
                 "id", "unhex(sha2(cast(id as string), 512)) as b")
             sorted_rows = df.orderBy("b")
@@ -659,7 +659,7 @@ def test_a_shuffle_unregistered_while_its_map_tasks_run(tmp_path):
     s = session("local[2]", SLUICE, tmp_path / "local")
     try:
         sc = s.sparkContext
-        m = sc._jvm.dev.sluice.spark.SluiceMetrics
+        m = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
         pairs = sc.parallelize(range(20_000), 2).mapPartitionsWithIndex(stall)
         job = pairs.map(lambda x: (x % 50, 1)).reduceByKey(add, 4)
         out = {}
@@ -720,7 +720,7 @@ for name, shuffled in (("hash", df.repartition(3, "id")), ("round_robin", df.rep
     parts = shuffled.selectExpr("id", "length(s) n", "md5(s) m").rdd.glom().collect()
     out[name] = sorted([r.id, r.n, r.m] for p in parts for r in p)
     out[name + "_sizes"] = sorted(len(p) for p in parts)
-m = sc._jvm.dev.sluice.spark.SluiceMetrics
+m = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
 out["map_outputs"] = m.mapOutputs()
 out["direct"] = m.sqlRowsDirect()
 out["live"] = m.liveMapAttempts()
@@ -764,7 +764,7 @@ s = session("local[2]", sys.argv[3], sys.argv[2], extra={
     "spark.sluice.liquidOffload": "false", "spark.sluice.bufferPoolBytes": "1m",
     "spark.sql.adaptive.enabled": "false"})
 sc = s.sparkContext
-m = sc._jvm.dev.sluice.spark.SluiceMetrics
+m = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
 out = {"before": m.stoppedWaits(), "kills": []}
 for kill in range(int(sys.argv[4])):
     errors = []

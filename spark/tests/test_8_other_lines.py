@@ -56,7 +56,7 @@ rows = q.collect()
 assert [r[0] for r in rows] == list(range(100))
 assert sum(r[1] for r in rows) == 200000 * 199999 // 2
 print("native nodes", q._jdf.queryExecution().executedPlan().toString().count("Sluice"))
-print("map outputs", sc._jvm.dev.sluice.spark.SluiceMetrics.mapOutputs())
+print("map outputs", sc._jvm.dev.sluice.spark.metrics.SluiceMetrics.mapOutputs())
 print("spark", sc.version)
 s.stop()
 """
@@ -257,7 +257,7 @@ pairs = sc.parallelize(range(60000), 4).map(lambda x: (x % 7, 1)).reduceByKey(ad
 assert sorted(pairs.collect()) == [(k, len(range(k, 60000, 7))) for k in range(7)]
 rows = s.range(0, 50000, numPartitions=4).selectExpr("id % 13 AS k").groupBy("k").count().collect()
 assert sorted((r[0], r[1]) for r in rows) == [(k, len(range(k, 50000, 13))) for k in range(13)]
-print("map outputs", sc._jvm.dev.sluice.spark.SluiceMetrics.mapOutputs())
+print("map outputs", sc._jvm.dev.sluice.spark.metrics.SluiceMetrics.mapOutputs())
 print("spark", sc.version)
 s.stop()
 """

@@ -11,7 +11,7 @@ use sluice_core::reorg::ReorgError;
 use sluice_engine::EngineError;
 
 /// Java class of engine misuse and internal failures.
-pub const SLUICE_EXCEPTION: &str = "dev/sluice/spark/SluiceException";
+pub const SLUICE_EXCEPTION: &str = "dev/sluice/spark/api/SluiceException";
 /// Java class of corrupt data and I/O failures.
 pub const IO_EXCEPTION: &str = "java/io/IOException";
 /// Java class of bad arguments from the Java side.

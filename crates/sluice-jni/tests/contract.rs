@@ -65,7 +65,7 @@ fn checksum_algorithm_codes_agree_with_java() {
 
 #[test]
 fn the_trailer_flag_agrees_with_java() {
-    let flag = java_shift(&java_source("shuffle/SluiceBlockInputStream"), "FRAME_TRAILER_FLAG");
+    let flag = java_shift(&java_source("jni/SluiceNative"), "FRAME_TRAILER_FLAG");
     assert_eq!(flag as i64, sluice_engine::output::trailer::FRAME_TRAILER_FLAG);
     // The bit is clear in every block's answer: the frame length below 2^32,
     // the uncompressed length (shifted up 32) at most the block limit.
@@ -76,7 +76,7 @@ fn the_trailer_flag_agrees_with_java() {
 
 #[test]
 fn the_record_limit_agrees_with_java() {
-    let bytes = java_shift(&java_source("shuffle/NativeMapOutput"), "RECORD_BYTES_MAX");
+    let bytes = java_shift(&java_source("api/Limits"), "RECORD_BYTES_MAX");
     assert_eq!(bytes as usize, sluice_core::format::limits::RECORD_BYTES_MAX);
 }
 
@@ -140,7 +140,7 @@ fn lane_codes_widths_and_flags_agree_with_java() {
 fn aggregate_function_and_value_codes_agree_with_java() {
     use sluice_core::reorg::aggregate::{AggFn, ValueType};
     use sluice_jni::ops::{agg_spec, FUNC_LANES};
-    let agg = enum_codes(&java_source("Agg"));
+    let agg = enum_codes(&java_source("api/Agg"));
     let names: Vec<&str> = agg.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["SUM", "COUNT", "MIN", "MAX"], "Agg.java's functions");
     for (name, code) in &agg {

@@ -1,5 +1,7 @@
 package dev.sluice.spark;
 
+import dev.sluice.spark.api.SluiceException;
+import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.EngineSettings;
 import dev.sluice.spark.jni.NativeLibrary;
 import dev.sluice.spark.jni.SluiceNative;
@@ -9,8 +11,10 @@ import dev.sluice.spark.ops.SluiceOpReader;
 import dev.sluice.spark.ops.SluiceOpSerializer;
 import dev.sluice.spark.ops.SluiceOpWriter;
 import dev.sluice.spark.shuffle.Coverage;
+import dev.sluice.spark.shuffle.EngineShuffles;
 import dev.sluice.spark.shuffle.ReduceOperator;
 import dev.sluice.spark.shuffle.RowShuffleReader;
+import dev.sluice.spark.shuffle.ShuffleKind;
 import dev.sluice.spark.shuffle.SluiceConf;
 import dev.sluice.spark.shuffle.SluiceSerializerManager;
 import dev.sluice.spark.shuffle.SluiceShuffleHandle;
@@ -50,7 +54,7 @@ import org.slf4j.LoggerFactory;
  * <p>A shuffle Sluice does not cover (see {@link Coverage}) runs on Spark's sort shuffle, which
  * this class extends: the decision is per shuffle and is logged once, on the driver.
  */
-public class SluiceShuffleManager extends SortShuffleManager {
+public class SluiceShuffleManager extends SortShuffleManager implements EngineShuffles {
   private static final Logger LOG = LoggerFactory.getLogger(SluiceShuffleManager.class);
 
   /** The most partitions a Sluice shuffle may have. */
@@ -124,7 +128,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
       // checked the settings before it built the shuffle.
       OpSpec op = ((SluiceOpSerializer) dependency.serializer()).op;
       return new SluiceShuffleHandle<>(
-          shuffleId, dependency, maps, op, operatorSpill, SortKind.NONE);
+          shuffleId, dependency, maps, new ShuffleKind.Operator(op, operatorSpill));
     }
     String reason = Coverage.fallbackReason(conf, dependency);
     if (dependency.serializer() instanceof SortedRowSerializer) {
@@ -136,7 +140,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
       }
       LOG.info("Sluice: shuffle {} (Spark SQL rows) is sorted by the engine", shuffleId);
       return new SluiceShuffleHandle<>(
-          shuffleId, dependency, maps, null, operatorSpill, SortKind.ROWS);
+          shuffleId, dependency, maps, new ShuffleKind.Ordered(SortKind.ROWS));
     }
     if (reason != null) {
       LOG.info("Sluice: shuffle {} runs on Spark's sort shuffle: {}", shuffleId, reason);
@@ -156,7 +160,9 @@ public class SluiceShuffleManager extends SortShuffleManager {
       sortKind = SortKind.HASH;
       LOG.info("Sluice: shuffle {} is grouped by key hash in the engine", shuffleId);
     }
-    return new SluiceShuffleHandle<>(shuffleId, dependency, maps, null, operatorSpill, sortKind);
+    ShuffleKind kind =
+        sortKind == SortKind.NONE ? new ShuffleKind.Plain() : new ShuffleKind.Ordered(sortKind);
+    return new SluiceShuffleHandle<>(shuffleId, dependency, maps, kind);
   }
 
   @Override
@@ -172,7 +178,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
     openEngine(settings);
     int engineId = engineShuffle(h);
     mapIds.computeIfAbsent(h.shuffleId(), k -> ConcurrentHashMap.newKeySet()).add(mapId);
-    if (h.op() != null) {
+    if (h.kind() instanceof ShuffleKind.Operator) {
       return new SluiceOpWriter<>(
           h, engineId, mapId, context, metrics, settings, shuffleBlockResolver());
     }
@@ -196,7 +202,7 @@ public class SluiceShuffleManager extends SortShuffleManager {
     }
     requireLibrary(handle);
     SluiceShuffleHandle<K, ?, C> h = (SluiceShuffleHandle<K, ?, C>) handle;
-    if (h.op() != null || h.sortKind() != SortKind.NONE) {
+    if (h.kind().nativeReduce()) {
       openEngine(new SluiceConf(SparkEnv.get().conf()));
       return new SluiceOpReader<>(
           h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
@@ -213,44 +219,8 @@ public class SluiceShuffleManager extends SortShuffleManager {
           metrics,
           SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
     }
-    return fetchReader(
+    return SluiceSerializerManager.fetchReader(
         h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, null);
-  }
-
-  /**
-   * Spark's reader over a Sluice shuffle's segments: Spark's fetch machinery, with each fetched
-   * segment decoded as Sluice blocks ({@link SluiceSerializerManager}); into the native reduce
-   * operator {@code operator} when it is not null (which accounts each block first).
-   */
-  @SuppressWarnings({"unchecked", "rawtypes"})
-  public static <K, C> BlockStoreShuffleReader<K, C> fetchReader(
-      SluiceShuffleHandle<K, ?, C> handle,
-      int startMapIndex,
-      int endMapIndex,
-      int startPartition,
-      int endPartition,
-      TaskContext context,
-      ShuffleReadMetricsReporter metrics,
-      ReduceOperator operator) {
-    SparkEnv env = SparkEnv.get();
-    scala.collection.Iterator blocks =
-        env.mapOutputTracker()
-            .getMapSizesByExecutorId(
-                handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition);
-    return new BlockStoreShuffleReader<K, C>(
-        (BaseShuffleHandle<K, ?, C>) handle,
-        blocks,
-        context,
-        metrics,
-        new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics),
-        env.blockManager(),
-        env.mapOutputTracker(),
-        // Contiguous partitions of a map output in one fetch (adaptive execution's coalesced
-        // reads), as Spark's own reader decides it; Spark's reader then checks that the
-        // serializer relocates records and the codec concatenates. A native operator reads one
-        // partition's blocks at a time, so it fetches partition by partition.
-        operator == null
-            && SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
   }
 
   @Override

@@ -3,6 +3,7 @@ package dev.sluice.spark;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.api.Agg;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -12,7 +13,9 @@ import org.apache.spark.api.java.JavaSparkContext;
 import org.junit.jupiter.api.Test;
 import scala.Tuple2;
 
-/** Under Spark's own shuffle manager, Sluice's operators run as Spark's and give the same answer. */
+/**
+ * Under Spark's own shuffle manager, Sluice's operators run as Spark's and give the same answer.
+ */
 class FallbackTest {
   @Test
   void operatorsFallBackToSparkWithTheSameResultTypes() throws IOException {

@@ -3,9 +3,11 @@ package dev.sluice.spark;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.combine.GroupedCombine;
 import dev.sluice.spark.combine.HashGroups;
 import dev.sluice.spark.combine.MapCombiner;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.IOException;
 import java.io.Serializable;
 import java.math.BigInteger;

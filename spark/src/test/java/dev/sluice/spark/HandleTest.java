@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.jni.SluiceNative;
 import java.io.IOException;
 import java.nio.ByteBuffer;

@@ -4,7 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.api.Agg;
 import dev.sluice.spark.examples.WordCountJob;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.nio.file.Files;

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.shuffle.SluiceConf;
 import org.apache.spark.SparkConf;
 import org.junit.jupiter.api.Test;

@@ -6,8 +6,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.api.Limits;
+import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.SluiceNative;
-import dev.sluice.spark.shuffle.NativeMapOutput;
 import dev.sluice.spark.shuffle.SluiceConf;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -58,7 +59,7 @@ class SluiceSettingTest {
       SluiceSetting.LIQUID_OFFLOAD.flag(none) ? 1 : 0
     };
     assertArrayEquals(SluiceNative.engineDefaults(), java);
-    assertEquals(NativeMapOutput.RECORD_BYTES_MAX, SluiceSetting.RECORD_BYTES_MAX.bytes(none));
+    assertEquals(Limits.RECORD_BYTES_MAX, SluiceSetting.RECORD_BYTES_MAX.bytes(none));
   }
 
   @Test

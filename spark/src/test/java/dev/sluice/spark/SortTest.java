@@ -4,7 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.api.BytesOrdering;
 import dev.sluice.spark.examples.TeraSortJob;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.Comparator;
@@ -18,8 +20,8 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import scala.Tuple2;
 import scala.math.Ordering;
-import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
+import scala.reflect.ClassTag;
 
 /**
  * sortByKey with Scala's natural orderings (what {@code rdd.sortByKey()} uses) on real Spark:

@@ -3,6 +3,7 @@ package dev.sluice.spark;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;

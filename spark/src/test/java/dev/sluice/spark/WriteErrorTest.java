@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.IOException;
 import java.util.Iterator;
 import org.apache.spark.SparkException;

@@ -8,7 +8,7 @@ package dev.sluice.spark.suites;
  * settings come from this JVM's system properties ({@code run.sh}) and the rules' extension.
  */
 public class SluiceMapStatusEndToEndSuite extends org.apache.spark.sql.MapStatusEndToEndSuite {
-  private final long outputsBefore = dev.sluice.spark.SluiceMetrics.mapOutputs();
+  private final long outputsBefore = dev.sluice.spark.metrics.SluiceMetrics.mapOutputs();
 
   public SluiceMapStatusEndToEndSuite() {
     Exclusions.check("MapStatusEndToEndSuite", testNames());
@@ -38,7 +38,7 @@ public class SluiceMapStatusEndToEndSuite extends org.apache.spark.sql.MapStatus
       System.clearProperty(SuiteChecks.EXTENSIONS_KEY);
       System.clearProperty(SuiteChecks.SQL_AGGREGATE_KEY);
       SuiteChecks.checkAfterSuite("MapStatusEndToEndSuite", true);
-      if (dev.sluice.spark.SluiceMetrics.mapOutputs() <= outputsBefore) {
+      if (dev.sluice.spark.metrics.SluiceMetrics.mapOutputs() <= outputsBefore) {
         throw new IllegalStateException("MapStatusEndToEndSuite wrote no map output with Sluice");
       }
     }

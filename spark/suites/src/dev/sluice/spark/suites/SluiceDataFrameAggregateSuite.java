@@ -2,9 +2,12 @@ package dev.sluice.spark.suites;
 
 import org.apache.spark.SparkConf;
 
-/** Apache Spark SQL's {@code DataFrameAggregateSuite} with Sluice as the shuffle manager and its SQL rules on. */
+/**
+ * Apache Spark SQL's {@code DataFrameAggregateSuite} with Sluice as the shuffle manager and its SQL
+ * rules on.
+ */
 public class SluiceDataFrameAggregateSuite extends org.apache.spark.sql.DataFrameAggregateSuite {
-  private final long nativeNodesBefore = dev.sluice.spark.SluiceMetrics.sqlNativeNodes();
+  private final long nativeNodesBefore = dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes();
 
   public SluiceDataFrameAggregateSuite() {
     Exclusions.check("DataFrameAggregateSuite", testNames());

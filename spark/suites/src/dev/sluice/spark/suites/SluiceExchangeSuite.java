@@ -2,9 +2,11 @@ package dev.sluice.spark.suites;
 
 import org.apache.spark.SparkConf;
 
-/** Apache Spark SQL's {@code ExchangeSuite} with Sluice as the shuffle manager and its SQL rules on. */
+/**
+ * Apache Spark SQL's {@code ExchangeSuite} with Sluice as the shuffle manager and its SQL rules on.
+ */
 public class SluiceExchangeSuite extends org.apache.spark.sql.execution.ExchangeSuite {
-  private final long nativeNodesBefore = dev.sluice.spark.SluiceMetrics.sqlNativeNodes();
+  private final long nativeNodesBefore = dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes();
 
   public SluiceExchangeSuite() {
     Exclusions.check("ExchangeSuite", testNames());

@@ -4,7 +4,7 @@ import org.apache.spark.SparkConf;
 
 /** Apache Spark SQL's {@code JoinSuite} with Sluice as the shuffle manager and its SQL rules on. */
 public class SluiceJoinSuite extends org.apache.spark.sql.JoinSuite {
-  private final long nativeNodesBefore = dev.sluice.spark.SluiceMetrics.sqlNativeNodes();
+  private final long nativeNodesBefore = dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes();
 
   public SluiceJoinSuite() {
     Exclusions.check("JoinSuite", testNames());

@@ -2,9 +2,11 @@ package dev.sluice.spark.suites;
 
 import org.apache.spark.SparkConf;
 
-/** Apache Spark SQL's {@code PlannerSuite} with Sluice as the shuffle manager and its SQL rules on. */
+/**
+ * Apache Spark SQL's {@code PlannerSuite} with Sluice as the shuffle manager and its SQL rules on.
+ */
 public class SluicePlannerSuite extends org.apache.spark.sql.execution.PlannerSuite {
-  private final long nativeNodesBefore = dev.sluice.spark.SluiceMetrics.sqlNativeNodes();
+  private final long nativeNodesBefore = dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes();
 
   public SluicePlannerSuite() {
     Exclusions.check("PlannerSuite", testNames());

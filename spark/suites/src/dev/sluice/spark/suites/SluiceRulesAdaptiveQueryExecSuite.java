@@ -14,7 +14,7 @@ public class SluiceRulesAdaptiveQueryExecSuite
   static final String SUITE = "AdaptiveQueryExecSuite, rules on";
 
   private static final String PLAIN = "AdaptiveQueryExecSuite";
-  private final long nativeNodesBefore = dev.sluice.spark.SluiceMetrics.sqlNativeNodes();
+  private final long nativeNodesBefore = dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes();
 
   public SluiceRulesAdaptiveQueryExecSuite() {
     Exclusions.check(PLAIN, testNames());

@@ -91,7 +91,7 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
 
   private static final String CODEGEN_ONLY = "CODEGEN_ONLY";
   private static final String SUITE = "SQLQueryTestSuite";
-  private final long nativeNodesBefore = dev.sluice.spark.SluiceMetrics.sqlNativeNodes();
+  private final long nativeNodesBefore = dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes();
 
   public SluiceSQLQueryTestSuite() {
     Exclusions.check(SUITE, testNames());

@@ -2,9 +2,12 @@ package dev.sluice.spark.suites;
 
 import org.apache.spark.SparkConf;
 
-/** Apache Spark SQL's {@code SQLWindowFunctionSuite} with Sluice as the shuffle manager and its SQL rules on. */
+/**
+ * Apache Spark SQL's {@code SQLWindowFunctionSuite} with Sluice as the shuffle manager and its SQL
+ * rules on.
+ */
 public class SluiceSQLWindowFunctionSuite extends org.apache.spark.sql.execution.SQLWindowFunctionSuite {
-  private final long nativeNodesBefore = dev.sluice.spark.SluiceMetrics.sqlNativeNodes();
+  private final long nativeNodesBefore = dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes();
 
   public SluiceSQLWindowFunctionSuite() {
     Exclusions.check("SQLWindowFunctionSuite", testNames());

@@ -2,9 +2,11 @@ package dev.sluice.spark.suites;
 
 import org.apache.spark.SparkConf;
 
-/** Apache Spark SQL's {@code SubquerySuite} with Sluice as the shuffle manager and its SQL rules on. */
+/**
+ * Apache Spark SQL's {@code SubquerySuite} with Sluice as the shuffle manager and its SQL rules on.
+ */
 public class SluiceSubquerySuite extends org.apache.spark.sql.SubquerySuite {
-  private final long nativeNodesBefore = dev.sluice.spark.SluiceMetrics.sqlNativeNodes();
+  private final long nativeNodesBefore = dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes();
 
   public SluiceSubquerySuite() {
     Exclusions.check("SubquerySuite", testNames());

@@ -41,11 +41,11 @@ public final class SuiteChecks {
    * outlived its task.
    */
   public static void checkAfterSuite(String suite, boolean localShuffles) {
-    long outputs = dev.sluice.spark.SluiceMetrics.mapOutputs();
+    long outputs = dev.sluice.spark.metrics.SluiceMetrics.mapOutputs();
     if (localShuffles && outputs == 0) {
       throw new IllegalStateException(suite + " ran, but Sluice wrote no map output in this JVM");
     }
-    long live = dev.sluice.spark.SluiceMetrics.liveMapAttempts();
+    long live = dev.sluice.spark.metrics.SluiceMetrics.liveMapAttempts();
     if (live != 0) {
       throw new IllegalStateException(suite + " left " + live + " native map attempts alive");
     }
@@ -56,7 +56,7 @@ public final class SuiteChecks {
    * its plans (so the suite tested the rules, not only the shuffle manager under Spark's plans).
    */
   public static void checkRulesFired(String suite, long nativeNodesBefore) {
-    if (dev.sluice.spark.SluiceMetrics.sqlNativeNodes() <= nativeNodesBefore) {
+    if (dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes() <= nativeNodesBefore) {
       throw new IllegalStateException(suite + " ran, but Sluice's SQL rules planned no native node");
     }
   }

@@ -1,6 +1,6 @@
 package dev.sluice.spark.combine;
 
-import dev.sluice.spark.SluiceMetrics;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.IOException;
 import java.util.Objects;
 import org.apache.spark.Aggregator;

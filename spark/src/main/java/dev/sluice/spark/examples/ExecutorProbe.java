@@ -1,6 +1,6 @@
 package dev.sluice.spark.examples;
 
-import dev.sluice.spark.SluiceMetrics;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;

@@ -1,7 +1,7 @@
 package dev.sluice.spark.examples;
 
-import dev.sluice.spark.Agg;
 import dev.sluice.spark.Sluice;
+import dev.sluice.spark.api.Agg;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.SplittableRandom;

@@ -1,7 +1,6 @@
 package dev.sluice.spark.jni;
 
-import dev.sluice.spark.Agg;
-import dev.sluice.spark.ops.OpSpec;
+import dev.sluice.spark.api.Agg;
 
 /**
  * The engine operator of a Sluice shuffle as it crosses JNI ({@link SluiceNative#registerShuffle},
@@ -20,9 +19,11 @@ public final class EngineOp {
   /** A sorting shuffle: sorted runs on the map side, a native merge on the reduce side. */
   public static final EngineOp SORT = new EngineOp(OP_SORT, 0, SpillStrategy.STATE);
 
-  /** {@link #OP_NONE}, {@link #OP_SORT}, or an aggregate function ({@link Agg#code}); read natively. */
+  /**
+   * {@link #OP_NONE}, {@link #OP_SORT}, or an aggregate function ({@link Agg#code}); read natively.
+   */
   final int function;
-  /** An aggregate's engine value type ({@link OpSpec#engineValueType}), else 0; read natively. */
+  /** An aggregate's engine value type, else 0; read natively. */
   final int valueType;
   /**
    * An aggregation's map-side spilling strategy ({@link SpillStrategy#code}; a reduce task's
@@ -36,8 +37,11 @@ public final class EngineOp {
     this.spill = spill.code;
   }
 
-  /** The engine operator of an offloaded aggregation whose map side spills by {@code spill}. */
-  public static EngineOp aggregate(OpSpec op, SpillStrategy spill) {
-    return new EngineOp(op.code(), op.engineValueType(), spill);
+  /**
+   * The engine operator of an offloaded aggregation (its function code and engine value type) whose
+   * map side spills by {@code spill}.
+   */
+  public static EngineOp aggregate(int function, int valueType, SpillStrategy spill) {
+    return new EngineOp(function, valueType, spill);
   }
 }

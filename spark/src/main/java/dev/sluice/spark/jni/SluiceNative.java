@@ -1,7 +1,6 @@
 package dev.sluice.spark.jni;
 
-import dev.sluice.spark.SluiceException;
-import dev.sluice.spark.shuffle.SluiceBlockInputStream;
+import dev.sluice.spark.api.SluiceException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 
@@ -131,8 +130,15 @@ public final class SluiceNative {
   public static native long liveReduceOperators();
 
   /**
+   * The bit {@link #frameInfo} sets for a segment trailer; the native side declares the same value
+   * ({@code FRAME_TRAILER_FLAG} in {@code crates/sluice-engine/src/output/trailer.rs}), checked by
+   * a test.
+   */
+  public static final long FRAME_TRAILER_FLAG = 1L << 62;
+
+  /**
    * {@code frameLength | uncompressedLength << 32} of the block whose header starts the array, or
-   * {@link SluiceBlockInputStream#FRAME_TRAILER_FLAG} {@code |} its length for a segment trailer.
+   * {@link #FRAME_TRAILER_FLAG} {@code |} its length for a segment trailer.
    */
   public static native long frameInfo(
       byte[] header, int shuffle, long map, int reduce, int reduceEnd, long offset)

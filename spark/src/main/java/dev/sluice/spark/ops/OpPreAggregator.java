@@ -1,8 +1,8 @@
 package dev.sluice.spark.ops;
 
-import dev.sluice.spark.Agg;
-import dev.sluice.spark.SluiceMetrics;
+import dev.sluice.spark.api.Agg;
 import dev.sluice.spark.combine.FoldTable;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.IOException;
 
 /**

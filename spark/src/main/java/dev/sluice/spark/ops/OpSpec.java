@@ -1,8 +1,8 @@
 package dev.sluice.spark.ops;
 
-import dev.sluice.spark.Agg;
-import dev.sluice.spark.Sluice;
-import java.io.Serializable;
+import dev.sluice.spark.api.Agg;
+import dev.sluice.spark.shuffle.ShuffleKind;
+import dev.sluice.spark.shuffle.SluiceShuffleHandle;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 
@@ -12,16 +12,16 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>Engine record of a map task: {@code key = partition id (u32 LE) ++ tag (1 byte) ++ key
  * bytes}, {@code value = the value, little-endian, exactly its engine type's width} ({@link
- * #engineValueType}: a count is a sum of counts of 1, a sum of ints a sum of longs). Key tags: {@link
- * #KEY_LONG} (8 bytes LE), {@link #KEY_INT} (4 bytes LE), {@link #KEY_STRING} (UTF-8). The tag
- * keeps keys of different types apart and lets the reduce side rebuild each key without knowing
+ * #engineValueType}: a count is a sum of counts of 1, a sum of ints a sum of longs). Key tags:
+ * {@link #KEY_LONG} (8 bytes LE), {@link #KEY_INT} (4 bytes LE), {@link #KEY_STRING} (UTF-8). The
+ * tag keeps keys of different types apart and lets the reduce side rebuild each key without knowing
  * its type up front; a null key is its tag alone ({@link #KEY_NULL}); a {@code byte[]} key is a
  * string key's UTF-8 bytes (Spark SQL's strings), and with {@link #rawKeys} string keys come back
- * as such bytes. Results come back as {@code key ++ 8-byte result}: an i64 (sum of integers,
- * count, min and max of integers) or an f64; an {@link #exact} sum (Spark SQL's {@code sum} in
- * ANSI mode) adds an 8-byte overflow flag, and a set flag is thrown as Spark SQL's overflow error.
+ * as such bytes. Results come back as {@code key ++ 8-byte result}: an i64 (sum of integers, count,
+ * min and max of integers) or an f64; an {@link #exact} sum (Spark SQL's {@code sum} in ANSI mode)
+ * adds an 8-byte overflow flag, and a set flag is thrown as Spark SQL's overflow error.
  */
-public final class OpSpec implements Serializable {
+public final class OpSpec implements ShuffleKind.EngineOperator {
   private static final long serialVersionUID = 1L;
 
   static final byte KEY_LONG = 0;
@@ -54,9 +54,9 @@ public final class OpSpec implements Serializable {
   /** String keys come back as their UTF-8 bytes, not as {@code String}s. */
   final boolean rawKeys;
   /**
-   * Whether map tasks fold hot keys on their own thread first ({@link OpPreAggregator}): for
-   * {@link Sluice}'s operators over integers; Spark SQL's aggregates have a first level of their
-   * own.
+   * Whether map tasks fold hot keys on their own thread first ({@link OpPreAggregator}): for {@link
+   * dev.sluice.spark.Sluice}'s operators over integers; Spark SQL's aggregates have a first level
+   * of their own.
    */
   final boolean firstLevel;
 
@@ -67,7 +67,7 @@ public final class OpSpec implements Serializable {
    */
   final Lane[] lanes;
 
-  /** An operator of {@link Sluice}'s API. */
+  /** An operator of {@link dev.sluice.spark.Sluice}'s API. */
   public OpSpec(Agg agg, int valueType) {
     this(agg, valueType, false, false, valueType != VALUE_DOUBLE);
   }
@@ -100,11 +100,17 @@ public final class OpSpec implements Serializable {
     this.lanes = null;
   }
 
+  /** The offloaded operator {@code handle}'s shuffle computes, or null when it computes none. */
+  public static OpSpec of(SluiceShuffleHandle<?, ?, ?> handle) {
+    return handle.kind() instanceof ShuffleKind.Operator o ? (OpSpec) o.op() : null;
+  }
+
   /**
    * The native side's function code. A count runs as a sum of counts (each record counts 1, a
    * first level's partial its count), so partial counts and single records merge alike.
    */
-  public int code() {
+  @Override
+  public int function() {
     if (lanes != null) {
       return CODE_LANES;
     }
@@ -118,6 +124,7 @@ public final class OpSpec implements Serializable {
    * The value type the engine aggregates: a count's and a sum of integers' are longs (a partial
    * sum of ints leaves the int range); otherwise the declared one.
    */
+  @Override
   public int engineValueType() {
     if (lanes != null) {
       return Lane.code(lanes);

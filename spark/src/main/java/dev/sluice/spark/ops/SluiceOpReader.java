@@ -1,12 +1,11 @@
 package dev.sluice.spark.ops;
 
-import dev.sluice.spark.Sluice;
-import dev.sluice.spark.SluiceMetrics;
-import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.combine.GroupedCombine;
 import dev.sluice.spark.jni.SluiceNative;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import dev.sluice.spark.shuffle.ReduceMemory;
 import dev.sluice.spark.shuffle.ReduceOperator;
+import dev.sluice.spark.shuffle.SluiceSerializerManager;
 import dev.sluice.spark.shuffle.SluiceShuffleHandle;
 import dev.sluice.spark.shuffle.TaskSpillDir;
 import dev.sluice.spark.sort.SortKind;
@@ -27,14 +26,14 @@ import scala.Tuple2;
 
 /**
  * A reduce task's reader of a shuffle whose reduce side runs in the engine: an offloaded operator
- * ({@link Sluice}) or a sort ({@link SortKind}). Spark's own reader and fetch machinery fetch the
- * task's segments; each one's blocks are decoded, verified and taken in by one native operator
- * as the segment is read (a corrupt block is a fetch failure, as for any Sluice shuffle). Once
- * every segment is in, the operator finishes: an aggregate emits each key's result once, which
- * the task iterates a buffer of results per JNI call; a sort merges the map side's runs and
- * serves the records' serialized bytes in key order to the shuffle's deserializer. A shuffle
- * with an aggregator is such a sort, by key hash, and its records are folded as they pass
- * ({@link GroupedCombine}).
+ * ({@link dev.sluice.spark.Sluice}) or a sort ({@link SortKind}). Spark's own reader and fetch
+ * machinery fetch the task's segments; each one's blocks are decoded, verified and taken in by one
+ * native operator as the segment is read (a corrupt block is a fetch failure, as for any Sluice
+ * shuffle). Once every segment is in, the operator finishes: an aggregate emits each key's result
+ * once, which the task iterates a buffer of results per JNI call; a sort merges the map side's runs
+ * and serves the records' serialized bytes in key order to the shuffle's deserializer. A shuffle
+ * with an aggregator is such a sort, by key hash, and its records are folded as they pass ({@link
+ * GroupedCombine}).
  */
 public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
   /** Bytes of the result buffer one JNI call fills (256 KiB; larger for a larger result). */
@@ -68,7 +67,7 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
   @Override
   @SuppressWarnings({"unchecked", "rawtypes"})
   public scala.collection.Iterator<Product2<K, C>> read() {
-    OpSpec op = handle.op();
+    OpSpec op = OpSpec.of(handle);
     TaskSpillDir spillDir = TaskSpillDir.create();
     Native results;
     try {
@@ -91,7 +90,7 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
               memory.release();
             });
     BlockStoreShuffleReader<K, C> fetch =
-        SluiceShuffleManager.fetchReader(
+        SluiceSerializerManager.fetchReader(
             handle,
             startMapIndex,
             endMapIndex,

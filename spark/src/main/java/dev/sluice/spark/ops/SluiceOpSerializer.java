@@ -1,7 +1,5 @@
 package dev.sluice.spark.ops;
 
-import dev.sluice.spark.Sluice;
-import dev.sluice.spark.SluiceShuffleManager;
 import java.io.EOFException;
 import java.io.IOException;
 import java.io.InputStream;
@@ -16,13 +14,13 @@ import org.apache.spark.serializer.SerializerInstance;
 import scala.reflect.ClassTag;
 
 /**
- * The marker serializer of an offloaded operator shuffle ({@link Sluice}): it carries the {@link
- * OpSpec} from the driver to {@link SluiceShuffleManager#registerShuffle}, which gives the shuffle
- * to the engine. Records never pass through it: map tasks write engine records ({@link
- * SluiceOpWriter}) and reduce tasks hand fetched blocks to the native aggregate ({@link
- * SluiceOpReader}). On the reduce side Spark's reader still opens a deserialization stream per
- * fetched segment: it reads the segment to its end (which is what feeds the blocks to the
- * engine) and yields no records.
+ * The marker serializer of an offloaded operator shuffle ({@link dev.sluice.spark.Sluice}): it
+ * carries the {@link OpSpec} from the driver to {@link
+ * dev.sluice.spark.SluiceShuffleManager#registerShuffle}, which gives the shuffle to the engine.
+ * Records never pass through it: map tasks write engine records ({@link SluiceOpWriter}) and reduce
+ * tasks hand fetched blocks to the native aggregate ({@link SluiceOpReader}). On the reduce side
+ * Spark's reader still opens a deserialization stream per fetched segment: it reads the segment to
+ * its end (which is what feeds the blocks to the engine) and yields no records.
  */
 public final class SluiceOpSerializer extends Serializer implements Serializable {
   private static final long serialVersionUID = 1L;

@@ -1,6 +1,5 @@
 package dev.sluice.spark.ops;
 
-import dev.sluice.spark.Sluice;
 import dev.sluice.spark.shuffle.NativeMapOutput;
 import dev.sluice.spark.shuffle.NativeShuffleWriter;
 import dev.sluice.spark.shuffle.SluiceConf;
@@ -15,11 +14,11 @@ import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import scala.Product2;
 
 /**
- * A map task's writer for an offloaded operator shuffle ({@link Sluice}): no Java serialization;
- * each (key, value) pair is written into the engine's buffer as the engine's own record (see
- * {@link OpSpec}), and the engine partitions and partially aggregates it on its offload threads,
- * after a small first level on the task thread ({@link OpPreAggregator}) where the operator has
- * one.
+ * A map task's writer for an offloaded operator shuffle ({@link dev.sluice.spark.Sluice}): no Java
+ * serialization; each (key, value) pair is written into the engine's buffer as the engine's own
+ * record (see {@link OpSpec}), and the engine partitions and partially aggregates it on its offload
+ * threads, after a small first level on the task thread ({@link OpPreAggregator}) where the
+ * operator has one.
  */
 public final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
   private final Partitioner partitioner;
@@ -38,7 +37,7 @@ public final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
 
   @Override
   public void write(scala.collection.Iterator<Product2<K, V>> records) throws IOException {
-    OpSpec op = handle.op();
+    OpSpec op = OpSpec.of(handle);
     NativeMapOutput output = openOutput(true);
     records = checksummed(records);
     if (op.lanes != null) {

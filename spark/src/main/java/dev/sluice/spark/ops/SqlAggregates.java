@@ -1,7 +1,6 @@
 package dev.sluice.spark.ops;
 
-import dev.sluice.spark.Agg;
-import dev.sluice.spark.Sluice;
+import dev.sluice.spark.api.Agg;
 import dev.sluice.spark.shuffle.Coverage;
 import org.apache.spark.Partitioner;
 import org.apache.spark.SparkConf;
@@ -11,15 +10,16 @@ import org.apache.spark.rdd.ShuffledRDD;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.hash.Murmur3_x86_32;
 import scala.Tuple2;
-import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
+import scala.reflect.ClassTag;
 
 /**
  * The shuffle of a Spark SQL aggregate that the engine runs whole ({@code
- * dev.sluice.spark.sql.NativeAggregateRule}): the offloaded operator of {@link Sluice}, fed with
- * (key, value) pairs taken from rows, its partitions placed exactly as Spark SQL's hash
- * partitioning of the key column places them ({@link SqlHashPartitioner}), so that operators above
- * it that count on that partitioning (a join on the key) stay correct.
+ * dev.sluice.spark.sql.NativeAggregateRule}): the offloaded operator of {@link
+ * dev.sluice.spark.Sluice}, fed with (key, value) pairs taken from rows, its partitions placed
+ * exactly as Spark SQL's hash partitioning of the key column places them ({@link
+ * SqlHashPartitioner}), so that operators above it that count on that partitioning (a join on the
+ * key) stay correct.
  *
  * <p>Keys are {@code Long}, {@code Integer}, a string's UTF-8 bytes ({@code byte[]}) or null (the
  * null group); results come back as (key, result) pairs with string keys as UTF-8 bytes.

@@ -1,7 +1,5 @@
 package dev.sluice.spark.shuffle;
 
-import dev.sluice.spark.Sluice;
-import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.combine.HashGroups;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
@@ -73,13 +71,13 @@ public final class Coverage {
   }
 
   /**
-   * Why {@link Sluice}'s offloaded operators run as Spark's own operators here, or null if the
-   * engine runs them: they need Sluice as the shuffle manager and the settings above.
+   * Why {@link dev.sluice.spark.Sluice}'s offloaded operators run as Spark's own operators here, or
+   * null if the engine runs them: they need Sluice as the shuffle manager and the settings above.
    */
   public static String operatorFallbackReason(SparkConf conf, Object shuffleManager) {
-    if (!(shuffleManager instanceof SluiceShuffleManager)) {
+    if (!(shuffleManager instanceof EngineShuffles)) {
       return "the shuffle manager is not Sluice (spark.shuffle.manager="
-          + SluiceShuffleManager.class.getName()
+          + EngineShuffles.MANAGER_CLASS
           + ")";
     }
     return settingsReason(conf);

@@ -1,9 +1,10 @@
 package dev.sluice.spark.shuffle;
 
-import dev.sluice.spark.SluiceException;
-import dev.sluice.spark.SluiceMetrics;
-import dev.sluice.spark.SluiceSetting;
+import dev.sluice.spark.api.Limits;
+import dev.sluice.spark.api.SluiceException;
+import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.SluiceNative;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import dev.sluice.spark.shim.LineShim;
 import java.io.File;
 import java.io.IOException;
@@ -44,14 +45,6 @@ public final class NativeMapOutput extends MemoryConsumer {
 
   /** Bytes of the partition id that starts every record's key. */
   static final int PARTITION_KEY_BYTES = 4;
-
-  /**
-   * The largest engine record, lengths included (768 MiB): a record must fit one Sluice block,
-   * whose payload is at most {@code BLOCK_UNCOMPRESSED_BYTES_MAX} in {@code
-   * crates/sluice-core/src/format/limits.rs} ({@code RECORD_BYTES_MAX} there; a test checks that
-   * the two agree). {@code spark.sluice.recordBytesMax} may set a lower limit.
-   */
-  public static final long RECORD_BYTES_MAX = 768L << 20;
 
   private final int shuffleId;
   private final long mapId;
@@ -135,11 +128,11 @@ public final class NativeMapOutput extends MemoryConsumer {
           "Sluice: a shuffle record of "
               + need
               + " bytes (serialized, with its key) is larger than the record limit of "
-              + SluiceConf.sizeText(settings.recordBytesMax)
+              + Limits.sizeText(settings.recordBytesMax)
               + " ("
               + SluiceSetting.RECORD_BYTES_MAX.key
               + ", at most "
-              + SluiceConf.sizeText(RECORD_BYTES_MAX)
+              + Limits.sizeText(Limits.RECORD_BYTES_MAX)
               + "); raise it, or run this job on Spark's sort shuffle"
               + " (spark.shuffle.manager=sort)");
     }

@@ -1,8 +1,8 @@
 package dev.sluice.spark.shuffle;
 
-import dev.sluice.spark.SluiceException;
-import dev.sluice.spark.SluiceMetrics;
+import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.jni.SluiceNative;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import org.apache.spark.TaskContext;
 import org.apache.spark.memory.MemoryConsumer;
 import org.apache.spark.memory.SparkOutOfMemoryError;

@@ -7,7 +7,7 @@ import dev.sluice.spark.jni.SluiceNative;
  * ReduceTask}, {@code crates/sluice-engine/src/reduce/task.rs}) as the fetch path feeds it: the
  * native handle together with the task's memory for it, so that every verified block is accounted
  * before it is merged ({@link ReduceMemory}). Passed through Spark's reader as this object ({@link
- * SluiceShuffleManager#fetchReader}, {@link SluiceSerializerManager}, {@link
+ * SluiceSerializerManager#fetchReader}, {@link SluiceSerializerManager}, {@link
  * SluiceBlockInputStream}) rather than as a bare handle; a plain shuffle's reader has none (null).
  */
 public final class ReduceOperator {

@@ -1,8 +1,8 @@
 package dev.sluice.spark.shuffle;
 
-import dev.sluice.spark.SluiceMetrics;
-import dev.sluice.spark.SluiceSetting;
-import dev.sluice.spark.sort.SortKind;
+import dev.sluice.spark.api.SluiceSetting;
+import dev.sluice.spark.metrics.SluiceMetrics;
+import dev.sluice.spark.sort.RowFraming;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
@@ -70,12 +70,11 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
    */
   public static boolean covers(SluiceShuffleHandle<?, ?, ?> handle, SparkConf conf) {
     ShuffleDependency<?, ?, ?> dep = handle.dependency();
-    return handle.op() == null
-        && handle.sortKind() == SortKind.NONE
+    return handle.kind() instanceof ShuffleKind.Plain
         && dep.aggregator().isEmpty()
         && dep.keyOrdering().isEmpty()
         && !dep.mapSideCombine()
-        && UnsafeRowFastPath.covers(dep.serializer())
+        && RowFraming.covers(dep.serializer())
         && SluiceSetting.SQL_ROWS_DIRECT.flag(conf)
         && !(Boolean) conf.get(config().SHUFFLE_DETECT_CORRUPT_MEMORY());
   }

@@ -1,7 +1,9 @@
 package dev.sluice.spark.shuffle;
 
-import dev.sluice.spark.SluiceMetrics;
 import dev.sluice.spark.jni.SluiceNative;
+import dev.sluice.spark.metrics.SluiceMetrics;
+import dev.sluice.spark.sort.DecodeBuffers;
+import dev.sluice.spark.sort.RowFraming;
 import java.io.IOException;
 import java.io.InputStream;
 import java.util.zip.CRC32C;
@@ -21,7 +23,8 @@ import org.apache.spark.storage.ShuffleBlockId;
  * <p>Each non-empty partition's segment ends with a trailer that counts its records and blocks
  * and carries a CRC32C of their bytes; the stream checks each trailer natively, and that the
  * fetched bytes end right after one, so a segment cut at a block boundary, or a batch cut at a
- * partition boundary, is a fetch failure too (see {@code crates/sluice-engine/src/output/trailer.rs}).
+ * partition boundary, is a fetch failure too (see {@code
+ * crates/sluice-engine/src/output/trailer.rs}).
  *
  * <p>For an offloaded operator shuffle the stream has a native reduce operator: each verified
  * block is merged into it instead, and the stream serves no bytes (it ends once the segment has
@@ -36,12 +39,6 @@ import org.apache.spark.storage.ShuffleBlockId;
 public final class SluiceBlockInputStream extends InputStream {
   /** Bytes of a block header, and of a segment trailer. */
   static final int HEADER_BYTES = 36;
-
-  /**
-   * The bit {@code frameInfo} sets for a segment trailer; the native side declares the same value
-   * ({@code FRAME_TRAILER_FLAG} in {@code crates/sluice-engine/src/output/trailer.rs}), checked by a test.
-   */
-  static final long FRAME_TRAILER_FLAG = 1L << 62;
 
   private final InputStream in;
   private final int shuffle;
@@ -166,7 +163,7 @@ public final class SluiceBlockInputStream extends InputStream {
                 + " header bytes");
       }
       long info = SluiceNative.frameInfo(frame, shuffle, map, reduce, reduceEnd, offset);
-      if ((info & FRAME_TRAILER_FLAG) != 0) {
+      if ((info & SluiceNative.FRAME_TRAILER_FLAG) != 0) {
         lastNext =
             SluiceNative.segmentEnd(
                 frame,
@@ -259,17 +256,17 @@ public final class SluiceBlockInputStream extends InputStream {
     if (blockRowsLeft == 0) {
       throw rowError(left + " bytes after its last record");
     }
-    if (left < UnsafeRowFastPath.SIZE_BYTES) {
+    if (left < RowFraming.SIZE_BYTES) {
       throw rowError("a row size cut after " + left + " bytes");
     }
-    int size = UnsafeRowFastPath.sizeAt(values, pos);
+    int size = RowFraming.sizeAt(values, pos);
     if (size < 0
-        || size > left - UnsafeRowFastPath.SIZE_BYTES
-        || size % UnsafeRowFastPath.ROW_ALIGN_BYTES != 0) {
+        || size > left - RowFraming.SIZE_BYTES
+        || size % RowFraming.ROW_ALIGN_BYTES != 0) {
       throw rowError(
           "a row of " + size + " bytes at byte " + pos + " of its " + limit + " decoded bytes");
     }
-    rowOffset = pos + UnsafeRowFastPath.SIZE_BYTES;
+    rowOffset = pos + RowFraming.SIZE_BYTES;
     pos = rowOffset + size;
     blockRowsLeft--;
     return size;

@@ -1,6 +1,6 @@
 package dev.sluice.spark.shuffle;
 
-import dev.sluice.spark.SluiceSetting;
+import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.BlockCodec;
 import dev.sluice.spark.jni.ChecksumAlgorithm;
 import dev.sluice.spark.jni.OutputFormat;
@@ -81,17 +81,6 @@ public final class SluiceConf {
       }
     }
     output = new OutputFormat(codec, level, ChecksumAlgorithm.of(conf));
-  }
-
-  /** {@code bytes} in the largest binary unit that divides it (bytes, KiB ... TiB), for messages. */
-  public static String sizeText(long bytes) {
-    String[] units = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (u + 1 < units.length && bytes != 0 && bytes % 1024 == 0) {
-      bytes /= 1024;
-      u++;
-    }
-    return bytes == 1 && u == 0 ? "1 byte" : bytes + " " + units[u];
   }
 
   /**

@@ -1,10 +1,16 @@
 package dev.sluice.spark.shuffle;
 
+import dev.sluice.spark.sort.DecodeBuffers;
 import java.io.InputStream;
 import org.apache.spark.SparkConf;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.serializer.SerializerManager;
+import org.apache.spark.shuffle.BaseShuffleHandle;
+import org.apache.spark.shuffle.BlockStoreShuffleReader;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.sort.SortShuffleManager;
 import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.ShuffleBlockBatchId;
 import org.apache.spark.storage.ShuffleBlockId;
@@ -61,5 +67,41 @@ public final class SluiceSerializerManager extends SerializerManager {
               + lastId);
     }
     return last;
+  }
+
+  /**
+   * Spark's reader over a Sluice shuffle's segments: Spark's fetch machinery, with each fetched
+   * segment decoded as Sluice blocks ({@link SluiceSerializerManager}); into the native reduce
+   * operator {@code operator} when it is not null (which accounts each block first).
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public static <K, C> BlockStoreShuffleReader<K, C> fetchReader(
+      SluiceShuffleHandle<K, ?, C> handle,
+      int startMapIndex,
+      int endMapIndex,
+      int startPartition,
+      int endPartition,
+      TaskContext context,
+      ShuffleReadMetricsReporter metrics,
+      ReduceOperator operator) {
+    SparkEnv env = SparkEnv.get();
+    scala.collection.Iterator blocks =
+        env.mapOutputTracker()
+            .getMapSizesByExecutorId(
+                handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition);
+    return new BlockStoreShuffleReader<K, C>(
+        (BaseShuffleHandle<K, ?, C>) handle,
+        blocks,
+        context,
+        metrics,
+        new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics),
+        env.blockManager(),
+        env.mapOutputTracker(),
+        // Contiguous partitions of a map output in one fetch (adaptive execution's coalesced
+        // reads), as Spark's own reader decides it; Spark's reader then checks that the
+        // serializer relocates records and the codec concatenates. A native operator reads one
+        // partition's blocks at a time, so it fetches partition by partition.
+        operator == null
+            && SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
   }
 }

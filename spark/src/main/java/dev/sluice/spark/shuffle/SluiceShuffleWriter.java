@@ -1,7 +1,8 @@
 package dev.sluice.spark.shuffle;
 
-import dev.sluice.spark.SluiceMetrics;
 import dev.sluice.spark.combine.MapCombiner;
+import dev.sluice.spark.metrics.SluiceMetrics;
+import dev.sluice.spark.sort.RowFraming;
 import dev.sluice.spark.sort.RowSortKey;
 import dev.sluice.spark.sort.SortKind;
 import dev.sluice.spark.sort.SortedRowPartitioner;
@@ -111,7 +112,7 @@ public final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
     boolean rowRecords =
         !dep.mapSideCombine()
             && (sortKind == SortKind.ROWS
-                || (!sorted && UnsafeRowFastPath.covers(dep.serializer())));
+                || (!sorted && RowFraming.covers(dep.serializer())));
     openOutput(sorted, rowRecords);
     records = checksummed(records);
     long direct = 0;
@@ -138,7 +139,7 @@ public final class SluiceShuffleWriter<K, V> extends NativeShuffleWriter<K, V> {
               : records;
       // Spark SQL's rows skip the serializer (same bytes, one copy); see UnsafeRowFastPath.
       boolean rows =
-          !sorted && settings.sqlRowsDirect && UnsafeRowFastPath.covers(dep.serializer());
+          !sorted && settings.sqlRowsDirect && RowFraming.covers(dep.serializer());
       RowDataSize dataSize = rows ? RowDataSize.of(dep.serializer()) : null;
       while (input.hasNext()) {
         Product2<K, ?> r = input.next();

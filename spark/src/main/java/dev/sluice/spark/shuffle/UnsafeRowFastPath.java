@@ -1,9 +1,9 @@
 package dev.sluice.spark.shuffle;
 
+import dev.sluice.spark.sort.RowFraming;
 import dev.sluice.spark.sort.RowSortKey;
 import dev.sluice.spark.sort.SortedRowPartitioner;
 import java.nio.ByteBuffer;
-import org.apache.spark.serializer.Serializer;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.unsafe.Platform;
 
@@ -23,29 +23,7 @@ import org.apache.spark.unsafe.Platform;
  * {@code byte[]} (off-heap) is left to the serializer.
  */
 public final class UnsafeRowFastPath {
-  /** The serializer whose format this class writes. */
-  public static final String SERIALIZER_CLASS = "org.apache.spark.sql.execution.UnsafeRowSerializer";
-
-  /** Bytes of the row size in front of the row (the serializer's framing). */
-  public static final int SIZE_BYTES = 4;
-
-  /** An {@link UnsafeRow}'s size is a multiple of this many bytes (its words). */
-  public static final int ROW_ALIGN_BYTES = 8;
-
   private UnsafeRowFastPath() {}
-
-  /** The row size the serializer's framing puts at {@code at} in {@code bytes} (big-endian). */
-  public static int sizeAt(byte[] bytes, int at) {
-    return (bytes[at] & 0xff) << 24
-        | (bytes[at + 1] & 0xff) << 16
-        | (bytes[at + 2] & 0xff) << 8
-        | (bytes[at + 3] & 0xff);
-  }
-
-  /** Whether {@code serializer} writes records in the format this class writes. */
-  static boolean covers(Serializer serializer) {
-    return serializer.getClass().getName().equals(SERIALIZER_CLASS);
-  }
 
   /**
    * Writes {@code value} as one engine record for partition {@code partition}, counting its size
@@ -62,7 +40,7 @@ public final class UnsafeRowFastPath {
       dataSize.add(size);
     }
     long offset = row.getBaseOffset() - Platform.BYTE_ARRAY_OFFSET;
-    int n = SIZE_BYTES + size;
+    int n = RowFraming.SIZE_BYTES + size;
     ByteBuffer b = output.startRecord(partition, 0, n);
     // The buffer is little-endian; the serializer's size is big-endian.
     b.putInt(Integer.reverseBytes(size));
@@ -93,7 +71,7 @@ public final class UnsafeRowFastPath {
     if (dataSize != null) {
       dataSize.add(size);
     }
-    ByteBuffer b = output.startRecord(ranges.getPartition(k), k.length, SIZE_BYTES + size);
+    ByteBuffer b = output.startRecord(ranges.getPartition(k), k.length, RowFraming.SIZE_BYTES + size);
     b.put(k);
     b.putInt(Integer.reverseBytes(size));
     if (row.getBaseObject() instanceof byte[] bytes) {

@@ -1,6 +1,6 @@
 package dev.sluice.spark.sort;
 
-import dev.sluice.spark.BytesOrdering;
+import dev.sluice.spark.api.BytesOrdering;
 import org.apache.spark.Partitioner;
 
 /**

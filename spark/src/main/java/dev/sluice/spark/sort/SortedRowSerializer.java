@@ -1,6 +1,5 @@
 package dev.sluice.spark.sort;
 
-import dev.sluice.spark.shuffle.UnsafeRowFastPath;
 import java.io.Serializable;
 import org.apache.spark.serializer.Serializer;
 import org.apache.spark.serializer.SerializerInstance;
@@ -8,10 +7,10 @@ import org.apache.spark.serializer.SerializerInstance;
 /**
  * The serializer of a Spark SQL exchange that Sluice sorts ({@code dev.sluice.spark.sql}): Spark
  * SQL's row serializer, plus the {@link RowSortKey} that {@link
- * SluiceShuffleManager#registerShuffle} reads to give the shuffle to the engine's sort. Records
- * are serialized exactly as the row serializer would (the map side writes its bytes through
- * {@link UnsafeRowFastPath}, the reduce side reads them back with it), so anything else that
- * meets this serializer sees Spark SQL's own format.
+ * SluiceShuffleManager#registerShuffle} reads to give the shuffle to the engine's sort. Records are
+ * serialized exactly as the row serializer would (the map side writes its bytes through {@link
+ * dev.sluice.spark.shuffle.UnsafeRowFastPath}, the reduce side reads them back with it), so
+ * anything else that meets this serializer sees Spark SQL's own format.
  */
 public final class SortedRowSerializer extends Serializer implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -29,9 +28,9 @@ public final class SortedRowSerializer extends Serializer implements Serializabl
   }
 
   public SortedRowSerializer(Serializer rows, int numFields, RowSortKey key) {
-    if (!UnsafeRowFastPath.SERIALIZER_CLASS.equals(rows.getClass().getName())) {
+    if (!RowFraming.SERIALIZER_CLASS.equals(rows.getClass().getName())) {
       throw new IllegalArgumentException(
-          "a sorted row shuffle serializes with " + UnsafeRowFastPath.SERIALIZER_CLASS);
+          "a sorted row shuffle serializes with " + RowFraming.SERIALIZER_CLASS);
     }
     this.rows = rows;
     this.numFields = numFields;

@@ -1,8 +1,6 @@
 package dev.sluice.spark.sort;
 
-import dev.sluice.spark.SluiceException;
-import dev.sluice.spark.shuffle.DecodeBuffers;
-import dev.sluice.spark.shuffle.UnsafeRowFastPath;
+import dev.sluice.spark.api.SluiceException;
 import java.nio.ByteBuffer;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.unsafe.Platform;
@@ -18,10 +16,10 @@ import scala.Tuple2;
  * arrays ({@link DecodeBuffers}), so it leaves the row's bytes as they are.
  *
  * <p>The row sizes are bytes that crossed the shuffle: the engine checked each block's CRCs and
- * record framing, not the row serializer's framing inside a record's value. So each size is
- * checked against the buffer before a row is pointed at it (a row past the array would read
- * whatever lies after it; a row is a whole number of 8-byte words), and a buffer must hold exactly the records it says it holds; anything
- * else is a {@link SluiceException} naming the buffer and the offset.
+ * record framing, not the row serializer's framing inside a record's value. So each size is checked
+ * against the buffer before a row is pointed at it (a row past the array would read whatever lies
+ * after it; a row is a whole number of 8-byte words), and a buffer must hold exactly the records it
+ * says it holds; anything else is a {@link SluiceException} naming the buffer and the offset.
  */
 public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<Object, Object>> {
   /** Where the merged records come from: a native sort's result buffers, refilled in turn. */
@@ -76,16 +74,16 @@ public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<O
     if (!hasNext()) {
       throw new java.util.NoSuchElementException();
     }
-    int room = end - pos - UnsafeRowFastPath.SIZE_BYTES;
+    int room = end - pos - RowFraming.SIZE_BYTES;
     if (room < 0) {
       throw notWhole(left + " of its records missing");
     }
-    int size = UnsafeRowFastPath.sizeAt(chunk, pos);
-    if (size < 0 || size > room || size % UnsafeRowFastPath.ROW_ALIGN_BYTES != 0) {
+    int size = RowFraming.sizeAt(chunk, pos);
+    if (size < 0 || size > room || size % RowFraming.ROW_ALIGN_BYTES != 0) {
       throw notWhole("a row of " + size + " bytes where " + room + " are left");
     }
-    row.pointTo(chunk, Platform.BYTE_ARRAY_OFFSET + pos + UnsafeRowFastPath.SIZE_BYTES, size);
-    pos += UnsafeRowFastPath.SIZE_BYTES + size;
+    row.pointTo(chunk, Platform.BYTE_ARRAY_OFFSET + pos + RowFraming.SIZE_BYTES, size);
+    pos += RowFraming.SIZE_BYTES + size;
     left--;
     return pair;
   }

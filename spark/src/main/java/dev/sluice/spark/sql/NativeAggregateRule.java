@@ -1,8 +1,8 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.Agg;
-import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.api.Agg;
+import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.ops.SqlAggregates;
 import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;

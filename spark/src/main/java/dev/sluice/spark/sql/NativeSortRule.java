@@ -1,20 +1,20 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.shim.Scala;
 import dev.sluice.spark.shim.Strings;
 import dev.sluice.spark.sort.RowSortKey;
 import java.util.ArrayList;
 import java.util.List;
-import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Alias$;
+import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Ascending$;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
-import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression$;
+import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.NullsFirst$;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
 import org.apache.spark.sql.catalyst.plans.physical.RangePartitioning;

@@ -1,6 +1,6 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.Agg;
+import dev.sluice.spark.api.Agg;
 import dev.sluice.spark.combine.FoldTable;
 import dev.sluice.spark.ops.SqlAggregates;
 import java.util.ArrayList;

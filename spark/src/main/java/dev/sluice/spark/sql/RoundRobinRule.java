@@ -1,7 +1,7 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.api.SluiceSetting;
 import org.apache.spark.sql.catalyst.plans.physical.RoundRobinPartitioning;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.exchange.REPARTITION_BY_NUM$;

@@ -1,6 +1,6 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.Agg;
+import dev.sluice.spark.api.Agg;
 import dev.sluice.spark.ops.SqlAggregates;
 import dev.sluice.spark.shim.LinePlan;
 import dev.sluice.spark.shim.Scala;
@@ -16,13 +16,13 @@ import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet$;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection$;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.plans.physical.CoalescedBoundary;
 import org.apache.spark.sql.catalyst.plans.physical.CoalescedHashPartitioning;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;

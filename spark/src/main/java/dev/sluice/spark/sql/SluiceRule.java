@@ -1,8 +1,8 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.SluiceMetrics;
-import dev.sluice.spark.SluiceSetting;
 import dev.sluice.spark.SluiceShuffleManager;
+import dev.sluice.spark.api.SluiceSetting;
+import dev.sluice.spark.metrics.SluiceMetrics;
 import dev.sluice.spark.shim.Scala;
 import java.util.ArrayList;
 import java.util.List;
@@ -22,10 +22,10 @@ import org.slf4j.LoggerFactory;
 import scala.collection.immutable.Seq;
 
 /**
- * A Sluice planner rule: inert unless the shuffle manager is Sluice, the engine can run the
- * rule's nodes here, and the rule's setting (read from the session's SQL conf, so a session can
- * change it between queries) lets it run ({@link #enabled}); then it rewrites the plan bottom-up, offering each
- * node, its children rewritten first, to {@link #replace}.
+ * A Sluice planner rule: inert unless the shuffle manager is Sluice, the engine can run the rule's
+ * nodes here, and the rule's setting (read from the session's SQL conf, so a session can change it
+ * between queries) lets it run ({@link #enabled}); then it rewrites the plan bottom-up, offering
+ * each node, its children rewritten first, to {@link #replace}.
  */
 abstract class SluiceRule extends Rule<SparkPlan> {
   private static final Logger LOG = LoggerFactory.getLogger(SluiceRule.class);

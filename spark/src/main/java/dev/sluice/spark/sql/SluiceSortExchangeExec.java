@@ -1,6 +1,6 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.BytesOrdering;
+import dev.sluice.spark.api.BytesOrdering;
 import dev.sluice.spark.shim.LinePlan;
 import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;
@@ -17,8 +17,8 @@ import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.SortOrder;
-import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection$;
+import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.catalyst.plans.physical.RangePartitioning;
@@ -49,7 +49,9 @@ public final class SluiceSortExchangeExec extends LinePlan {
   private final int numPartitions;
   private final SparkPlan child;
   private final RowSortKey key;
-  /** Whether the reads may be coalesced as adaptive execution coalesces ({@link AdaptiveCoalesce}). */
+  /**
+   * Whether the reads may be coalesced as adaptive execution coalesces ({@link AdaptiveCoalesce}).
+   */
   private final boolean coalescable;
   /** Columns of the output: the child's first ones (the rest are computed sort keys). */
   private final int width;

@@ -1,4 +1,4 @@
-package dev.sluice.spark;
+package dev.sluice.spark.api;
 
 /**
  * An aggregation {@link Sluice} runs inside the engine, map side (partial, per destination) and

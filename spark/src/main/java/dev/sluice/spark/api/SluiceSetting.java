@@ -1,7 +1,5 @@
-package dev.sluice.spark;
+package dev.sluice.spark.api;
 
-import dev.sluice.spark.shuffle.NativeMapOutput;
-import dev.sluice.spark.shuffle.SluiceConf;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
@@ -138,9 +136,9 @@ public enum SluiceSetting {
   RECORD_BYTES_MAX(
       "recordBytesMax",
       Type.BYTES,
-      (NativeMapOutput.RECORD_BYTES_MAX >> 20) + "m",
+      (Limits.RECORD_BYTES_MAX >> 20) + "m",
       1,
-      NativeMapOutput.RECORD_BYTES_MAX,
+      Limits.RECORD_BYTES_MAX,
       "bytes",
       Scope.TASK,
       "The largest shuffle record a map task may write (serialized, with its key and lengths); a"
@@ -278,7 +276,7 @@ public enum SluiceSetting {
     } catch (RuntimeException e) {
       throw new IllegalArgumentException(key + " is '" + v + "'; a size such as 64m expected", e);
     }
-    return bounded(b, SluiceConf.sizeText(b));
+    return bounded(b, Limits.sizeText(b));
   }
 
   /**
@@ -352,7 +350,7 @@ public enum SluiceSetting {
     if (v < min || v > max) {
       String range =
           type == Type.BYTES
-              ? SluiceConf.sizeText(min) + " and " + SluiceConf.sizeText(max)
+              ? Limits.sizeText(min) + " and " + Limits.sizeText(max)
               : min + " and " + max;
       throw new IllegalArgumentException(
           key + " is " + shown + "; it must be between " + range + " " + unit);
@@ -380,7 +378,8 @@ public enum SluiceSetting {
   public static String markdown() {
     StringBuilder b = new StringBuilder();
     b.append("# Configuration\n\n")
-        .append("<!-- Generated from spark/src/main/java/dev/sluice/spark/SluiceSetting.java by\n")
+        .append("<!-- Generated from spark/src/main/java/dev/sluice/spark/api/")
+        .append("SluiceSetting.java by\n")
         .append("     SluiceSettingTest; do not edit. To regenerate:\n")
         .append("     (cd spark && mvn -q -B test -Dtest=SluiceSettingTest")
         .append(" -Dsluice.writeDocs=true) -->\n\n")
@@ -415,7 +414,7 @@ public enum SluiceSetting {
       case INT:
         return min + " to " + max + " " + unit;
       case BYTES:
-        return SluiceConf.sizeText(min) + " to " + SluiceConf.sizeText(max);
+        return Limits.sizeText(min) + " to " + Limits.sizeText(max);
       case CHOICE:
         return String.join(", ", choices());
       default:

@@ -1,10 +1,6 @@
-package dev.sluice.spark;
+package dev.sluice.spark.metrics;
 
-import dev.sluice.spark.combine.GroupedCombine;
-import dev.sluice.spark.combine.MapCombiner;
 import dev.sluice.spark.jni.SluiceNative;
-import dev.sluice.spark.shuffle.ReduceMemory;
-import dev.sluice.spark.shuffle.UnsafeRowFastPath;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -104,7 +100,10 @@ public final class SluiceMetrics {
     return SPILL_BYTES.get();
   }
 
-  /** Spark SQL rows written without the serializer ({@link UnsafeRowFastPath}). */
+  /**
+   * Spark SQL rows written without the serializer ({@link
+   * dev.sluice.spark.shuffle.UnsafeRowFastPath}).
+   */
   public static long sqlRowsDirect() {
     return SQL_ROWS_DIRECT.get();
   }
@@ -119,7 +118,7 @@ public final class SluiceMetrics {
 
   /**
    * Reduce tasks of a native sort or aggregate that Spark's memory manager granted less memory
-   * than they asked for ({@link ReduceMemory}).
+   * than they asked for ({@link dev.sluice.spark.shuffle.ReduceMemory}).
    */
   public static long reduceShortGrants() {
     return REDUCE_SHORT_GRANTS.get();
@@ -138,12 +137,18 @@ public final class SluiceMetrics {
     return SORTED_READS.get();
   }
 
-  /** Reduce tasks that folded runs of equal key hash ({@link GroupedCombine}). */
+  /**
+   * Reduce tasks that folded runs of equal key hash ({@link
+   * dev.sluice.spark.combine.GroupedCombine}).
+   */
   public static long groupedReads() {
     return GROUPED_READS.get();
   }
 
-  /** Map tasks whose combine table switched itself off ({@link MapCombiner}). */
+  /**
+   * Map tasks whose combine table switched itself off ({@link
+   * dev.sluice.spark.combine.MapCombiner}).
+   */
   public static long mapCombinesOff() {
     return MAP_COMBINES_OFF.get();
   }

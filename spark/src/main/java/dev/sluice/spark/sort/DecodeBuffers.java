@@ -1,4 +1,4 @@
-package dev.sluice.spark.shuffle;
+package dev.sluice.spark.sort;
 
 /**
  * The heap arrays one reduce task decodes Sluice blocks into, shared by all the segments it reads
@@ -23,7 +23,7 @@ public final class DecodeBuffers {
    * The array for a block's encoded bytes, at least {@code bytes} long; its first {@code keep}
    * bytes are those of the array returned before (the block's header, read first).
    */
-  byte[] frame(int bytes, int keep) {
+  public byte[] frame(int bytes, int keep) {
     if (frame.length < bytes) {
       byte[] bigger = new byte[bytes];
       System.arraycopy(frame, 0, bigger, 0, keep);

@@ -1,4 +1,4 @@
-package dev.sluice.spark;
+package dev.sluice.spark.api;
 
 /** A failure inside the native Sluice engine: misuse, a refused buffer, or a native panic. */
 public final class SluiceException extends RuntimeException {
