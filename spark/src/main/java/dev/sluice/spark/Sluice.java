@@ -15,8 +15,8 @@ import org.apache.spark.api.java.function.Function2;
 import org.apache.spark.rdd.ShuffledRDD;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import scala.reflect.ClassTag$;
 import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
 
 /**
  * Offloaded operators (SmartShuffle's operator registered with the shuffle): the aggregation runs

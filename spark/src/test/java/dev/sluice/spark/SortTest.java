@@ -20,8 +20,8 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import scala.Tuple2;
 import scala.math.Ordering;
-import scala.reflect.ClassTag$;
 import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
 
 /**
  * sortByKey with Scala's natural orderings (what {@code rdd.sortByKey()} uses) on real Spark:

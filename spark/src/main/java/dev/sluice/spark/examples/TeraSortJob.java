@@ -14,8 +14,8 @@ import org.apache.spark.rdd.OrderedRDDFunctions;
 import org.apache.spark.rdd.RDD;
 import scala.Tuple2;
 import scala.math.Ordering;
-import scala.reflect.ClassTag$;
 import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
 
 /**
  * HiBench's TeraSort as an RDD job (HiBench's {@code ScalaTeraSort} sorts {@code (byte[] key,

@@ -10,8 +10,8 @@ import org.apache.spark.rdd.ShuffledRDD;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.hash.Murmur3_x86_32;
 import scala.Tuple2;
-import scala.reflect.ClassTag$;
 import scala.reflect.ClassTag;
+import scala.reflect.ClassTag$;
 
 /**
  * The shuffle of a Spark SQL aggregate that the engine runs whole ({@code
