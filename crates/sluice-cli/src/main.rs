@@ -3,10 +3,12 @@
 //! ```text
 //! sluice bench format [--mib N] [--block-kib N] [--reps N] [--codecs LIST] [--json PATH]
 //! sluice run terasort|sort|wordcount|repartition|aggregate [--mib N] [--maps N] [--reduces N] ...
+//! sluice daemon --host H --port P --dir D [--dir D2 ...] --memory M --secret-file F
+//! sluice app-key --secret-file F --app APP
 //! ```
-//! Later issues add `sluice daemon` and `sluice gen`.
 
 mod bench;
+mod daemon;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +30,10 @@ enum Command {
     },
     /// A whole shuffle workload on the embedded engine, with its output checked.
     Run(run::RunArgs),
+    /// The service daemon of one node (see docs/service.md).
+    Daemon(daemon::DaemonArgs),
+    /// Prints an application's key, derived from the node secret.
+    AppKey(daemon::AppKeyArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +41,8 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Bench { what } => bench::run(what),
         Command::Run(args) => run::run(&args),
+        Command::Daemon(args) => daemon::run(&args),
+        Command::AppKey(args) => daemon::app_key_command(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,128 @@
+//! `sluice daemon`: the service daemon of one node, and `sluice app-key`,
+//! which derives an application's key from the node secret.
+//!
+//! The daemon prints one line, `sluice daemon listening on ADDR`, once it
+//! serves; SIGTERM or SIGINT shut it down gracefully (no new connections
+//! or pushes, requests in flight finish) and it prints what it held at its
+//! peak. A bad setting, a missing or read-only directory, a port in use or
+//! a secret file others can read is an error and exit status 1 before
+//! anything is served.
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::Args;
+use sluice_service::auth::{app_key, Key};
+use sluice_service::{Daemon, DaemonConfig};
+
+/// Options of `sluice daemon`.
+#[derive(Debug, Args)]
+pub(crate) struct DaemonArgs {
+    /// The address to listen on: this node's address.
+    #[arg(long)]
+    host: IpAddr,
+    /// The port (0: any free port, printed on start).
+    #[arg(long)]
+    port: u16,
+    /// A directory for partitions that leave memory (repeat for several disks).
+    #[arg(long = "dir", required = true)]
+    dirs: Vec<PathBuf>,
+    /// Memory for pushed data, staged and committed: bytes, or with k, m, g.
+    #[arg(long, value_parser = parse_size)]
+    memory: u64,
+    /// The node secret, a file only the daemon's user may read.
+    #[arg(long)]
+    secret_file: PathBuf,
+    /// The longest lease an application is granted, seconds.
+    #[arg(long, default_value_t = 600)]
+    max_lease_s: u64,
+}
+
+/// Options of `sluice app-key`.
+#[derive(Debug, Args)]
+pub(crate) struct AppKeyArgs {
+    /// The node secret.
+    #[arg(long)]
+    secret_file: PathBuf,
+    /// The application id (Spark's `spark.app.id`).
+    #[arg(long)]
+    app: String,
+}
+
+/// A size: bytes, or a number with k, m or g (binary units).
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, 'k')) => (&t[..i], 10),
+        Some((i, 'm')) => (&t[..i], 20),
+        Some((i, 'g')) => (&t[..i], 30),
+        _ => (t.as_str(), 0),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (bytes, or a number with k, m or g)"))?;
+    n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
+}
+
+fn read_secret(path: &Path) -> Result<Key, Box<dyn std::error::Error>> {
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("secret file {}: {e}", path.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "secret file {} may be read by others (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.permissions().mode() & 0o777
+        )
+        .into());
+    }
+    let bytes = std::fs::read(path).map_err(|e| format!("secret file {}: {e}", path.display()))?;
+    Ok(Key::secret(&bytes).map_err(|e| format!("secret file {}: {e}", path.display()))?)
+}
+
+pub(crate) fn app_key_command(args: &AppKeyArgs) -> Result<(), Box<dyn std::error::Error>> {
+    println!("{}", app_key(&read_secret(&args.secret_file)?, &args.app).to_hex());
+    Ok(())
+}
+
+pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let config = DaemonConfig {
+        listen: SocketAddr::new(args.host, args.port),
+        dirs: args.dirs.clone(),
+        memory_bytes: args.memory,
+        secret: read_secret(&args.secret_file)?,
+        max_lease: Duration::from_secs(args.max_lease_s.max(1)),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    rt.block_on(async {
+        let daemon = Daemon::start(config).await?;
+        println!("sluice daemon listening on {}", daemon.addr());
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = term.recv() => {}
+            r = tokio::signal::ctrl_c() => r?,
+        }
+        let (_, peak, spilled, budget) = daemon.stats();
+        daemon.shutdown().await;
+        println!(
+            "sluice daemon stopped: peak {peak} of {budget} bytes held, {spilled} bytes spilled"
+        );
+        Ok::<(), Box<dyn std::error::Error>>(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("3M"), Ok(3 << 20));
+        assert_eq!(parse_size("2g"), Ok(2 << 30));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("99999999999g").is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! `sluice daemon` as a process: it starts on a node's loopback address,
+//! serves a push, commit and read from a real client, stops on SIGTERM
+//! with its peak printed, and refuses a port in use, a missing directory
+//! and a secret file others can read with a clear error and status 1.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use sluice_service::auth::Key;
+use sluice_service::protocol::Winner;
+use sluice_service::{AttemptPusher, Client};
+
+const SECRET: &[u8] = b"the secret of node 127.0.0.2, for tests";
+
+fn secret_file(dir: &std::path::Path, mode: u32) -> std::path::PathBuf {
+    let f = dir.join(format!("secret-{mode:o}"));
+    std::fs::write(&f, SECRET).expect("secret");
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    f
+}
+
+fn daemon(args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.arg("daemon").args(args);
+    c
+}
+
+fn start(dir: &std::path::Path, port: &str) -> (Child, String) {
+    let secret = secret_file(dir, 0o600);
+    let mut child =
+        daemon(&["--host", "127.0.0.2", "--port", port, "--memory", "16m", "--secret-file"])
+            .arg(&secret)
+            .arg("--dir")
+            .arg(dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().expect("stdout")).read_line(&mut line).expect("line");
+    let addr = line
+        .trim()
+        .strip_prefix("sluice daemon listening on ")
+        .unwrap_or_else(|| panic!("{line:?}"))
+        .to_owned();
+    (child, addr)
+}
+
+fn fails_with(mut c: Command, what: &str) {
+    let out = c.output().expect("run");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(what), "{err}");
+}
+
+#[test]
+fn the_daemon_serves_a_client_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (child, addr) = start(dir.path(), "0");
+    let key_out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["app-key", "--app", "app-cli", "--secret-file"])
+        .arg(secret_file(dir.path(), 0o400))
+        .output()
+        .expect("app-key");
+    let key = Key::from_hex(String::from_utf8_lossy(&key_out.stdout).trim()).expect("a key");
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let mut c =
+            Client::connect(addr.parse().expect("addr"), "app-cli", &key, Duration::from_secs(60))
+                .await
+                .expect("connect");
+        c.register_shuffle(0, 0, 2).await.expect("register");
+        let mut p = AttemptPusher::new(0, 0, 0, 1);
+        p.add(&mut c, 1, 3, b"abcdefghi").await.expect("add");
+        assert!(p.commit(&mut c).await.expect("commit"));
+        let blocks = c.read(0, 0, 0, 2, vec![Winner { map: 0, attempt: 1 }]).await.expect("read");
+        assert_eq!(blocks.len(), 1);
+        assert_eq!(blocks[0].data, b"abcdefghi");
+    });
+    // A second daemon on the same address.
+    let secret = secret_file(dir.path(), 0o600);
+    let (host, port) = addr.rsplit_once(':').expect("host:port");
+    let mut second = daemon(&["--host", host, "--port", port, "--memory", "16m", "--secret-file"]);
+    second.arg(&secret).arg("--dir").arg(dir.path());
+    fails_with(second, "is in use");
+    let status =
+        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(status.success());
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{out:?}");
+    let rest = String::from_utf8_lossy(&out.stdout);
+    assert!(rest.contains("sluice daemon stopped: peak 9 of 16777216 bytes held"), "{rest}");
+}
+
+#[test]
+fn bad_settings_are_clear_errors() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let open = secret_file(dir.path(), 0o644);
+    let good = secret_file(dir.path(), 0o600);
+    let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
+    c.arg(dir.path()).arg("--secret-file").arg(&open);
+    fails_with(c, "may be read by others");
+    let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
+    c.arg(dir.path().join("missing")).arg("--secret-file").arg(&good);
+    fails_with(c, "No such file");
+    let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "1k", "--dir"]);
+    c.arg(dir.path()).arg("--secret-file").arg(&good);
+    fails_with(c, "--memory must be at least");
+    let out =
+        daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "lots"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2), "clap's usage error");
+}

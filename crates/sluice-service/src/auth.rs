@@ -1,0 +1,144 @@
+//! Authentication: a node secret, per-application keys derived from it,
+//! and a challenge answered with an HMAC.
+//!
+//! Each daemon holds the node secret (a file only it reads). An
+//! application is given its own key, `HMAC-SHA256(secret, "sluice app key
+//! v1" 0 app)` (`sluice daemon app-key` prints it), never the secret, so
+//! a leaked executor key opens one application's data and no other's. On
+//! connect the daemon sends a fresh random nonce; the client answers with
+//! `HMAC-SHA256(app key, "sluice auth v1" 0 nonce app)`, which the daemon
+//! recomputes from the secret and compares in constant time. Nothing else
+//! is accepted before that, and a wrong proof closes the connection. The
+//! secret and keys are never logged or sent.
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::protocol::limits::{MAC_BYTES, NONCE_BYTES};
+
+type HmacSha256 = Hmac<Sha256>;
+
+const APP_KEY_LABEL: &[u8] = b"sluice app key v1\0";
+const PROOF_LABEL: &[u8] = b"sluice auth v1\0";
+
+/// The shortest node secret accepted, in bytes.
+pub const MIN_SECRET_BYTES: usize = 16;
+
+/// A key (the node secret or an application's key). Its `Debug` hides it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Key(Vec<u8>);
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Key(<{} bytes, hidden>)", self.0.len())
+    }
+}
+
+/// Why a key could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error("the secret is {0} bytes, at least {MIN_SECRET_BYTES} are needed")]
+    TooShort(usize),
+    #[error("an application key is {MAC_BYTES} bytes as 64 hex digits")]
+    BadHex,
+}
+
+impl Key {
+    /// A node secret from its bytes (a secret file's contents, trailing
+    /// whitespace removed).
+    pub fn secret(bytes: &[u8]) -> Result<Key, KeyError> {
+        let trimmed = bytes.trim_ascii_end();
+        if trimmed.len() < MIN_SECRET_BYTES {
+            return Err(KeyError::TooShort(trimmed.len()));
+        }
+        Ok(Key(trimmed.to_vec()))
+    }
+
+    /// An application key from the hex `app_key` prints.
+    pub fn from_hex(hex: &str) -> Result<Key, KeyError> {
+        let hex = hex.trim();
+        if hex.len() != MAC_BYTES * 2 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(KeyError::BadHex);
+        }
+        let bytes = (0..MAC_BYTES)
+            .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| KeyError::BadHex))
+            .collect::<Result<Vec<u8>, KeyError>>()?;
+        Ok(Key(bytes))
+    }
+
+    /// The key as hex, for handing to an application.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        // HMAC takes keys of any length.
+        #[allow(clippy::unwrap_used)]
+        HmacSha256::new_from_slice(&self.0).unwrap()
+    }
+}
+
+/// Application `app`'s key under node secret `secret`.
+pub fn app_key(secret: &Key, app: &str) -> Key {
+    let mut m = secret.mac();
+    m.update(APP_KEY_LABEL);
+    m.update(app.as_bytes());
+    Key(m.finalize().into_bytes().to_vec())
+}
+
+fn proof_mac(key: &Key, nonce: &[u8; NONCE_BYTES], app: &str) -> HmacSha256 {
+    let mut m = key.mac();
+    m.update(PROOF_LABEL);
+    m.update(nonce);
+    m.update(app.as_bytes());
+    m
+}
+
+/// The answer to `nonce` for application `app` holding `key`.
+pub fn proof(key: &Key, nonce: &[u8; NONCE_BYTES], app: &str) -> [u8; MAC_BYTES] {
+    proof_mac(key, nonce, app).finalize().into_bytes().into()
+}
+
+/// Whether `proof` answers `nonce` for `app` under node secret `secret`
+/// (compared in constant time).
+pub fn verify(secret: &Key, nonce: &[u8; NONCE_BYTES], app: &str, proof: &[u8; MAC_BYTES]) -> bool {
+    proof_mac(&app_key(secret, app), nonce, app).verify_slice(proof).is_ok()
+}
+
+/// A fresh random nonce from the operating system.
+pub fn nonce() -> std::io::Result<[u8; NONCE_BYTES]> {
+    let mut n = [0u8; NONCE_BYTES];
+    getrandom::getrandom(&mut n).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proof_verifies_only_for_its_app_nonce_and_secret() {
+        let secret = Key::secret(b"0123456789abcdef0123\n").expect("secret");
+        let other = Key::secret(b"fedcba9876543210fedc").expect("secret");
+        let n = nonce().expect("nonce");
+        let p = proof(&app_key(&secret, "app-1"), &n, "app-1");
+        assert!(verify(&secret, &n, "app-1", &p));
+        assert!(!verify(&secret, &n, "app-2", &p));
+        assert!(!verify(&other, &n, "app-1", &p));
+        let mut n2 = n;
+        n2[0] ^= 1;
+        assert!(!verify(&secret, &n2, "app-1", &p));
+        // An application's key does not open another's connection.
+        let p2 = proof(&app_key(&secret, "app-1"), &n, "app-2");
+        assert!(!verify(&secret, &n, "app-2", &p2));
+    }
+
+    #[test]
+    fn keys_round_trip_as_hex_and_hide_in_debug() {
+        let k = app_key(&Key::secret(b"0123456789abcdef").expect("secret"), "a");
+        assert_eq!(Key::from_hex(&k.to_hex()).expect("hex"), k);
+        assert!(!format!("{k:?}").contains(&k.to_hex()[..8]));
+        assert!(matches!(Key::secret(b"short"), Err(KeyError::TooShort(5))));
+        assert!(Key::from_hex("zz").is_err());
+    }
+}

@@ -1,0 +1,424 @@
+//! The client side: a connection to one daemon (authenticate, register,
+//! push, commit, read), and [`AttemptPusher`], which gathers a map
+//! attempt's records per reduce partition into chunks of about
+//! [`PUSH_CHUNK_BYTES`], pushes them while the map still runs, and commits
+//! with the proof of what was acknowledged.
+//!
+//! Every wait is bounded: connecting by [`CONNECT_TIMEOUT`], each reply by
+//! [`REPLY_TIMEOUT`], and a push the daemon slows down is retried at most
+//! [`MAX_SLOW_DOWNS`] times before it fails.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+use crate::auth::{self, Key};
+use crate::protocol::limits::PUSH_CHUNK_BYTES;
+use crate::protocol::{acks_checksum, frame, ErrorCode, Message, ProtocolError, Section, Winner};
+
+/// How long connecting to a daemon may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a reply (or the next frame of a read) may take.
+pub const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How many slow-down answers one push takes before it fails.
+pub const MAX_SLOW_DOWNS: u32 = 500;
+
+/// What went wrong talking to a daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("connecting to {addr}: {source}")]
+    Connect { addr: SocketAddr, source: std::io::Error },
+    #[error("connecting to {addr}: no answer within {}s", CONNECT_TIMEOUT.as_secs())]
+    ConnectTimeout { addr: SocketAddr },
+    #[error("daemon {addr}: {source}")]
+    Protocol { addr: SocketAddr, source: ProtocolError },
+    #[error("daemon {addr} refused ({code:?}): {message}")]
+    Refused { addr: SocketAddr, code: ErrorCode, message: String },
+    #[error("daemon {addr} closed the connection while {what}")]
+    Closed { addr: SocketAddr, what: &'static str },
+    #[error("daemon {addr} answered {got} while {what}")]
+    Unexpected { addr: SocketAddr, what: &'static str, got: &'static str },
+    #[error("daemon {addr}: a push was slowed down {MAX_SLOW_DOWNS} times")]
+    TooSlow { addr: SocketAddr },
+    #[error("daemon {addr}: a read's end says {what} {said}, the stream carried {counted}")]
+    StreamMismatch { addr: SocketAddr, what: &'static str, said: u64, counted: u64 },
+    #[error("daemon {addr}: chunk {seq} acknowledged with CRC {got:#010x}, sent {sent:#010x}")]
+    BadAck { addr: SocketAddr, seq: u32, sent: u32, got: u32 },
+}
+
+impl ClientError {
+    /// The daemon's refusal code, if it refused.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            ClientError::Refused { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// One stored block of a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Block {
+    pub partition: u32,
+    pub map: u32,
+    pub records: u64,
+    pub data: Vec<u8>,
+}
+
+/// An authenticated connection to one daemon.
+#[derive(Debug)]
+pub struct Client {
+    addr: SocketAddr,
+    rd: BufReader<OwnedReadHalf>,
+    wr: BufWriter<OwnedWriteHalf>,
+    frames: u64,
+    lease: Duration,
+}
+
+impl Client {
+    /// Connects and authenticates as `app` with its key, asking for `lease`.
+    pub async fn connect(
+        addr: SocketAddr,
+        app: &str,
+        key: &Key,
+        lease: Duration,
+    ) -> Result<Client, ClientError> {
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+            .await
+            .map_err(|_| ClientError::ConnectTimeout { addr })?
+            .map_err(|source| ClientError::Connect { addr, source })?;
+        let _ = stream.set_nodelay(true);
+        let (rd, wr) = stream.into_split();
+        let mut c =
+            Client { addr, rd: BufReader::new(rd), wr: BufWriter::new(wr), frames: 0, lease };
+        let nonce = match c.recv("waiting for the challenge").await? {
+            Message::Challenge { nonce } => nonce,
+            other => return Err(c.unexpected("waiting for the challenge", &other)),
+        };
+        let proof = auth::proof(key, &nonce, app);
+        let lease_ms = lease.as_millis() as u64;
+        match c
+            .call(&Message::Auth { app: app.to_owned(), lease_ms, proof }, "authenticating")
+            .await?
+        {
+            Message::Welcome { lease_ms } => c.lease = Duration::from_millis(lease_ms),
+            other => return Err(c.unexpected("authenticating", &other)),
+        }
+        Ok(c)
+    }
+
+    /// The daemon's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The lease the daemon granted.
+    pub fn lease(&self) -> Duration {
+        self.lease
+    }
+
+    fn unexpected(&self, what: &'static str, got: &Message) -> ClientError {
+        match got {
+            Message::Error { code, message } => {
+                ClientError::Refused { addr: self.addr, code: *code, message: message.clone() }
+            }
+            other => ClientError::Unexpected {
+                addr: self.addr,
+                what,
+                got: Message::kind_name(other.kind()),
+            },
+        }
+    }
+
+    async fn send_frame(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
+        let addr = self.addr;
+        let io = |e: std::io::Error| ClientError::Protocol { addr, source: ProtocolError::Io(e) };
+        tokio::time::timeout(frame::FRAME_BODY_TIMEOUT, async {
+            self.wr.write_all(bytes).await?;
+            self.wr.flush().await
+        })
+        .await
+        .map_err(|_| ClientError::Protocol {
+            addr,
+            source: ProtocolError::Timeout {
+                what: "a frame's write",
+                after_ms: frame::FRAME_BODY_TIMEOUT.as_millis() as u64,
+            },
+        })?
+        .map_err(io)
+    }
+
+    async fn recv(&mut self, what: &'static str) -> Result<Message, ClientError> {
+        let addr = self.addr;
+        let r = frame::read(&mut self.rd, self.frames, REPLY_TIMEOUT, what).await;
+        self.frames += 1;
+        match r {
+            Ok(Some((m, _))) => Ok(m),
+            Ok(None) => Err(ClientError::Closed { addr, what }),
+            Err(source) => Err(ClientError::Protocol { addr, source }),
+        }
+    }
+
+    async fn call(&mut self, m: &Message, what: &'static str) -> Result<Message, ClientError> {
+        self.send_frame(&frame::encode(m)).await?;
+        self.recv(what).await
+    }
+
+    async fn expect_ok(&mut self, m: &Message, what: &'static str) -> Result<(), ClientError> {
+        match self.call(m, what).await? {
+            Message::Ok => Ok(()),
+            other => Err(self.unexpected(what, &other)),
+        }
+    }
+
+    /// Registers generation `generation` of shuffle `shuffle`.
+    pub async fn register_shuffle(
+        &mut self,
+        shuffle: u32,
+        generation: u32,
+        partitions: u32,
+    ) -> Result<(), ClientError> {
+        self.expect_ok(
+            &Message::RegisterShuffle { shuffle, generation, partitions },
+            "registering a shuffle",
+        )
+        .await
+    }
+
+    /// Deletes a shuffle's data on this daemon.
+    pub async fn unregister_shuffle(&mut self, shuffle: u32) -> Result<(), ClientError> {
+        self.expect_ok(&Message::Unregister { shuffle }, "unregistering a shuffle").await
+    }
+
+    /// Extends the application's lease.
+    pub async fn renew(&mut self) -> Result<(), ClientError> {
+        self.expect_ok(&Message::Renew, "renewing the lease").await
+    }
+
+    /// Deletes all of the application's data on this daemon.
+    pub async fn end_application(&mut self) -> Result<(), ClientError> {
+        self.expect_ok(&Message::EndApplication, "ending the application").await
+    }
+
+    /// The daemon's accounting: held, peak, spilled and budget bytes.
+    pub async fn stats(&mut self) -> Result<[u64; 4], ClientError> {
+        match self.call(&Message::Stats, "asking for statistics").await? {
+            Message::StatsReply { held_bytes, peak_bytes, spilled_bytes, budget_bytes } => {
+                Ok([held_bytes, peak_bytes, spilled_bytes, budget_bytes])
+            }
+            other => Err(self.unexpected("asking for statistics", &other)),
+        }
+    }
+
+    /// Pushes one chunk, waiting out slow-downs; the acknowledged CRC.
+    pub async fn push(&mut self, chunk: &Message) -> Result<u32, ClientError> {
+        let Message::Push { seq, .. } = chunk else {
+            return Err(ClientError::Unexpected {
+                addr: self.addr,
+                what: "pushing",
+                got: "a message that is not a push",
+            });
+        };
+        let seq = *seq;
+        let bytes = frame::encode(chunk);
+        let sent = frame::crc_of(&bytes);
+        for _ in 0..=MAX_SLOW_DOWNS {
+            self.send_frame(&bytes).await?;
+            match self.recv("pushing").await? {
+                Message::PushAck { seq: s, crc } if s == seq && crc == sent => return Ok(crc),
+                Message::PushAck { crc, .. } => {
+                    return Err(ClientError::BadAck { addr: self.addr, seq, sent, got: crc })
+                }
+                Message::SlowDown { retry_after_ms } => {
+                    tokio::time::sleep(Duration::from_millis(u64::from(retry_after_ms))).await;
+                }
+                other => return Err(self.unexpected("pushing", &other)),
+            }
+        }
+        Err(ClientError::TooSlow { addr: self.addr })
+    }
+
+    /// Commits a map attempt; true when it was the first of its map index
+    /// to commit here.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn commit(
+        &mut self,
+        shuffle: u32,
+        generation: u32,
+        map: u32,
+        attempt: u64,
+        chunks: u32,
+        acks_crc: u32,
+        records: u64,
+    ) -> Result<bool, ClientError> {
+        let m = Message::Commit { shuffle, generation, map, attempt, chunks, acks_crc, records };
+        match self.call(&m, "committing").await? {
+            Message::Committed { first } => Ok(first),
+            other => Err(self.unexpected("committing", &other)),
+        }
+    }
+
+    /// Reads partitions `start..end` as one stream, each map index from the
+    /// attempt `winners` names; checks the stream against its end's totals.
+    pub async fn read(
+        &mut self,
+        shuffle: u32,
+        generation: u32,
+        start: u32,
+        end: u32,
+        winners: Vec<Winner>,
+    ) -> Result<Vec<Block>, ClientError> {
+        self.send_frame(&frame::encode(&Message::Read {
+            shuffle,
+            generation,
+            start,
+            end,
+            winners,
+        }))
+        .await?;
+        let mut blocks = Vec::new();
+        let (mut records, mut bytes) = (0u64, 0u64);
+        loop {
+            match self.recv("reading").await? {
+                Message::Data { partition, map, records: n, data } => {
+                    if partition < start || partition >= end {
+                        return Err(ClientError::StreamMismatch {
+                            addr: self.addr,
+                            what: "partition",
+                            said: u64::from(end),
+                            counted: u64::from(partition),
+                        });
+                    }
+                    records += n;
+                    bytes += data.len() as u64;
+                    blocks.push(Block { partition, map, records: n, data });
+                }
+                Message::End { blocks: b, records: r, bytes: y } => {
+                    let addr = self.addr;
+                    for (what, said, counted) in [
+                        ("blocks", b, blocks.len() as u64),
+                        ("records", r, records),
+                        ("bytes", y, bytes),
+                    ] {
+                        if said != counted {
+                            return Err(ClientError::StreamMismatch { addr, what, said, counted });
+                        }
+                    }
+                    return Ok(blocks);
+                }
+                other => return Err(self.unexpected("reading", &other)),
+            }
+        }
+    }
+}
+
+/// A map attempt's output for one daemon: records gathered per reduce
+/// partition, pushed as a chunk whenever about [`PUSH_CHUNK_BYTES`] are
+/// pending, and a commit that proves every chunk was acknowledged.
+#[derive(Debug)]
+pub struct AttemptPusher {
+    pub shuffle: u32,
+    pub generation: u32,
+    pub map: u32,
+    pub attempt: u64,
+    pending: BTreeMap<u32, (u64, Vec<u8>)>,
+    pending_bytes: usize,
+    acks: Vec<(u32, u32)>,
+    records: u64,
+}
+
+impl AttemptPusher {
+    pub fn new(shuffle: u32, generation: u32, map: u32, attempt: u64) -> AttemptPusher {
+        AttemptPusher {
+            shuffle,
+            generation,
+            map,
+            attempt,
+            pending: BTreeMap::new(),
+            pending_bytes: 0,
+            acks: Vec::new(),
+            records: 0,
+        }
+    }
+
+    /// Adds `records` records of partition `partition` (encoded bytes),
+    /// pushing a chunk when enough is pending.
+    pub async fn add(
+        &mut self,
+        client: &mut Client,
+        partition: u32,
+        records: u64,
+        data: &[u8],
+    ) -> Result<(), ClientError> {
+        // Large data goes in pieces of at most a chunk; the records count
+        // rides with the first piece (a read concatenates a map's pieces of
+        // a partition in order, so where the bytes are cut does not matter).
+        let mut records = records;
+        let mut rest = data;
+        loop {
+            let room = PUSH_CHUNK_BYTES.saturating_sub(self.pending_bytes).max(1);
+            let (piece, after) = rest.split_at(rest.len().min(room));
+            let e = self.pending.entry(partition).or_default();
+            e.0 += records;
+            e.1.extend_from_slice(piece);
+            self.pending_bytes += piece.len();
+            self.records += records;
+            records = 0;
+            rest = after;
+            if self.pending_bytes >= PUSH_CHUNK_BYTES {
+                self.flush(client).await?;
+            }
+            if rest.is_empty() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Pushes what is pending as one chunk.
+    pub async fn flush(&mut self, client: &mut Client) -> Result<(), ClientError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let sections = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|(partition, (records, data))| Section { partition, records, data })
+            .collect();
+        self.pending_bytes = 0;
+        let seq = self.acks.len() as u32;
+        let m = Message::Push {
+            shuffle: self.shuffle,
+            generation: self.generation,
+            map: self.map,
+            attempt: self.attempt,
+            seq,
+            sections,
+        };
+        let crc = client.push(&m).await?;
+        self.acks.push((seq, crc));
+        Ok(())
+    }
+
+    /// Flushes and commits; true when first for its map index here.
+    pub async fn commit(mut self, client: &mut Client) -> Result<bool, ClientError> {
+        self.flush(client).await?;
+        let acks_crc = acks_checksum(self.acks.iter().copied());
+        client
+            .commit(
+                self.shuffle,
+                self.generation,
+                self.map,
+                self.attempt,
+                self.acks.len() as u32,
+                acks_crc,
+                self.records,
+            )
+            .await
+    }
+}

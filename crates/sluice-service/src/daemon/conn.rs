@@ -1,0 +1,164 @@
+//! One connection: a challenge, an authentication within
+//! [`AUTH_TIMEOUT`], then requests until the client closes, idles past
+//! [`IDLE_TIMEOUT`], sends a frame that does not decode (answered with
+//! [`ErrorCode::Malformed`], then closed) or the daemon stops.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use super::store::Refusal;
+use super::{shutting_down, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT};
+use crate::auth;
+use crate::protocol::{frame, ErrorCode, Message, ProtocolError};
+
+type Out = BufWriter<OwnedWriteHalf>;
+
+async fn send(out: &mut Out, m: &Message) -> Result<(), ProtocolError> {
+    frame::write(out, m).await
+}
+
+async fn refuse(out: &mut Out, (code, message): Refusal) -> Result<(), ProtocolError> {
+    send(out, &Message::Error { code, message }).await?;
+    out.flush().await?;
+    Ok(())
+}
+
+pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let (mut rd, wr) = stream.into_split();
+    let mut out = BufWriter::new(wr);
+    let _ = async {
+        let nonce = auth::nonce()?;
+        send(&mut out, &Message::Challenge { nonce }).await?;
+        out.flush().await?;
+        let app = match frame::read(&mut rd, 0, AUTH_TIMEOUT, "authentication").await {
+            Ok(Some((Message::Auth { app, lease_ms, proof }, _)))
+                if auth::verify(&shared.secret, &nonce, &app, &proof) =>
+            {
+                let lease = shared.store().open_app(&app, Duration::from_millis(lease_ms));
+                send(&mut out, &Message::Welcome { lease_ms: lease.as_millis() as u64 }).await?;
+                out.flush().await?;
+                (app, Duration::from_millis(lease_ms))
+            }
+            Ok(Some((Message::Auth { .. }, _))) => {
+                return refuse(
+                    &mut out,
+                    (ErrorCode::Unauthenticated, "authentication failed".into()),
+                )
+                .await;
+            }
+            Ok(Some((other, _))) => {
+                let what = Message::kind_name(other.kind());
+                return refuse(
+                    &mut out,
+                    (ErrorCode::Unauthenticated, format!("{what} before authentication")),
+                )
+                .await;
+            }
+            Ok(None) => return Ok(()),
+            Err(e) => return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await,
+        };
+        let mut n = 1u64;
+        loop {
+            // Between requests: wait for the next frame, the idle limit, or
+            // the daemon stopping (a request already arriving is served).
+            // (`peek` takes no bytes, so dropping it when the daemon stops
+            // loses nothing.)
+            let mut first = [0u8; 1];
+            tokio::select! {
+                r = tokio::time::timeout(IDLE_TIMEOUT, rd.peek(&mut first)) => match r {
+                    Ok(Ok(0)) | Err(_) => return Ok(()),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Err(e.into()),
+                },
+                _ = stop.changed() => return Ok(()),
+            }
+            let (m, crc) = match frame::read(&mut rd, n, IDLE_TIMEOUT, "a request").await {
+                Ok(Some(m)) => m,
+                Ok(None) => return Ok(()),
+                Err(e) => return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await,
+            };
+            n += 1;
+            handle(&shared, &app, m, crc, &mut out).await?;
+            out.flush().await?;
+        }
+    }
+    .await;
+}
+
+async fn handle(
+    shared: &Shared,
+    (app, lease): &(String, Duration),
+    m: Message,
+    crc: u32,
+    out: &mut Out,
+) -> Result<(), ProtocolError> {
+    let stopping = || shared.stopping.load(Ordering::SeqCst);
+    let reply: Result<Message, Refusal> = match m {
+        Message::RegisterShuffle { .. } | Message::Push { .. } if stopping() => {
+            Err(shutting_down())
+        }
+        Message::RegisterShuffle { shuffle, generation, partitions } => {
+            shared.store().register(app, shuffle, generation, partitions)
+        }
+        Message::Push { shuffle, generation, map, attempt, seq, sections } => {
+            // A spill writes to disk under the store's lock; tell the
+            // runtime this worker blocks.
+            tokio::task::block_in_place(|| {
+                shared.store().push(app, shuffle, generation, map, attempt, seq, sections, crc)
+            })
+        }
+        Message::Commit { shuffle, generation, map, attempt, chunks, acks_crc, records } => {
+            shared.store().commit(app, shuffle, generation, map, attempt, chunks, acks_crc, records)
+        }
+        Message::Read { shuffle, generation, start, end, winners } => {
+            let plan = shared.store().read_plan(app, shuffle, generation, start, end, &winners);
+            return match plan {
+                Ok(plan) => stream(plan, out).await,
+                Err(r) => refuse(out, r).await,
+            };
+        }
+        Message::Unregister { shuffle } => shared.store().unregister(app, shuffle),
+        Message::Renew => {
+            if shared.store().renew(app, *lease) {
+                Ok(Message::Ok)
+            } else {
+                Err((ErrorCode::Unauthenticated, format!("application {app}'s lease lapsed")))
+            }
+        }
+        Message::EndApplication => {
+            shared.store().end_app(app);
+            Ok(Message::Ok)
+        }
+        Message::Stats => Ok(shared.store().stats()),
+        other => Err((
+            ErrorCode::BadRequest,
+            format!("{} is not a request", Message::kind_name(other.kind())),
+        )),
+    };
+    match reply {
+        Ok(m) => send(out, &m).await,
+        Err(r) => refuse(out, r).await,
+    }
+}
+
+async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), ProtocolError> {
+    let (mut blocks, mut records, mut bytes) = (0u64, 0u64, 0u64);
+    for b in plan {
+        let data = match tokio::task::block_in_place(|| b.fetch()) {
+            Ok(d) => d,
+            Err(r) => return refuse(out, r).await,
+        };
+        blocks += 1;
+        records += b.records;
+        bytes += data.len() as u64;
+        send(out, &Message::Data { partition: b.partition, map: b.map, records: b.records, data })
+            .await?;
+    }
+    send(out, &Message::End { blocks, records, bytes }).await
+}

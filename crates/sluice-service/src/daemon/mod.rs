@@ -1,0 +1,214 @@
+//! `sluice daemon`: one per node. It accepts authenticated connections,
+//! stages the chunks map tasks push, folds committed attempts into the
+//! node's reduce partitions (the second level: chunks for this node split
+//! by reduce partition), keeps them in memory up to its budget and then on
+//! disk, and serves each reduce task its partitions as one stream.
+//!
+//! - `store`: applications, shuffles, staging, commits, partitions, spill.
+//! - `conn`: one connection: challenge, authentication, then requests.
+//!
+//! Start-up checks every directory (exists, is a directory, writable) and
+//! binds the port before anything is served; each failure is a
+//! [`DaemonError`]. [`Daemon::shutdown`] stops accepting, refuses new
+//! pushes and registrations with [`ErrorCode::ShuttingDown`], lets requests
+//! in flight (a commit, a read) finish, and waits for connections to close
+//! for at most [`SHUTDOWN_GRACE`]. Leases are swept every
+//! [`LEASE_SWEEP_INTERVAL`]: a crashed driver's data is deleted once its
+//! lease lapses.
+
+mod conn;
+mod store;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::auth::Key;
+use crate::protocol::ErrorCode;
+use store::Store;
+
+/// How long shutdown waits for open connections to finish.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How often lapsed leases are looked for.
+pub const LEASE_SWEEP_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How long a connection may sit idle between requests before it is closed.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a new connection has to authenticate.
+pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A daemon's settings.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    /// The address to listen on (`127.0.0.2:7340`; port 0 picks one).
+    pub listen: SocketAddr,
+    /// Directories for partitions that leave memory, used round-robin.
+    pub dirs: Vec<PathBuf>,
+    /// Bytes of pushed data held in memory, staged and committed.
+    pub memory_bytes: u64,
+    /// The node secret.
+    pub secret: Key,
+    /// The longest lease an application is granted.
+    pub max_lease: Duration,
+}
+
+/// Why a daemon did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{addr} is in use (is another daemon running on this node?)")]
+    PortInUse { addr: SocketAddr },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("directory {dir}: {why}")]
+    Dir { dir: PathBuf, why: String },
+    #[error("no --dir given: a daemon needs at least one directory")]
+    NoDirs,
+    #[error("--memory must be at least {min} bytes, got {got}")]
+    Memory { min: u64, got: u64 },
+}
+
+/// The smallest memory budget: two of the largest frames, so that one
+/// push always fits beside another staged one.
+pub const MIN_MEMORY_BYTES: u64 = 2 * crate::protocol::limits::MAX_FRAME_PAYLOAD_BYTES as u64;
+
+/// State every connection shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) store: Mutex<Store>,
+    pub(crate) secret: Key,
+    pub(crate) stopping: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        // A panic while the lock was held leaves the store's accounting in
+        // a state no request should trust; poison is propagated as a panic
+        // of the connection task, never a wrong answer.
+        #[allow(clippy::expect_used)]
+        self.store.lock().expect("the daemon's store lock")
+    }
+}
+
+/// A running daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+fn check_dir(dir: &PathBuf) -> Result<(), DaemonError> {
+    let bad = |why: String| DaemonError::Dir { dir: dir.clone(), why };
+    let meta = std::fs::metadata(dir).map_err(|e| bad(format!("{e}")))?;
+    if !meta.is_dir() {
+        return Err(bad("not a directory".into()));
+    }
+    let probe = dir.join(format!(".sluice-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"probe").map_err(|e| bad(format!("not writable: {e}")))?;
+    std::fs::remove_file(&probe).map_err(|e| bad(format!("cannot remove a probe file: {e}")))?;
+    Ok(())
+}
+
+impl Daemon {
+    /// Checks the settings, binds and starts serving on the current tokio
+    /// runtime, which must be a multi-thread one (a spill blocks its worker
+    /// in `block_in_place`).
+    pub async fn start(config: DaemonConfig) -> Result<Daemon, DaemonError> {
+        if config.dirs.is_empty() {
+            return Err(DaemonError::NoDirs);
+        }
+        for d in &config.dirs {
+            check_dir(d)?;
+        }
+        if config.memory_bytes < MIN_MEMORY_BYTES {
+            return Err(DaemonError::Memory { min: MIN_MEMORY_BYTES, got: config.memory_bytes });
+        }
+        let listener = TcpListener::bind(config.listen).await.map_err(|e| match e.kind() {
+            std::io::ErrorKind::AddrInUse => DaemonError::PortInUse { addr: config.listen },
+            _ => DaemonError::Bind { addr: config.listen, source: e },
+        })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| DaemonError::Bind { addr: config.listen, source: e })?;
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store::new(
+                config.dirs.clone(),
+                config.memory_bytes,
+                config.max_lease,
+            )),
+            secret: config.secret,
+            stopping: AtomicBool::new(false),
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let accept = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
+        Ok(Daemon { addr, shared, stop, accept })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Bytes held now, the peak, bytes spilled and the budget.
+    pub fn stats(&self) -> (u64, u64, u64, u64) {
+        match self.shared.store().stats() {
+            crate::protocol::Message::StatsReply {
+                held_bytes,
+                peak_bytes,
+                spilled_bytes,
+                budget_bytes,
+            } => (held_bytes, peak_bytes, spilled_bytes, budget_bytes),
+            _ => (0, 0, 0, 0),
+        }
+    }
+
+    /// Stops: no new connections, no new pushes; requests in flight finish;
+    /// open connections get [`SHUTDOWN_GRACE`] to close.
+    pub async fn shutdown(self) {
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = self.stop.send(true);
+        let _ = self.accept.await;
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut conns = JoinSet::new();
+    let mut sweep = tokio::time::interval(LEASE_SWEEP_INTERVAL);
+    loop {
+        tokio::select! {
+            r = listener.accept() => {
+                if let Ok((stream, _)) = r {
+                    let _ = stream.set_nodelay(true);
+                    conns.spawn(conn::serve(stream, shared.clone(), stop.clone()));
+                }
+            }
+            _ = sweep.tick() => {
+                shared.store().expire(Instant::now());
+            }
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            _ = stop.changed() => break,
+        }
+    }
+    drop(listener);
+    let deadline = tokio::time::sleep(SHUTDOWN_GRACE);
+    tokio::pin!(deadline);
+    while !conns.is_empty() {
+        tokio::select! {
+            _ = conns.join_next() => {}
+            _ = &mut deadline => { conns.abort_all(); break; }
+        }
+    }
+}
+
+pub(crate) fn shutting_down() -> (ErrorCode, String) {
+    (ErrorCode::ShuttingDown, "the daemon is shutting down; push to another".into())
+}

@@ -1,0 +1,197 @@
+//! Frames: a 16-byte header (magic `SLSV`, version, kind, reserved flags,
+//! payload length, CRC32C over the header's first 12 bytes and the
+//! payload), then the payload. Decoding checks, in order: magic, version,
+//! kind, flags, the length against [`MAX_FRAME_PAYLOAD_BYTES`] (before
+//! the payload is read or allocated), the CRC, then the message.
+
+use std::time::Duration;
+
+use sluice_core::format::checksum::Crc32c;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::error::ProtocolError;
+use super::limits::{FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD_BYTES};
+use super::message::{kind, Message};
+
+/// The first four bytes of every frame.
+pub const MAGIC: [u8; 4] = *b"SLSV";
+
+/// The protocol version this build speaks.
+pub const VERSION: u8 = 1;
+
+/// The CRC32C field of an encoded frame.
+pub fn crc_of(encoded: &[u8]) -> u32 {
+    u32::from_le_bytes([encoded[12], encoded[13], encoded[14], encoded[15]])
+}
+
+/// Encodes `m` as one frame. Panics if the payload exceeds the frame limit:
+/// senders cut their data into chunks of about
+/// [`PUSH_CHUNK_BYTES`](super::limits::PUSH_CHUNK_BYTES), so that is a bug
+/// on this side.
+pub fn encode(m: &Message) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FRAME_HEADER_BYTES + 64);
+    out.extend_from_slice(&MAGIC);
+    out.push(VERSION);
+    out.push(m.kind());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    m.encode_payload(&mut out);
+    let len = out.len() - FRAME_HEADER_BYTES;
+    assert!(
+        len <= MAX_FRAME_PAYLOAD_BYTES as usize,
+        "a {} frame of {len} bytes",
+        Message::kind_name(m.kind())
+    );
+    out[8..12].copy_from_slice(&(len as u32).to_le_bytes());
+    let crc = frame_crc(&out[..12], &out[FRAME_HEADER_BYTES..]);
+    out[12..16].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+fn frame_crc(head: &[u8], payload: &[u8]) -> u32 {
+    let mut c = Crc32c::new();
+    c.update(head);
+    c.update(payload);
+    c.value()
+}
+
+/// A checked header.
+#[derive(Debug, Clone, Copy)]
+pub struct Header {
+    pub kind: u8,
+    pub len: u32,
+    pub crc: u32,
+}
+
+/// Checks a header's fields (frame `frame` of its connection).
+pub fn parse_header(h: &[u8; FRAME_HEADER_BYTES], frame: u64) -> Result<Header, ProtocolError> {
+    let found = [h[0], h[1], h[2], h[3]];
+    if found != MAGIC {
+        return Err(ProtocolError::BadMagic { frame, found });
+    }
+    if h[4] != VERSION {
+        return Err(ProtocolError::UnsupportedVersion { frame, found: h[4], supported: VERSION });
+    }
+    let kind = h[5];
+    if kind == 0 || kind > kind::LAST {
+        return Err(ProtocolError::UnknownKind { frame, kind });
+    }
+    let flags = u16::from_le_bytes([h[6], h[7]]);
+    if flags != 0 {
+        return Err(ProtocolError::ReservedFlags { frame, flags });
+    }
+    let len = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+    if len > MAX_FRAME_PAYLOAD_BYTES {
+        return Err(ProtocolError::TooLong {
+            frame,
+            what: "payload length",
+            len: u64::from(len),
+            limit: u64::from(MAX_FRAME_PAYLOAD_BYTES),
+        });
+    }
+    Ok(Header { kind, len, crc: u32::from_le_bytes([h[12], h[13], h[14], h[15]]) })
+}
+
+/// Checks the payload's CRC and decodes the message.
+pub fn decode_payload(
+    h: &[u8; FRAME_HEADER_BYTES],
+    header: Header,
+    payload: &[u8],
+    frame: u64,
+) -> Result<Message, ProtocolError> {
+    let actual = frame_crc(&h[..12], payload);
+    if actual != header.crc {
+        return Err(ProtocolError::Checksum { frame, expected: header.crc, actual });
+    }
+    Message::decode(header.kind, payload, frame)
+}
+
+/// Decodes one frame from the front of `bytes`: the message and the bytes
+/// it took. A frame cut short is [`ProtocolError::Truncated`].
+pub fn decode(bytes: &[u8], frame: u64) -> Result<(Message, usize), ProtocolError> {
+    let Some(h) = bytes.first_chunk::<FRAME_HEADER_BYTES>() else {
+        return Err(ProtocolError::Truncated {
+            frame,
+            read: bytes.len(),
+            needed: FRAME_HEADER_BYTES,
+        });
+    };
+    let header = parse_header(h, frame)?;
+    let end = FRAME_HEADER_BYTES + header.len as usize;
+    if bytes.len() < end {
+        return Err(ProtocolError::Truncated { frame, read: bytes.len(), needed: end });
+    }
+    Ok((decode_payload(h, header, &bytes[FRAME_HEADER_BYTES..end], frame)?, end))
+}
+
+/// Reads one frame: the message and the frame's CRC32C (a push is
+/// acknowledged with it). `Ok(None)` is a connection closed cleanly between
+/// frames; closed inside one is [`ProtocolError::Truncated`]. `idle` bounds
+/// the wait for the frame's first byte, [`FRAME_BODY_TIMEOUT`] the rest.
+pub async fn read<R: AsyncRead + Unpin>(
+    r: &mut R,
+    frame: u64,
+    idle: Duration,
+    what: &'static str,
+) -> Result<Option<(Message, u32)>, ProtocolError> {
+    let mut h = [0u8; FRAME_HEADER_BYTES];
+    let first = tokio::time::timeout(idle, r.read(&mut h))
+        .await
+        .map_err(|_| ProtocolError::Timeout { what, after_ms: idle.as_millis() as u64 })??;
+    if first == 0 {
+        return Ok(None);
+    }
+    let body = async {
+        let mut got = first;
+        while got < FRAME_HEADER_BYTES {
+            let n = r.read(&mut h[got..]).await?;
+            if n == 0 {
+                return Err(ProtocolError::Truncated {
+                    frame,
+                    read: got,
+                    needed: FRAME_HEADER_BYTES,
+                });
+            }
+            got += n;
+        }
+        let header = parse_header(&h, frame)?;
+        let mut payload = vec![0u8; header.len as usize];
+        let mut got = 0;
+        while got < payload.len() {
+            let n = r.read(&mut payload[got..]).await?;
+            if n == 0 {
+                return Err(ProtocolError::Truncated {
+                    frame,
+                    read: FRAME_HEADER_BYTES + got,
+                    needed: FRAME_HEADER_BYTES + payload.len(),
+                });
+            }
+            got += n;
+        }
+        Ok((decode_payload(&h, header, &payload, frame)?, header.crc))
+    };
+    let m = tokio::time::timeout(FRAME_BODY_TIMEOUT, body).await.map_err(|_| {
+        ProtocolError::Timeout {
+            what: "the rest of a frame",
+            after_ms: FRAME_BODY_TIMEOUT.as_millis() as u64,
+        }
+    })??;
+    Ok(Some(m))
+}
+
+/// Writes one frame, bounded by [`FRAME_BODY_TIMEOUT`].
+pub async fn write<W: AsyncWrite + Unpin>(w: &mut W, m: &Message) -> Result<(), ProtocolError> {
+    let bytes = encode(m);
+    tokio::time::timeout(FRAME_BODY_TIMEOUT, w.write_all(&bytes)).await.map_err(|_| {
+        ProtocolError::Timeout {
+            what: "a frame's write",
+            after_ms: FRAME_BODY_TIMEOUT.as_millis() as u64,
+        }
+    })??;
+    Ok(())
+}
+
+/// How long the rest of a frame may take once its first byte arrived, and
+/// how long a frame's write may take.
+pub const FRAME_BODY_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,0 +1,126 @@
+//! Real small filesystems (tmpfs mounts; where this process may not mount,
+//! the test says so and checks nothing else): a full disk refuses the push
+//! that needed it with a typed error and loses nothing acknowledged, and a
+//! read-only directory stops the daemon from starting.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{client, config};
+use sluice_service::protocol::{ErrorCode, Winner};
+use sluice_service::{AttemptPusher, Daemon, DaemonError};
+
+/// A tmpfs of `size` at `dir` with `opts`, unmounted on drop.
+struct Mount(std::path::PathBuf);
+
+impl Mount {
+    fn new(dir: &Path, size: &str, opts: &str) -> Option<Mount> {
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}{opts}"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            eprintln!(
+                "cannot mount a tmpfs here ({}); the test checks nothing else",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+            return None;
+        }
+        Some(Mount(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_refuses_the_push_and_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(_m) = Mount::new(dir.path(), "1m", "") else { return };
+    let budget = sluice_service::daemon::MIN_MEMORY_BYTES;
+    let d = Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], budget))
+        .await
+        .expect("daemon");
+    let mut c = client(d.addr(), "app-full").await;
+    c.register_shuffle(0, 0, 8).await.expect("register");
+    let mut committed = Vec::new();
+    let mut refused = None;
+    for map in 0..60u32 {
+        let mut p = AttemptPusher::new(0, 0, map, 1);
+        let data = vec![map as u8; 300_000];
+        let r = async {
+            p.add(&mut c, map % 8, 1, &data).await?;
+            p.commit(&mut c).await
+        }
+        .await;
+        match r {
+            Ok(_) => committed.push(map),
+            Err(e) => {
+                refused = Some(e);
+                break;
+            }
+        }
+    }
+    let e = refused.expect("a 1 MiB disk under an 8 MiB budget filled up");
+    assert_eq!(e.code(), Some(ErrorCode::Storage), "{e}");
+    assert!(e.to_string().contains("No space left"), "{e}");
+    // Every committed map's records are still there, from memory or disk.
+    let winners: Vec<Winner> = committed.iter().map(|&map| Winner { map, attempt: 1 }).collect();
+    let blocks = c.read(0, 0, 0, 8, winners).await.expect("read");
+    let mut maps: Vec<u32> = blocks.iter().map(|b| b.map).collect();
+    maps.sort_unstable();
+    assert_eq!(maps, committed);
+    for b in &blocks {
+        assert!(
+            b.data.iter().all(|&x| x == b.map as u8) && b.data.len() == 300_000,
+            "map {}",
+            b.map
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_directory_stops_the_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(_m) = Mount::new(dir.path(), "1m", ",ro") else { return };
+    let r = Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20)).await;
+    match r {
+        Err(DaemonError::Dir { why, .. }) => assert!(why.contains("not writable"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_settings_stop_the_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let missing = dir.path().join("missing");
+    let file = dir.path().join("file");
+    std::fs::write(&file, b"x").expect("file");
+    for (dirs, what) in [(vec![missing], "No such file"), (vec![file], "not a directory")] {
+        match Daemon::start(config("127.0.0.1", dirs, 64 << 20)).await {
+            Err(DaemonError::Dir { why, .. }) => assert!(why.contains(what), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(
+        Daemon::start(config("127.0.0.1", vec![], 64 << 20)).await,
+        Err(DaemonError::NoDirs)
+    ));
+    let small = Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], 1000)).await;
+    assert!(matches!(small, Err(DaemonError::Memory { got: 1000, .. })), "{small:?}");
+    let first = Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20))
+        .await
+        .expect("daemon");
+    let mut again = config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20);
+    again.listen = first.addr();
+    match Daemon::start(again).await {
+        Err(e @ DaemonError::PortInUse { .. }) => assert!(e.to_string().contains("in use"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+}

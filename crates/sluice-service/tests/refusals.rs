@@ -1,0 +1,143 @@
+//! What a daemon refuses, spoken to over a raw socket: a wrong key, a
+//! request before authentication, a forged frame (bad CRC, bad magic, a
+//! length over the limit), a truncated frame. Each gets a typed error
+//! frame before the connection closes, and none moves data.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{node, secret};
+use sluice_service::auth::{app_key, proof, Key};
+use sluice_service::protocol::{frame, ErrorCode, Message, Section};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn open(addr: std::net::SocketAddr) -> (TcpStream, [u8; 32]) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    match frame::read(&mut s, 0, WAIT, "challenge").await.expect("frame") {
+        Some((Message::Challenge { nonce }, _)) => (s, nonce),
+        other => panic!("expected a challenge, got {other:?}"),
+    }
+}
+
+async fn authed(addr: std::net::SocketAddr, app: &str) -> TcpStream {
+    let (mut s, nonce) = open(addr).await;
+    let auth = Message::Auth {
+        app: app.into(),
+        lease_ms: 60_000,
+        proof: proof(&app_key(&secret(), app), &nonce, app),
+    };
+    s.write_all(&frame::encode(&auth)).await.expect("write");
+    match frame::read(&mut s, 1, WAIT, "welcome").await.expect("frame") {
+        Some((Message::Welcome { .. }, _)) => s,
+        other => panic!("expected a welcome, got {other:?}"),
+    }
+}
+
+/// The next frame is an error of `code`, and then the daemon closes.
+async fn refused_then_closed(s: &mut TcpStream, code: ErrorCode) -> String {
+    let m = match frame::read(s, 9, WAIT, "a refusal").await.expect("frame") {
+        Some((Message::Error { code: c, message }, _)) if c == code => message,
+        other => panic!("expected {code:?}, got {other:?}"),
+    };
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(WAIT, s.read_to_end(&mut rest))
+        .await
+        .expect("closed in time")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "bytes after the refusal");
+    m
+}
+
+fn a_push() -> Message {
+    Message::Push {
+        shuffle: 0,
+        generation: 0,
+        map: 0,
+        attempt: 1,
+        seq: 0,
+        sections: vec![Section { partition: 0, records: 1, data: b"r".to_vec() }],
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_key_is_refused_before_any_data_moves() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let (mut s, nonce) = open(n.addr()).await;
+    let wrong = app_key(&Key::secret(b"another node's secret!").expect("secret"), "app");
+    let auth =
+        Message::Auth { app: "app".into(), lease_ms: 1000, proof: proof(&wrong, &nonce, "app") };
+    s.write_all(&frame::encode(&auth)).await.expect("write");
+    let m = refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
+    assert!(
+        !m.contains(std::str::from_utf8(common::SECRET).expect("utf8")),
+        "the secret in an error: {m}"
+    );
+    // Another application's key, presented as this application, fails too.
+    let (mut s, nonce) = open(n.addr()).await;
+    let auth = Message::Auth {
+        app: "app".into(),
+        lease_ms: 1000,
+        proof: proof(&app_key(&secret(), "other"), &nonce, "app"),
+    };
+    s.write_all(&frame::encode(&auth)).await.expect("write");
+    refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
+    assert_eq!(n.daemon.stats().0, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_before_authentication_is_refused() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let (mut s, _) = open(n.addr()).await;
+    s.write_all(&frame::encode(&a_push())).await.expect("write");
+    let m = refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
+    assert!(m.contains("Push before authentication"), "{m}");
+    assert_eq!(n.daemon.stats().0, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_and_truncated_frames_are_refused_with_where() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let register =
+        frame::encode(&Message::RegisterShuffle { shuffle: 0, generation: 0, partitions: 1 });
+    // A flipped payload bit: the CRC catches it.
+    let mut s = authed(n.addr(), "app").await;
+    let mut bad = frame::encode(&a_push());
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    s.write_all(&bad).await.expect("write");
+    let m = refused_then_closed(&mut s, ErrorCode::Malformed).await;
+    assert!(m.contains("frame 1") && m.contains("CRC32C"), "{m}");
+    // Bad magic.
+    let mut s = authed(n.addr(), "app").await;
+    let mut bad = register.clone();
+    bad[0] = b'X';
+    s.write_all(&bad).await.expect("write");
+    assert!(refused_then_closed(&mut s, ErrorCode::Malformed).await.contains("magic"));
+    // A length over the limit is refused from the header alone.
+    let mut s = authed(n.addr(), "app").await;
+    let mut bad = register.clone();
+    bad[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    s.write_all(&bad).await.expect("write");
+    assert!(refused_then_closed(&mut s, ErrorCode::Malformed).await.contains("exceeds the limit"));
+    // A frame cut short: the daemon sees the end and names the bytes.
+    let mut s = authed(n.addr(), "app").await;
+    let whole = frame::encode(&a_push());
+    s.write_all(&whole[..whole.len() - 3]).await.expect("write");
+    s.shutdown().await.expect("half close");
+    let m = refused_then_closed(&mut s, ErrorCode::Malformed).await;
+    assert!(m.contains(&format!("after {} of {} bytes", whole.len() - 3, whole.len())), "{m}");
+    // A well-formed frame that is not a request.
+    let mut s = authed(n.addr(), "app").await;
+    s.write_all(&frame::encode(&Message::End { blocks: 0, records: 0, bytes: 0 }))
+        .await
+        .expect("write");
+    match frame::read(&mut s, 2, WAIT, "answer").await.expect("frame") {
+        Some((Message::Error { code: ErrorCode::BadRequest, .. }, _)) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(n.daemon.stats().0, 0, "no refused frame stored data");
+}
