@@ -79,6 +79,7 @@ pub use file_task::FileMapTask;
 pub use liquid::Decision;
 pub use map_task::{DestinationRuns, MapTask};
 pub use metrics::{EngineHeld, EngineMetrics};
+pub use node::{node_of, reduce_ids};
 pub use pages::PAGE_POOL_FREE_BYTES;
 pub use pipeline::{
     MapPipeline, PipelineStats, AGGREGATE_STAGE_BYTES_MAX, STAGE_BYTES, THRESHOLD_SPLIT_MAX,

@@ -18,12 +18,12 @@ use sluice_core::partition::Partitioner;
 use crate::error::EngineError;
 
 /// The node of reduce partition `r` of `partitions`, with `nodes` nodes.
-pub(crate) fn node_of(r: u32, partitions: u32, nodes: u32) -> u32 {
+pub fn node_of(r: u32, partitions: u32, nodes: u32) -> u32 {
     (u64::from(r) * u64::from(nodes) / u64::from(partitions.max(1))) as u32
 }
 
 /// The reduce ids node `n` owns.
-pub(crate) fn reduce_ids(n: u32, partitions: u32, nodes: u32) -> std::ops::Range<u32> {
+pub fn reduce_ids(n: u32, partitions: u32, nodes: u32) -> std::ops::Range<u32> {
     let first = |n: u32| {
         // The smallest r with node_of(r) >= n.
         ((u64::from(n) * u64::from(partitions)).div_ceil(u64::from(nodes.max(1)))) as u32

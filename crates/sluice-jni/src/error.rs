@@ -47,6 +47,9 @@ pub enum BridgeError {
     /// A JNI call itself failed.
     #[error("JNI: {0}")]
     Jni(#[from] jni::errors::Error),
+    /// A service daemon refused a request, or its connection failed.
+    #[error(transparent)]
+    Service(#[from] sluice_service::ClientError),
     /// The native code panicked; the message is the panic's.
     #[error("native panic: {0}")]
     Panic(String),
@@ -71,7 +74,7 @@ impl BridgeError {
     pub fn java_class(&self) -> &'static str {
         match self {
             BridgeError::Engine(e) if e.is_data_fault() => IO_EXCEPTION,
-            BridgeError::Fetched { .. } => IO_EXCEPTION,
+            BridgeError::Fetched { .. } | BridgeError::Service(_) => IO_EXCEPTION,
             BridgeError::Engine(EngineError::Argument(_))
             | BridgeError::Argument(_)
             | BridgeError::SettingsChanged(_) => ILLEGAL_ARGUMENT,

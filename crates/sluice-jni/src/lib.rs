@@ -22,7 +22,8 @@
 //!
 //! - `calls`: the entry points, one file per concern: the process's engine
 //!   (`engine`), a map attempt (`map`), the fetch path's block checks
-//!   (`fetch`), a reduce task's native operator (`reduce`).
+//!   (`fetch`), a reduce task's native operator (`reduce`), the service
+//!   client: connections to daemons, pushes and reads (`service`).
 //! - `bridge`: the process's engine (one per JVM, its settings) and the
 //!   map attempts it runs for the JVM.
 //! - `row_checksum`: Spark's order-independent row checksum of a map

@@ -294,9 +294,9 @@ fn the_row_checksum_rotation_agrees_with_java() {
     assert_eq!(bits.parse::<u32>(), Ok(sluice_jni::row_checksum::SUM_ROTATION_BITS));
 }
 
-/// The `native` methods `SluiceNative.java` declares, by name.
-fn java_natives() -> Vec<String> {
-    let source = java_source("jni/SluiceNative");
+/// The `native` methods `jni/<class>.java` declares, by name.
+fn java_natives(class: &str) -> Vec<String> {
+    let source = java_source(&format!("jni/{class}"));
     let mut names: Vec<String> = source
         .split("static native ")
         .skip(1)
@@ -309,14 +309,15 @@ fn java_natives() -> Vec<String> {
     names
 }
 
-/// The JNI entry points the crate defines (in `src/calls`), by method name.
-fn rust_natives() -> Vec<String> {
-    const PREFIX: &str = "pub extern \"system\" fn Java_dev_sluice_spark_jni_SluiceNative_";
+/// The JNI entry points the crate defines for `class` (in `src/calls`), by
+/// method name.
+fn rust_natives(class: &str) -> Vec<String> {
+    let prefix = format!("pub extern \"system\" fn Java_dev_sluice_spark_jni_{class}_");
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/calls");
     let mut names = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("src/calls") {
         let text = std::fs::read_to_string(entry.expect("entry").path()).expect("source");
-        for decl in text.split(PREFIX).skip(1) {
+        for decl in text.split(prefix.as_str()).skip(1) {
             let name = decl.split(['<', '(']).next().expect("a name");
             names.push(name.to_owned());
         }
@@ -327,7 +328,24 @@ fn rust_natives() -> Vec<String> {
 
 #[test]
 fn every_java_native_has_one_entry_point_and_no_entry_point_is_unused() {
-    let java = java_natives();
+    let java = java_natives("SluiceNative");
     assert!(java.len() > 20, "{java:?}");
-    assert_eq!(java, rust_natives());
+    assert_eq!(java, rust_natives("SluiceNative"));
+    let service = java_natives("ServiceNative");
+    assert!(service.len() >= 10, "{service:?}");
+    assert_eq!(service, rust_natives("ServiceNative"));
+}
+
+#[test]
+fn the_service_request_codes_agree_with_java() {
+    use sluice_jni::calls::service::{END_APPLICATION, REGISTER, RENEW, UNREGISTER};
+    let source = java_source("jni/ServiceNative");
+    for (name, code) in [
+        ("REGISTER", REGISTER),
+        ("UNREGISTER", UNREGISTER),
+        ("RENEW", RENEW),
+        ("END_APPLICATION", END_APPLICATION),
+    ] {
+        assert_eq!(java_value(&source, name).parse::<i32>(), Ok(code), "{name}");
+    }
 }

@@ -79,6 +79,7 @@ pub struct Client {
     wr: BufWriter<OwnedWriteHalf>,
     frames: u64,
     lease: Duration,
+    reading: Option<ReadState>,
 }
 
 impl Client {
@@ -95,8 +96,14 @@ impl Client {
             .map_err(|source| ClientError::Connect { addr, source })?;
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
-        let mut c =
-            Client { addr, rd: BufReader::new(rd), wr: BufWriter::new(wr), frames: 0, lease };
+        let mut c = Client {
+            addr,
+            rd: BufReader::new(rd),
+            wr: BufWriter::new(wr),
+            frames: 0,
+            lease,
+            reading: None,
+        };
         let nonce = match c.recv("waiting for the challenge").await? {
             Message::Challenge { nonce } => nonce,
             other => return Err(c.unexpected("waiting for the challenge", &other)),
@@ -166,6 +173,7 @@ impl Client {
     }
 
     async fn call(&mut self, m: &Message, what: &'static str) -> Result<Message, ClientError> {
+        self.idle()?;
         self.send_frame(&frame::encode(m)).await?;
         self.recv(what).await
     }
@@ -226,6 +234,7 @@ impl Client {
             });
         };
         let seq = *seq;
+        self.idle()?;
         let bytes = frame::encode(chunk);
         let sent = frame::crc_of(&bytes);
         for _ in 0..=MAX_SLOW_DOWNS {
@@ -274,48 +283,99 @@ impl Client {
         end: u32,
         winners: Vec<Winner>,
     ) -> Result<Vec<Block>, ClientError> {
-        self.send_frame(&frame::encode(&Message::Read {
-            shuffle,
-            generation,
-            start,
-            end,
-            winners,
-        }))
-        .await?;
+        self.read_start(shuffle, generation, start, end, winners).await?;
         let mut blocks = Vec::new();
-        let (mut records, mut bytes) = (0u64, 0u64);
-        loop {
-            match self.recv("reading").await? {
-                Message::Data { partition, map, records: n, data } => {
-                    if partition < start || partition >= end {
-                        return Err(ClientError::StreamMismatch {
-                            addr: self.addr,
-                            what: "partition",
-                            said: u64::from(end),
-                            counted: u64::from(partition),
-                        });
-                    }
-                    records += n;
-                    bytes += data.len() as u64;
-                    blocks.push(Block { partition, map, records: n, data });
+        while let Some(b) = self.read_next().await? {
+            blocks.push(b);
+        }
+        Ok(blocks)
+    }
+
+    /// Sends a read; its blocks come from [`Client::read_next`]. Until the
+    /// stream has ended, no other request may be sent on this connection.
+    pub async fn read_start(
+        &mut self,
+        shuffle: u32,
+        generation: u32,
+        start: u32,
+        end: u32,
+        winners: Vec<Winner>,
+    ) -> Result<(), ClientError> {
+        self.idle()?;
+        let m = Message::Read { shuffle, generation, start, end, winners };
+        self.send_frame(&frame::encode(&m)).await?;
+        self.reading = Some(ReadState { start, end, blocks: 0, records: 0, bytes: 0 });
+        Ok(())
+    }
+
+    /// The next block of the read in progress, or `None` at its end (once
+    /// the end's totals matched what the stream carried).
+    pub async fn read_next(&mut self) -> Result<Option<Block>, ClientError> {
+        let addr = self.addr;
+        let Some(mut st) = self.reading.take() else {
+            return Err(ClientError::Unexpected {
+                addr,
+                what: "reading",
+                got: "no read in progress",
+            });
+        };
+        match self.recv("reading").await? {
+            Message::Data { partition, map, records, data } => {
+                if partition < st.start || partition >= st.end {
+                    return Err(ClientError::StreamMismatch {
+                        addr,
+                        what: "partition",
+                        said: u64::from(st.end),
+                        counted: u64::from(partition),
+                    });
                 }
-                Message::End { blocks: b, records: r, bytes: y } => {
-                    let addr = self.addr;
-                    for (what, said, counted) in [
-                        ("blocks", b, blocks.len() as u64),
-                        ("records", r, records),
-                        ("bytes", y, bytes),
-                    ] {
-                        if said != counted {
-                            return Err(ClientError::StreamMismatch { addr, what, said, counted });
-                        }
-                    }
-                    return Ok(blocks);
-                }
-                other => return Err(self.unexpected("reading", &other)),
+                st.blocks += 1;
+                st.records += records;
+                st.bytes += data.len() as u64;
+                self.reading = Some(st);
+                Ok(Some(Block { partition, map, records, data }))
             }
+            Message::End { blocks, records, bytes } => {
+                for (what, said, counted) in [
+                    ("blocks", blocks, st.blocks),
+                    ("records", records, st.records),
+                    ("bytes", bytes, st.bytes),
+                ] {
+                    if said != counted {
+                        return Err(ClientError::StreamMismatch { addr, what, said, counted });
+                    }
+                }
+                Ok(None)
+            }
+            other => Err(self.unexpected("reading", &other)),
         }
     }
+
+    /// Whether the connection can take a new request (no read half done).
+    pub fn is_idle(&self) -> bool {
+        self.reading.is_none()
+    }
+
+    fn idle(&self) -> Result<(), ClientError> {
+        if self.reading.is_some() {
+            return Err(ClientError::Unexpected {
+                addr: self.addr,
+                what: "sending a request",
+                got: "a read still in progress on this connection",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// What a read in progress has carried so far.
+#[derive(Debug)]
+struct ReadState {
+    start: u32,
+    end: u32,
+    blocks: u64,
+    records: u64,
+    bytes: u64,
 }
 
 /// A map attempt's output for one daemon: records gathered per reduce

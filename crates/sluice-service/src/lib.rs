@@ -15,8 +15,8 @@
 //! - [`client`]: connect, register, push, commit, read.
 //!
 //! Node `n` of `N` owns a contiguous range of a shuffle's reduce
-//! partitions (the engine's `node_of`), so one reduce task's read goes to
-//! one daemon as one request, not one per map output.
+//! partitions ([`node_of`], [`reduce_ids`]), so one reduce task's read goes
+//! to one daemon as one request, not one per map output.
 
 pub mod auth;
 pub mod client;
@@ -25,3 +25,7 @@ pub mod protocol;
 
 pub use client::{AttemptPusher, Block, Client, ClientError};
 pub use daemon::{Daemon, DaemonConfig, DaemonError};
+/// Which daemon owns a reduce partition, and which partitions a daemon
+/// owns: the engine's two-level partitioning, so the embedded engine and
+/// the service split a shuffle the same way.
+pub use sluice_engine::{node_of, reduce_ids};

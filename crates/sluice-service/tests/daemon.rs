@@ -270,39 +270,61 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn staged_chunks_that_fill_the_budget_slow_pushes_down() {
+async fn staged_chunks_past_the_budget_spill_and_no_pusher_waits() {
     let budget = sluice_service::daemon::MIN_MEMORY_BYTES;
     let n = node("127.0.0.1", budget).await;
-    let mut a = client(n.addr(), "app-slow").await;
+    let addr = n.addr();
+    let mut a = client(addr, "app-staged").await;
     a.register_shuffle(0, 0, 2).await.expect("register");
-    let big = move |map: u32, seq: u32| Message::Push {
+    let chunk = move |map: u32, seq: u32| Message::Push {
         shuffle: 0,
         generation: 0,
         map,
         attempt: 1,
         seq,
         sections: vec![Section {
-            partition: 0,
+            partition: map % 2,
             records: 1,
-            data: vec![1u8; (budget / 3) as usize],
+            data: vec![map as u8 + 1; (budget / 3) as usize],
         }],
     };
-    let c0 = a.push(&big(0, 0)).await.expect("push");
-    let c1 = a.push(&big(0, 1)).await.expect("push");
-    let c2 = a.push(&big(0, 2)).await.expect("push");
-    // Staged chunks fill the budget and cannot spill: the next push waits.
-    let addr = n.addr();
-    let waiter = tokio::spawn(async move {
-        let mut b = client(addr, "app-slow").await;
-        b.push(&big(1, 0)).await
+    // Two map attempts push three budget-thirds each before either commits:
+    // twice the budget staged at once. Neither may wait on the other.
+    let other = tokio::spawn(async move {
+        let mut b = client(addr, "app-staged").await;
+        let acks =
+            [b.push(&chunk(1, 0)).await?, b.push(&chunk(1, 1)).await?, b.push(&chunk(1, 2)).await?];
+        b.commit(0, 0, 1, 1, 3, acks_checksum([(0, acks[0]), (1, acks[1]), (2, acks[2])]), 3).await
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!waiter.is_finished(), "a push over the budget was accepted at once");
-    // Committing moves the staged chunks to a partition that can spill.
-    a.commit(0, 0, 0, 1, 3, acks_checksum([(0, c0), (1, c1), (2, c2)]), 3).await.expect("commit");
-    waiter.await.expect("join").expect("the slowed push goes through");
+    let acks = [
+        a.push(&chunk(0, 0)).await.expect("push"),
+        a.push(&chunk(0, 1)).await.expect("push"),
+        a.push(&chunk(0, 2)).await.expect("push"),
+    ];
+    a.commit(0, 0, 0, 1, 3, acks_checksum([(0, acks[0]), (1, acks[1]), (2, acks[2])]), 3)
+        .await
+        .expect("commit");
+    tokio::time::timeout(Duration::from_secs(30), other)
+        .await
+        .expect("in time")
+        .expect("join")
+        .expect("commit");
     let [_, peak, spilled, _] = a.stats().await.expect("stats");
     assert!(peak <= budget && spilled > 0, "peak {peak}, spilled {spilled}");
+    let winners = vec![Winner { map: 0, attempt: 1 }, Winner { map: 1, attempt: 1 }];
+    for p in 0..2u32 {
+        let blocks = a.read(0, 0, p, p + 1, winners.clone()).await.expect("read");
+        assert_eq!(blocks.len(), 3, "partition {p}");
+        assert!(blocks.iter().all(|b| b.map == p
+            && b.data.len() == (budget / 3) as usize
+            && b.data.iter().all(|&x| x == p as u8 + 1)));
+    }
+    a.unregister_shuffle(0).await.expect("unregister");
+    assert!(
+        walk(n.dir.path()).is_empty() || walk(n.dir.path()).iter().all(|f| f.is_dir()),
+        "spill files deleted: {:?}",
+        walk(n.dir.path())
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

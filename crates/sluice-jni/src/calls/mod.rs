@@ -6,6 +6,7 @@ pub mod engine;
 pub mod fetch;
 pub mod map;
 pub mod reduce;
+pub mod service;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;

@@ -150,7 +150,7 @@ async fn handle(
 async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), ProtocolError> {
     let (mut blocks, mut records, mut bytes) = (0u64, 0u64, 0u64);
     for b in plan {
-        let data = match tokio::task::block_in_place(|| b.fetch()) {
+        let data = match tokio::task::block_in_place(|| b.at.fetch()) {
             Ok(d) => d,
             Err(r) => return refuse(out, r).await,
         };

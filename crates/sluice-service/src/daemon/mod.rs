@@ -6,6 +6,8 @@
 //!
 //! - `store`: applications, shuffles, staging, commits, partitions, spill.
 //! - `conn`: one connection: challenge, authentication, then requests.
+//! - `spill`: blocks in memory or in spill files, written in one write per
+//!   spill and checked by CRC32C when read back.
 //!
 //! Start-up checks every directory (exists, is a directory, writable) and
 //! binds the port before anything is served; each failure is a
@@ -17,6 +19,7 @@
 //! lease lapses.
 
 mod conn;
+mod spill;
 mod store;
 
 use std::net::SocketAddr;

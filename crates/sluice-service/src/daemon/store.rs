@@ -13,24 +13,25 @@
 //! tracker), so a speculative or retried attempt never adds records, and a
 //! winner that never committed here is [`ErrorCode::MissingCommit`].
 //!
-//! Bytes are accounted by the store itself: `held` is staged chunks plus
+//! Bytes are accounted by the store itself: `held` is the staged chunks and
 //! partition blocks in memory. A push that would take `held` over the
-//! budget first spills the partition with the most bytes in memory (all of
-//! its blocks in one sequential write, each block's CRC32C kept and checked
-//! on read); if staged chunks alone fill the budget the push gets
-//! [`Message::SlowDown`]. A failed spill (a full disk) refuses the push
-//! with [`ErrorCode::Storage`]; nothing already acknowledged is dropped.
+//! budget first spills the owner with the most bytes in memory, a reduce
+//! partition or a map attempt's staged chunks (all of its blocks in one
+//! sequential write, see `spill`); staged chunks spill too, so map tasks
+//! that push more than the budget before they commit never wait on each
+//! other. Only when nothing in memory can go (an impossible push larger
+//! than the budget) does a push get [`Message::SlowDown`]. A failed spill
+//! (a full disk) refuses the push with [`ErrorCode::Storage`]; nothing
+//! already acknowledged is dropped.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
-use sluice_core::format::checksum::crc32c;
 
+use super::spill::{spill, Appender, Loc};
 use crate::protocol::{acks_checksum, ErrorCode, Message, Section, Winner};
 
 /// A refusal: the code and a message naming what and where.
@@ -48,6 +49,8 @@ pub(crate) struct Store {
     peak: u64,
     spilled: u64,
     max_lease: Duration,
+    /// Spill files made so far (each file's name is unique in the store).
+    files: u64,
 }
 
 #[derive(Debug)]
@@ -70,22 +73,23 @@ struct Shuffle {
 
 #[derive(Debug, Default)]
 struct Staged {
-    chunks: BTreeMap<u32, (u32, Vec<Section>)>,
-    bytes: u64,
+    chunks: BTreeMap<u32, (u32, Vec<StagedSection>)>,
+    mem_bytes: u64,
+    file: Option<Appender>,
+}
+
+#[derive(Debug)]
+struct StagedSection {
+    partition: u32,
+    records: u64,
+    at: Loc,
 }
 
 #[derive(Debug, Default)]
 struct Part {
     blocks: Vec<Block>,
     mem_bytes: u64,
-    file: Option<PartFile>,
-}
-
-#[derive(Debug)]
-struct PartFile {
-    path: PathBuf,
-    file: Arc<File>,
-    len: u64,
+    file: Option<Appender>,
 }
 
 #[derive(Debug)]
@@ -96,54 +100,20 @@ struct Block {
     at: Loc,
 }
 
-#[derive(Debug)]
-enum Loc {
-    Mem(Arc<Vec<u8>>),
-    Disk { offset: u64, len: u32, crc: u32 },
-}
-
-/// One block of a read, to be fetched without the store's lock.
+/// One block of a read, fetched without the store's lock.
 #[derive(Debug)]
 pub(crate) struct BlockRef {
     pub(crate) partition: u32,
     pub(crate) map: u32,
     pub(crate) records: u64,
-    pub(crate) at: BlockAt,
+    pub(crate) at: Loc,
 }
 
+/// What a spill empties: a partition, or a map attempt's staged chunks.
 #[derive(Debug)]
-pub(crate) enum BlockAt {
-    Mem(Arc<Vec<u8>>),
-    Disk { file: Arc<File>, path: PathBuf, offset: u64, len: u32, crc: u32 },
-}
-
-impl BlockRef {
-    /// The block's bytes, a disk block checked against its CRC32C.
-    pub(crate) fn fetch(&self) -> Result<Vec<u8>, Refusal> {
-        match &self.at {
-            BlockAt::Mem(b) => Ok(b.to_vec()),
-            BlockAt::Disk { file, path, offset, len, crc } => {
-                let mut buf = vec![0u8; *len as usize];
-                file.read_exact_at(&mut buf, *offset).map_err(|e| {
-                    (
-                        ErrorCode::Storage,
-                        format!("reading {} at offset {offset}: {e}", path.display()),
-                    )
-                })?;
-                let actual = crc32c(&buf);
-                if actual != *crc {
-                    return Err((
-                        ErrorCode::Corrupt,
-                        format!(
-                            "{} at offset {offset}, {len} bytes: CRC32C {actual:#010x}, stored {crc:#010x}",
-                            path.display()
-                        ),
-                    ));
-                }
-                Ok(buf)
-            }
-        }
-    }
+enum Owner {
+    Part(u32),
+    Staged(u32, u64),
 }
 
 fn refuse<T>(code: ErrorCode, message: String) -> Result<T, Refusal> {
@@ -152,7 +122,16 @@ fn refuse<T>(code: ErrorCode, message: String) -> Result<T, Refusal> {
 
 impl Store {
     pub(crate) fn new(dirs: Vec<PathBuf>, budget: u64, max_lease: Duration) -> Store {
-        Store { apps: HashMap::new(), dirs, budget, held: 0, peak: 0, spilled: 0, max_lease }
+        Store {
+            apps: HashMap::new(),
+            dirs,
+            budget,
+            held: 0,
+            peak: 0,
+            spilled: 0,
+            max_lease,
+            files: 0,
+        }
     }
 
     /// Opens (or renews) application `app`'s lease; the lease granted.
@@ -207,14 +186,10 @@ impl Store {
         }
     }
 
+    /// Frees a shuffle's bytes; its spill files go with their last block.
     fn drop_shuffle(&mut self, s: Shuffle) {
-        self.held -= s.staged.values().map(|st| st.bytes).sum::<u64>();
-        for (_, p) in s.parts {
-            self.held -= p.mem_bytes;
-            if let Some(f) = p.file {
-                let _ = std::fs::remove_file(&f.path);
-            }
-        }
+        self.held -= s.staged.values().map(|st| st.mem_bytes).sum::<u64>();
+        self.held -= s.parts.values().map(|p| p.mem_bytes).sum::<u64>();
     }
 
     fn app(&mut self, app: &str) -> Result<&mut App, Refusal> {
@@ -355,8 +330,16 @@ impl Store {
         }
         let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
         let st = s.staged.entry((map, attempt)).or_default();
+        let sections = sections
+            .into_iter()
+            .map(|x| StagedSection {
+                partition: x.partition,
+                records: x.records,
+                at: Loc::Mem(Arc::new(x.data)),
+            })
+            .collect();
         st.chunks.insert(seq, (crc, sections));
-        st.bytes += bytes;
+        st.mem_bytes += bytes;
         self.held += bytes;
         self.peak = self.peak.max(self.held);
         Ok(Message::PushAck { seq, crc })
@@ -387,10 +370,9 @@ impl Store {
         let staged_crc = acks_checksum(st.chunks.iter().map(|(seq, (crc, _))| (*seq, *crc)));
         let contiguous = seqs.iter().copied().eq(0..chunks);
         if !contiguous || staged_crc != acks_crc || staged_records != records {
-            let held = st.bytes;
             // A failed commit's chunks are dropped: the attempt fails and
             // its retry pushes again.
-            self.held -= held;
+            self.held -= st.mem_bytes;
             return refuse(
                 ErrorCode::CommitMismatch,
                 format!(
@@ -400,16 +382,12 @@ impl Store {
                 ),
             );
         }
+        // The staged bytes in memory become the partitions' (held stays).
         for (_, (_, sections)) in st.chunks {
             for x in sections {
                 let part = s.parts.entry(x.partition).or_default();
-                part.mem_bytes += x.data.len() as u64;
-                part.blocks.push(Block {
-                    map,
-                    attempt,
-                    records: x.records,
-                    at: Loc::Mem(Arc::new(x.data)),
-                });
+                part.mem_bytes += x.at.mem_bytes();
+                part.blocks.push(Block { map, attempt, records: x.records, at: x.at });
             }
         }
         let v = s.committed.entry(map).or_default();
@@ -455,58 +433,67 @@ impl Store {
         let mut plan = Vec::new();
         for (&p, part) in s.parts.range(start..end) {
             for b in part.blocks.iter().filter(|b| chosen.contains(&(b.map, b.attempt))) {
-                let at = match &b.at {
-                    Loc::Mem(d) => BlockAt::Mem(d.clone()),
-                    Loc::Disk { offset, len, crc } => {
-                        let Some(f) = &part.file else {
-                            return refuse(
-                                ErrorCode::Storage,
-                                format!("partition {p} has disk blocks and no file"),
-                            );
-                        };
-                        BlockAt::Disk {
-                            file: f.file.clone(),
-                            path: f.path.clone(),
-                            offset: *offset,
-                            len: *len,
-                            crc: *crc,
-                        }
-                    }
-                };
-                plan.push(BlockRef { partition: p, map: b.map, records: b.records, at });
+                plan.push(BlockRef {
+                    partition: p,
+                    map: b.map,
+                    records: b.records,
+                    at: b.at.clone(),
+                });
             }
         }
         Ok(plan)
     }
 
-    /// Spills the partition with the most bytes in memory; false when no
-    /// partition holds any (only staged chunks are held).
+    /// Spills the owner with the most bytes in memory (a partition, or an
+    /// attempt's staged chunks); false when nothing is in memory.
     fn spill_largest(&mut self) -> Result<bool, Refusal> {
-        let mut best: Option<(u64, String, u32, u32)> = None;
+        let mut best: Option<(u64, String, u32, Owner)> = None;
+        let mut consider = |bytes: u64, app: &String, sh: u32, owner: Owner| {
+            if bytes > best.as_ref().map_or(0, |b| b.0) {
+                best = Some((bytes, app.clone(), sh, owner));
+            }
+        };
         for (id, a) in &self.apps {
             for (&sh, s) in &a.shuffles {
                 for (&p, part) in &s.parts {
-                    if part.mem_bytes > best.as_ref().map_or(0, |b| b.0) {
-                        best = Some((part.mem_bytes, id.clone(), sh, p));
-                    }
+                    consider(part.mem_bytes, id, sh, Owner::Part(p));
+                }
+                for (&(map, attempt), st) in &s.staged {
+                    consider(st.mem_bytes, id, sh, Owner::Staged(map, attempt));
                 }
             }
         }
-        let Some((_, app, sh, p)) = best else { return Ok(false) };
-        let dirs = self.dirs.clone();
-        let a = self
-            .apps
-            .get_mut(&app)
-            .ok_or((ErrorCode::Storage, "spill target vanished".to_owned()))?;
-        let tag = a.tag.clone();
-        let s = a
-            .shuffles
-            .get_mut(&sh)
-            .ok_or((ErrorCode::Storage, "spill target vanished".to_owned()))?;
+        let Some((_, app, sh, owner)) = best else { return Ok(false) };
+        self.files += 1;
+        let n = self.files;
+        let dirs = &self.dirs;
+        let vanished = || (ErrorCode::Storage, "the spill's owner vanished".to_owned());
+        let a = self.apps.get_mut(&app).ok_or_else(vanished)?;
+        let s = a.shuffles.get_mut(&sh).ok_or_else(vanished)?;
+        let dir = dirs[(n as usize) % dirs.len()].join(&a.tag);
         let generation = s.generation;
-        let part =
-            s.parts.get_mut(&p).ok_or((ErrorCode::Storage, "spill target vanished".to_owned()))?;
-        let freed = spill(part, &dirs, &tag, sh, generation, p)?;
+        let freed = match owner {
+            Owner::Part(p) => {
+                let part = s.parts.get_mut(&p).ok_or_else(vanished)?;
+                let name = format!("s{sh}-g{generation}-p{p}-{n}.data");
+                let freed = spill(
+                    &mut part.file,
+                    || dir.join(name),
+                    part.blocks.iter_mut().map(|b| &mut b.at),
+                )?;
+                part.mem_bytes -= freed;
+                freed
+            }
+            Owner::Staged(map, attempt) => {
+                let st = s.staged.get_mut(&(map, attempt)).ok_or_else(vanished)?;
+                let name = format!("s{sh}-g{generation}-m{map}-a{attempt}-{n}.staged");
+                let blocks =
+                    st.chunks.values_mut().flat_map(|(_, x)| x.iter_mut().map(|x| &mut x.at));
+                let freed = spill(&mut st.file, || dir.join(name), blocks)?;
+                st.mem_bytes -= freed;
+                freed
+            }
+        };
         self.held -= freed;
         self.spilled += freed;
         Ok(true)
@@ -520,52 +507,4 @@ impl Store {
             budget_bytes: self.budget,
         }
     }
-}
-
-/// Writes all of a partition's in-memory blocks to its file in one write;
-/// the bytes freed.
-fn spill(
-    part: &mut Part,
-    dirs: &[PathBuf],
-    tag: &str,
-    shuffle: u32,
-    generation: u32,
-    p: u32,
-) -> Result<u64, Refusal> {
-    let storage = |path: &Path, e: std::io::Error| {
-        (ErrorCode::Storage, format!("spilling to {}: {e}", path.display()))
-    };
-    if part.file.is_none() {
-        let dir = dirs[(shuffle as usize).wrapping_mul(31).wrapping_add(p as usize) % dirs.len()]
-            .join(tag);
-        std::fs::create_dir_all(&dir).map_err(|e| storage(&dir, e))?;
-        let path = dir.join(format!("s{shuffle}-g{generation}-p{p}.data"));
-        let file = File::options()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| storage(&path, e))?;
-        part.file = Some(PartFile { path, file: Arc::new(file), len: 0 });
-    }
-    let Some(f) = part.file.as_mut() else { return Ok(0) };
-    let mut buf = Vec::with_capacity(part.mem_bytes as usize);
-    let mut placed = Vec::new();
-    for (i, b) in part.blocks.iter().enumerate() {
-        if let Loc::Mem(d) = &b.at {
-            placed.push((i, f.len + buf.len() as u64, d.len() as u32, crc32c(d)));
-            buf.extend_from_slice(d);
-        }
-    }
-    // At the file's recorded end, so a write a full disk cut short is
-    // overwritten by the next spill rather than left between blocks.
-    f.file.write_all_at(&buf, f.len).map_err(|e| storage(&f.path, e))?;
-    f.len += buf.len() as u64;
-    for (i, offset, len, crc) in placed {
-        part.blocks[i].at = Loc::Disk { offset, len, crc };
-    }
-    let freed = part.mem_bytes;
-    part.mem_bytes = 0;
-    Ok(freed)
 }

@@ -4,15 +4,19 @@ import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.EngineSettings;
 import dev.sluice.spark.jni.NativeLibrary;
+import dev.sluice.spark.jni.ServiceNative;
 import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.jni.SpillStrategy;
 import dev.sluice.spark.ops.OpSpec;
 import dev.sluice.spark.ops.SluiceOpReader;
 import dev.sluice.spark.ops.SluiceOpSerializer;
 import dev.sluice.spark.ops.SluiceOpWriter;
+import dev.sluice.spark.service.Daemons;
+import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.shuffle.Coverage;
 import dev.sluice.spark.shuffle.EngineShuffles;
 import dev.sluice.spark.shuffle.RowShuffleReader;
+import dev.sluice.spark.shuffle.ServiceReads;
 import dev.sluice.spark.shuffle.ShuffleKind;
 import dev.sluice.spark.shuffle.SluiceConf;
 import dev.sluice.spark.shuffle.SluiceSerializerManager;
@@ -21,6 +25,7 @@ import dev.sluice.spark.shuffle.SluiceShuffleWriter;
 import dev.sluice.spark.shuffle.SparkLine;
 import dev.sluice.spark.sort.SortKind;
 import dev.sluice.spark.sort.SortedRowSerializer;
+import java.io.IOException;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.ShuffleDependency;
@@ -62,6 +67,9 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
   private final SpillStrategy operatorSpill;
   /** Spark shuffle id to the engine's id for it, in this process. */
   private final ConcurrentHashMap<Integer, Integer> engineIds = new ConcurrentHashMap<>();
+  /** The service shuffles this process (the driver) registered at the daemons. */
+  private final Set<Integer> serviceShuffles = ConcurrentHashMap.newKeySet();
+
   /** Map task ids whose output files this process wrote, per Sluice shuffle. */
   private final ConcurrentHashMap<Integer, Set<Long>> mapIds = new ConcurrentHashMap<>();
 
@@ -159,7 +167,38 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
     }
     ShuffleKind kind =
         sortKind == SortKind.NONE ? new ShuffleKind.Plain() : new ShuffleKind.Ordered(sortKind);
-    return new SluiceShuffleHandle<>(shuffleId, dependency, maps, kind);
+    return new SluiceShuffleHandle<>(
+        shuffleId, dependency, maps, kind, toService(shuffleId, kind, dependency));
+  }
+
+  /**
+   * Whether a shuffle goes to the service's daemons: in service mode, for the shuffles the
+   * daemons cover ({@link SluiceShuffleHandle#serviceCovers}), once every daemon registered it.
+   * A daemon that cannot be reached leaves the shuffle embedded, and the log says why.
+   */
+  private boolean toService(int shuffleId, ShuffleKind kind, ShuffleDependency<?, ?, ?> dep) {
+    ServiceConf service = ServiceConf.of(conf);
+    if (service == null) {
+      return false;
+    }
+    if (!SluiceShuffleHandle.serviceCovers(kind, dep)) {
+      LOG.info(
+          "Sluice: shuffle {} stays embedded: the service keeps shuffles without aggregator,"
+              + " ordering or native operator",
+          shuffleId);
+      return false;
+    }
+    Daemons daemons = Daemons.of(service);
+    try {
+      daemons.onEvery(ServiceNative.REGISTER, shuffleId, dep.partitioner().numPartitions());
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("Sluice: shuffle {} stays embedded: {}", shuffleId, e.getMessage());
+      return false;
+    }
+    daemons.renewLeases();
+    serviceShuffles.add(shuffleId);
+    LOG.info("Sluice: shuffle {} goes to the service's {} daemons", shuffleId, service.nodes());
+    return true;
   }
 
   @Override
@@ -199,6 +238,22 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
     }
     requireLibrary(handle);
     SluiceShuffleHandle<K, ?, C> h = (SluiceShuffleHandle<K, ?, C>) handle;
+    if (h.service()) {
+      if (RowShuffleReader.covers(h, SparkEnv.get().conf())) {
+        return new RowShuffleReader<>(
+                h,
+                SparkEnv.get()
+                    .mapOutputTracker()
+                    .getMapSizesByExecutorId(
+                        h.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition),
+                context,
+                metrics,
+                false)
+            .service(startPartition, endPartition);
+      }
+      return new ServiceReads<>(
+          h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
+    }
     if (h.kind().nativeReduce()) {
       openEngine(new SluiceConf(SparkEnv.get().conf()));
       return new SluiceOpReader<>(
@@ -222,6 +277,17 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
 
   @Override
   public boolean unregisterShuffle(int shuffleId) {
+    if (serviceShuffles.remove(shuffleId)) {
+      // Registered by this (driver) process: the daemons delete the shuffle's data.
+      try {
+        Daemons.of(ServiceConf.of(conf)).onEvery(ServiceNative.UNREGISTER, shuffleId, 0);
+      } catch (IOException | RuntimeException e) {
+        LOG.warn(
+            "Sluice: unregistering shuffle {} at the daemons: {} (the lease deletes it)",
+            shuffleId,
+            e.getMessage());
+      }
+    }
     Integer engineId = engineIds.remove(shuffleId);
     if (engineId != null) {
       SluiceNative.unregisterShuffle(engineId);
@@ -242,7 +308,26 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       SluiceNative.unregisterShuffle(engineId);
     }
     engineIds.clear();
+    ServiceConf service = serviceConf();
+    if (service != null) {
+      // The driver (which registered shuffles) ends the application at the daemons.
+      Daemons.of(service).close("driver".equals(executorId()));
+    }
     super.stop();
+  }
+
+  /** The service's settings, or null in embedded mode or with settings that do not parse. */
+  private ServiceConf serviceConf() {
+    try {
+      return ServiceConf.of(conf);
+    } catch (IllegalArgumentException e) {
+      return null;
+    }
+  }
+
+  private static String executorId() {
+    SparkEnv env = SparkEnv.get();
+    return env == null ? null : env.executorId();
   }
 
   /** Why no shuffle of an application with these settings runs on Sluice, or null if they do. */

@@ -27,14 +27,15 @@ class PackageLayersTest {
   /**
    * Bottom to top, by the name after {@code dev.sluice.spark} ("" is the root package): the
    * version shims; the types every part and the user name (aggregates, settings, limits, the
-   * exception); the JNI boundary; the counters; Spark's combiners; native sorts and row framing; a
-   * Sluice shuffle; offloaded operators; the entry points a user names (the shuffle manager, the
-   * operators' API); the Spark SQL extension; the example jobs.
+   * exception); the JNI boundary; the counters; the client of the service's daemons; Spark's
+   * combiners; native sorts and row framing; a Sluice shuffle; offloaded operators; the entry
+   * points a user names (the shuffle manager, the operators' API); the Spark SQL extension; the
+   * example jobs.
    */
   static final List<String> LAYERS =
       List.of(
-          "shim", "api", "jni", "metrics", "combine", "sort", "shuffle", "ops", "", "sql",
-          "examples");
+          "shim", "api", "jni", "metrics", "service", "combine", "sort", "shuffle", "ops", "",
+          "sql", "examples");
 
   private static final Pattern PACKAGE =
       Pattern.compile("^package dev\\.sluice\\.spark(?:\\.(\\w+))?;", Pattern.MULTILINE);

@@ -73,6 +73,7 @@ class SluiceSettingTest {
         case BYTES -> s.bytes(none);
         case BOOLEAN -> s.flag(none);
         case CHOICE -> assertTrue(s.choices().contains(s.choice(none)), s.key);
+        case TEXT -> assertEquals(s.defaultValue, s.text(none), s.key);
       }
     }
     SluiceConf c = new SluiceConf(none);

@@ -187,14 +187,57 @@ public enum SluiceSetting {
       Scope.SESSION,
       "repartition(n) of an input whose row order is the same in every attempt (a range, a"
           + " file scan or a cached table of those, under deterministic projections and filters)"
-          + " deals its rows without Spark SQL's defensive sort; any other input keeps the sort.");
+          + " deals its rows without Spark SQL's defensive sort; any other input keeps the sort."),
+  MODE(
+      "mode",
+      Type.CHOICE,
+      "embedded",
+      0,
+      0,
+      "embedded, service",
+      Scope.SHUFFLE,
+      "Where shuffles' map output goes: embedded (each executor's files, fetched by Spark) or"
+          + " service (pushed to the sluice daemons of spark.sluice.service.daemons and read from"
+          + " them as one stream per reduce task; see docs/service.md for the shuffles it covers,"
+          + " the others stay embedded)."),
+  SERVICE_DAEMONS(
+      "service.daemons",
+      Type.TEXT,
+      "",
+      0,
+      0,
+      "ip:port, comma separated",
+      Scope.SHUFFLE,
+      "The sluice daemons, one per node, in the same order for the whole application: daemon i of"
+          + " n keeps reduce partitions [i P / n, (i + 1) P / n) of every service shuffle."),
+  SERVICE_APP(
+      "service.app",
+      Type.TEXT,
+      "",
+      0,
+      0,
+      "a name",
+      Scope.SHUFFLE,
+      "The application's name at the daemons, unique among the applications running at once: its"
+          + " shuffles and lease are kept under it."),
+  SERVICE_APP_KEY(
+      "service.appKey",
+      Type.TEXT,
+      "",
+      0,
+      0,
+      "64 hex digits",
+      Scope.SHUFFLE,
+      "The application's key, `sluice app-key --secret-file F --app NAME` on a daemon's node (an"
+          + " HMAC of the name under the node secret; never the secret itself).");
 
   /** A setting's type: how its value is written and parsed. */
   public enum Type {
     INT,
     BYTES,
     BOOLEAN,
-    CHOICE
+    CHOICE,
+    TEXT
   }
 
   /** When a setting is read, so when a change takes effect. */
@@ -229,7 +272,7 @@ public enum SluiceSetting {
   final long min;
 
   final long max;
-  /** INT or BYTES: the unit; CHOICE: the choices, comma separated. */
+  /** INT or BYTES: the unit; CHOICE: the choices, comma separated; TEXT: what it holds. */
   final String unit;
 
   public final Scope scope;
@@ -337,6 +380,12 @@ public enum SluiceSetting {
     return s;
   }
 
+  /** A TEXT setting's value, trimmed ({@code ""} when unset). */
+  public String text(SparkConf conf) {
+    check(Type.TEXT);
+    return raw(conf);
+  }
+
   /** A CHOICE setting's choices. */
   public List<String> choices() {
     List<String> out = new ArrayList<>();
@@ -417,6 +466,8 @@ public enum SluiceSetting {
         return Limits.sizeText(min) + " to " + Limits.sizeText(max);
       case CHOICE:
         return String.join(", ", choices());
+      case TEXT:
+        return unit;
       default:
         return "true, false";
     }

@@ -25,6 +25,10 @@ public final class SluiceMetrics {
   public static final AtomicLong MAP_COMBINES_BY_SPARK = new AtomicLong();
   public static final AtomicLong OP_FIRST_LEVELS_OFF = new AtomicLong();
   public static final AtomicLong SQL_NATIVE_NODES = new AtomicLong();
+  /** Map attempts whose output went to the service's daemons. */
+  public static final AtomicLong SERVICE_MAP_OUTPUTS = new AtomicLong();
+  /** Reduce-side reads served by the service's daemons (one per daemon a task read from). */
+  public static final AtomicLong SERVICE_READS = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -68,6 +72,16 @@ public final class SluiceMetrics {
     return dev.sluice.spark.jni.NativeLibrary.unavailableReason() != null
         ? 0
         : SluiceNative.stoppedWaits();
+  }
+
+  /** Map attempts whose output went to the service's daemons. */
+  public static long serviceMapOutputs() {
+    return SERVICE_MAP_OUTPUTS.get();
+  }
+
+  /** Reads of a reduce task's partitions from one daemon each. */
+  public static long serviceReads() {
+    return SERVICE_READS.get();
   }
 
   /** Map attempts whose output Sluice wrote. */

@@ -5,6 +5,10 @@ import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
+import dev.sluice.spark.service.Daemons;
+import dev.sluice.spark.service.ServiceConf;
+import dev.sluice.spark.service.ServicePush;
+import dev.sluice.spark.service.ServiceStreams;
 import dev.sluice.spark.shim.LineShim;
 import java.io.File;
 import java.io.IOException;
@@ -17,6 +21,7 @@ import org.apache.spark.memory.SparkOutOfMemoryError;
 import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
+import org.apache.spark.storage.BlockManagerId;
 
 /**
  * One map attempt's side of the engine: a direct buffer the writer fills with engine records
@@ -81,6 +86,9 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** Spark's row checksums of the attempt (Spark 4.1 and later), or null when it has none. */
   private final RowChecksums rows;
 
+  /** Whether the committed output goes to the service's daemons. */
+  private final boolean service;
+
   NativeMapOutput(
       int engineShuffle,
       int shuffleId,
@@ -91,7 +99,8 @@ public final class NativeMapOutput extends MemoryConsumer {
       ShuffleWriteMetricsReporter metrics,
       SluiceConf settings,
       IndexShuffleBlockResolver resolver,
-      RowChecksums rows) {
+      RowChecksums rows,
+      boolean service) {
     super(
         context.taskMemoryManager(),
         context.taskMemoryManager().pageSizeBytes(),
@@ -104,6 +113,7 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.owner = Thread.currentThread();
     this.context = context;
     this.rows = rows;
+    this.service = service;
     this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
     this.task =
         SluiceNative.mapOpen(
@@ -303,9 +313,22 @@ public final class NativeMapOutput extends MemoryConsumer {
     metrics.incBytesWritten(total);
     metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
+    BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
+    if (service) {
+      // The daemons keep the output from here; the local files are not read again.
+      ServicePush.push(
+          Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
+          shuffleId,
+          context.partitionId(),
+          mapId,
+          dataFile,
+          lengths);
+      resolver.removeDataByMap(shuffleId, mapId);
+      location = ServiceStreams.LOCATION;
+      SluiceMetrics.SERVICE_MAP_OUTPUTS.incrementAndGet();
+    }
     // Spark's row checksum (4.1 and later; 0 where the shuffle has none, as Spark's writers say).
-    return LineShim.mapStatus(
-        SparkEnv.get().blockManager().shuffleServerId(), lengths, mapId, rowChecksum);
+    return LineShim.mapStatus(location, lengths, mapId, rowChecksum);
   }
 
   /**

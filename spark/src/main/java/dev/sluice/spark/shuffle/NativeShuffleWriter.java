@@ -75,7 +75,8 @@ public abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             metrics,
             settings,
             resolver,
-            rows);
+            rows,
+            handle.service());
     output = opened;
     context.addTaskCompletionListener(
         (org.apache.spark.util.TaskCompletionListener) ctx -> opened.abort());

@@ -2,6 +2,7 @@ package dev.sluice.spark.shuffle;
 
 import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.metrics.SluiceMetrics;
+import dev.sluice.spark.service.ServiceStreams;
 import dev.sluice.spark.sort.RowFraming;
 import java.io.IOException;
 import java.io.InputStream;
@@ -61,6 +62,11 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
   private final ShuffleReadMetricsReporter metrics;
   private final boolean shouldBatchFetch;
 
+  /** The reduce partitions read, for a service shuffle's reads of the daemons. */
+  private int startPartition;
+
+  private int endPartition;
+
   /**
    * Whether this reader reads {@code handle}'s shuffle: Spark SQL rows that cross as they are
    * (no engine operator, sort or aggregator), with {@link SluiceSetting#SQL_ROWS_DIRECT} on, and
@@ -95,6 +101,13 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
     this.context = context;
     this.metrics = metrics;
     this.shouldBatchFetch = shouldBatchFetch;
+  }
+
+  /** The reader of a service shuffle's partitions {@code start..end} (from the daemons). */
+  public RowShuffleReader<K, C> service(int start, int end) {
+    this.startPartition = start;
+    this.endPartition = end;
+    return this;
   }
 
   /** Whether Spark's reader would fetch contiguous partitions as one (its own test, repeated). */
@@ -134,6 +147,13 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
     Serializer serializer = handle.dependency().serializer();
     SluiceSerializerManager segments =
         new SluiceSerializerManager(env.serializer(), conf, null, metrics);
+    if (handle.service()) {
+      ServiceStreams streams =
+          ServiceReads.streams(
+              handle, blocks, startPartition, endPartition, context, metrics, segments);
+      return new InterruptibleIterator<>(
+          context, (scala.collection.Iterator) new Rows(streams, segments, numFields(serializer)));
+    }
     var c = config();
     ShuffleBlockFetcherIterator fetch =
         new ShuffleBlockFetcherIterator(

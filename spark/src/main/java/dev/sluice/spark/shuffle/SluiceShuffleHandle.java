@@ -7,18 +7,48 @@ import org.apache.spark.shuffle.BaseShuffleHandle;
 
 /** The handle of a shuffle that runs through the Sluice engine (others keep Spark's handles). */
 public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, C> {
-  private static final long serialVersionUID = 2L;
+  private static final long serialVersionUID = 3L;
 
   /** Map tasks of the shuffle (the dependency's RDD is not shipped to executors). */
   private final int numMaps;
   /** What the shuffle computes, chosen on the driver. */
   private final ShuffleKind kind;
 
+  /** Whether its map output goes to the service's daemons (registered there by the driver). */
+  private final boolean service;
+
   public SluiceShuffleHandle(
       int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps, ShuffleKind kind) {
+    this(shuffleId, dependency, numMaps, kind, false);
+  }
+
+  public SluiceShuffleHandle(
+      int shuffleId,
+      ShuffleDependency<K, V, C> dependency,
+      int numMaps,
+      ShuffleKind kind,
+      boolean service) {
     super(shuffleId, dependency);
     this.numMaps = numMaps;
     this.kind = kind;
+    this.service = service;
+  }
+
+  /** Whether the shuffle's map output goes to the service's daemons. */
+  public boolean service() {
+    return service;
+  }
+
+  /**
+   * Whether a shuffle of this kind and dependency can go to the daemons: records as they are
+   * (no native reduce, no aggregator, no ordering), which the daemons keep and a reader
+   * deserializes as it comes.
+   */
+  public static boolean serviceCovers(ShuffleKind kind, ShuffleDependency<?, ?, ?> dependency) {
+    return kind instanceof ShuffleKind.Plain
+        && dependency.aggregator().isEmpty()
+        && dependency.keyOrdering().isEmpty()
+        && !dependency.mapSideCombine();
   }
 
   public ShuffleKind kind() {

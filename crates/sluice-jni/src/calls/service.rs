@@ -1,0 +1,309 @@
+//! The service's client side for the JVM (`dev.sluice.spark.jni.ServiceNative`):
+//! connections to daemons, map attempts pushing to them, reads of one
+//! stream. Each call blocks the calling (task) thread on the process's one
+//! small tokio runtime, [`RUNTIME_THREADS`] threads that drive the sockets.
+//! Connections and pushers are handles in registries (see `handles`),
+//! never pointers. A daemon's refusal or a broken connection is an
+//! `IOException` naming the daemon (`BridgeError::Service`).
+
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use jni::objects::{JByteArray, JClass, JIntArray, JLongArray, JString};
+use jni::sys::{jboolean, jbyteArray, jint, jlong};
+use jni::JNIEnv;
+use sluice_service::auth::Key;
+use sluice_service::protocol::Winner;
+use sluice_service::{AttemptPusher, Client};
+
+use super::{guard, non_negative};
+use crate::error::{BridgeError, BridgeResult};
+use crate::handles::Registry;
+
+/// `request`'s codes (Java's `ServiceNative.REGISTER` ...; a contract test
+/// checks both sides).
+pub const REGISTER: jint = 0;
+/// Deletes a shuffle's data.
+pub const UNREGISTER: jint = 1;
+/// Extends the application's lease.
+pub const RENEW: jint = 2;
+/// Deletes all of the application's data.
+pub const END_APPLICATION: jint = 3;
+
+/// Threads of the runtime that drives the service's sockets.
+pub const RUNTIME_THREADS: usize = 1;
+
+static CLIENTS: Registry<Client> = Registry::new("service connection");
+static PUSHERS: Registry<AttemptPusher> = Registry::new("service push");
+
+fn runtime() -> BridgeResult<&'static tokio::runtime::Runtime> {
+    static RT: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(RUNTIME_THREADS)
+            .thread_name("sluice-service-io")
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .as_ref()
+    .map_err(|e| BridgeError::Argument(format!("the service runtime did not start: {e}")))
+}
+
+fn u32_arg(v: i64, what: &str) -> BridgeResult<u32> {
+    u32::try_from(v).map_err(|_| BridgeError::Argument(format!("{what} {v} is out of range")))
+}
+
+/// `static native long connect(String address, String app, String keyHex, long leaseMs)`.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_connect<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    address: JString<'l>,
+    app: JString<'l>,
+    key_hex: JString<'l>,
+    lease_ms: jlong,
+) -> jlong {
+    guard(&mut env, 0, |env| {
+        let address: String = env.get_string(&address)?.into();
+        let app: String = env.get_string(&app)?.into();
+        let key_hex: String = env.get_string(&key_hex)?.into();
+        let addr: SocketAddr = address.parse().map_err(|_| {
+            BridgeError::Argument(format!("daemon address {address:?} is not ip:port"))
+        })?;
+        let key = Key::from_hex(&key_hex)
+            .map_err(|e| BridgeError::Argument(format!("spark.sluice.service.appKey: {e}")))?;
+        let lease = Duration::from_millis(non_negative(lease_ms, "lease")?);
+        let client = runtime()?.block_on(Client::connect(addr, &app, &key, lease))?;
+        Ok(CLIENTS.insert(client))
+    })
+}
+
+/// `static native void close(long connection)`.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_close<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    connection: jlong,
+) {
+    guard(&mut env, (), |_| {
+        drop(CLIENTS.take(connection)?);
+        Ok(())
+    })
+}
+
+/// `static native boolean idle(long connection)`: no read half done on it.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_idle<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    connection: jlong,
+) -> jboolean {
+    guard(&mut env, 0, |_| CLIENTS.with(connection, |c| Ok(jboolean::from(c.is_idle()))))
+}
+
+/// `static native void request(long connection, int what, int shuffle, int generation, int partitions)`:
+/// `what` is [`REGISTER`] (a shuffle), [`UNREGISTER`] (it), [`RENEW`] (the
+/// lease) or [`END_APPLICATION`].
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_request<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    connection: jlong,
+    what: jint,
+    shuffle: jint,
+    generation: jint,
+    partitions: jint,
+) {
+    guard(&mut env, (), |_| {
+        let rt = runtime()?;
+        let (shuffle, generation) =
+            (u32_arg(shuffle.into(), "shuffle")?, u32_arg(generation.into(), "generation")?);
+        CLIENTS.with(connection, |c| {
+            match what {
+                REGISTER => rt.block_on(c.register_shuffle(
+                    shuffle,
+                    generation,
+                    u32_arg(partitions.into(), "partitions")?,
+                ))?,
+                UNREGISTER => rt.block_on(c.unregister_shuffle(shuffle))?,
+                RENEW => rt.block_on(c.renew())?,
+                END_APPLICATION => rt.block_on(c.end_application())?,
+                other => return Err(BridgeError::Argument(format!("unknown request {other}"))),
+            }
+            Ok(())
+        })
+    })
+}
+
+/// `static native long pushOpen(int shuffle, int generation, int map, long attempt)`.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushOpen<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    shuffle: jint,
+    generation: jint,
+    map: jint,
+    attempt: jlong,
+) -> jlong {
+    guard(&mut env, 0, |_| {
+        Ok(PUSHERS.insert(AttemptPusher::new(
+            u32_arg(shuffle.into(), "shuffle")?,
+            u32_arg(generation.into(), "generation")?,
+            u32_arg(map.into(), "map")?,
+            non_negative(attempt, "attempt")?,
+        )))
+    })
+}
+
+/// `static native void pushAdd(long push, long connection, int partition, long records, byte[] data, int offset, int length)`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushAdd<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    push: jlong,
+    connection: jlong,
+    partition: jint,
+    records: jlong,
+    data: JByteArray<'l>,
+    offset: jint,
+    length: jint,
+) {
+    guard(&mut env, (), |env| {
+        let total = env.get_array_length(&data)?;
+        if offset < 0 || length < 0 || i64::from(offset) + i64::from(length) > i64::from(total) {
+            return Err(BridgeError::Argument(format!(
+                "bytes {offset}..+{length} of an array of {total}"
+            )));
+        }
+        let mut buf = vec![0i8; length as usize];
+        env.get_byte_array_region(&data, offset, &mut buf)?;
+        let bytes: Vec<u8> = buf.into_iter().map(|b| b as u8).collect();
+        let (partition, records) =
+            (u32_arg(partition.into(), "partition")?, non_negative(records, "records")?);
+        let rt = runtime()?;
+        PUSHERS.with(push, |p| {
+            CLIENTS.with(connection, |c| Ok(rt.block_on(p.add(c, partition, records, &bytes))?))
+        })
+    })
+}
+
+/// `static native boolean pushCommit(long push, long connection)`: flushes
+/// and commits (the push handle is closed either way); true when first of
+/// its map index at this daemon.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushCommit<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    push: jlong,
+    connection: jlong,
+) -> jboolean {
+    guard(&mut env, 0, |_| {
+        let p = PUSHERS.take(push)?;
+        let rt = runtime()?;
+        CLIENTS.with(connection, |c| Ok(jboolean::from(rt.block_on(p.commit(c))?)))
+    })
+}
+
+/// `static native void pushAbandon(long push)`: drops a push that will not
+/// commit (the daemon frees its staged chunks with the shuffle).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushAbandon<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    push: jlong,
+) {
+    guard(&mut env, (), |_| {
+        drop(PUSHERS.take(push)?);
+        Ok(())
+    })
+}
+
+/// `static native void readStart(long connection, int shuffle, int generation, int start, int end, int[] maps, long[] attempts)`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    connection: jlong,
+    shuffle: jint,
+    generation: jint,
+    start: jint,
+    end: jint,
+    maps: JIntArray<'l>,
+    attempts: JLongArray<'l>,
+) {
+    guard(&mut env, (), |env| {
+        let n = env.get_array_length(&maps)?;
+        if n != env.get_array_length(&attempts)? {
+            return Err(BridgeError::Argument("maps and attempts differ in length".into()));
+        }
+        let mut m = vec![0i32; n as usize];
+        let mut a = vec![0i64; n as usize];
+        env.get_int_array_region(&maps, 0, &mut m)?;
+        env.get_long_array_region(&attempts, 0, &mut a)?;
+        let winners = m
+            .iter()
+            .zip(&a)
+            .map(|(&map, &attempt)| {
+                Ok(Winner {
+                    map: u32_arg(map.into(), "map")?,
+                    attempt: non_negative(attempt, "attempt")?,
+                })
+            })
+            .collect::<BridgeResult<Vec<Winner>>>()?;
+        let (shuffle, generation) =
+            (u32_arg(shuffle.into(), "shuffle")?, u32_arg(generation.into(), "generation")?);
+        let (start, end) = (u32_arg(start.into(), "start")?, u32_arg(end.into(), "end")?);
+        let rt = runtime()?;
+        CLIENTS.with(connection, |c| {
+            Ok(rt.block_on(c.read_start(shuffle, generation, start, end, winners))?)
+        })
+    })
+}
+
+/// `static native byte[] readNext(long connection, long[] meta)`: the next
+/// block's bytes (its partition, map index and records in `meta[0..3]`), or
+/// null at the stream's end, once its totals matched.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readNext<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    connection: jlong,
+    meta: JLongArray<'l>,
+) -> jbyteArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
+        let rt = runtime()?;
+        let block = CLIENTS.with(connection, |c| Ok(rt.block_on(c.read_next())?))?;
+        let Some(b) = block else { return Ok(std::ptr::null_mut()) };
+        env.set_long_array_region(
+            &meta,
+            0,
+            &[i64::from(b.partition), i64::from(b.map), b.records as i64],
+        )?;
+        Ok(env.byte_array_from_slice(&b.data)?.into_raw())
+    })
+}
+
+/// `static native int nodeOf(int partition, int partitions, int nodes)`:
+/// the daemon that owns a reduce partition (the engine's `node_of`), for
+/// the test that the Java side computes the same.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_nodeOf<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    partition: jint,
+    partitions: jint,
+    nodes: jint,
+) -> jint {
+    guard(&mut env, -1, |_| {
+        let (r, p, n) = (
+            u32_arg(partition.into(), "partition")?,
+            u32_arg(partitions.into(), "partitions")?,
+            u32_arg(nodes.into(), "nodes")?,
+        );
+        Ok(sluice_service::node_of(r, p, n) as jint)
+    })
+}

@@ -1,0 +1,75 @@
+package dev.sluice.spark.jni;
+
+import java.io.IOException;
+
+/**
+ * The service's client side in the native library ({@code crates/sluice-jni/src/calls/service.rs}
+ * over {@code sluice-service}'s client): connections to daemons, a map attempt's pushes and
+ * commit, a read of one stream. Handles are ids checked on every call, never pointers. A daemon's
+ * refusal or a failed connection is an {@code IOException} naming the daemon; a bad argument an
+ * {@code IllegalArgumentException}.
+ */
+public final class ServiceNative {
+  static {
+    String why = NativeLibrary.unavailableReason();
+    if (why != null) {
+      throw new UnsatisfiedLinkError("Sluice's native library cannot be loaded: " + why);
+    }
+  }
+
+  private ServiceNative() {}
+
+  /** {@link #request}: registers a shuffle. */
+  public static final int REGISTER = 0;
+  /** {@link #request}: deletes a shuffle's data. */
+  public static final int UNREGISTER = 1;
+  /** {@link #request}: extends the application's lease. */
+  public static final int RENEW = 2;
+  /** {@link #request}: deletes all of the application's data. */
+  public static final int END_APPLICATION = 3;
+
+  /** Connects to a daemon ({@code ip:port}) and authenticates; the connection's handle. */
+  public static native long connect(String address, String app, String keyHex, long leaseMs)
+      throws IOException;
+
+  /** Closes a connection. */
+  public static native void close(long connection);
+
+  /** Whether a connection has no read half done (so it may serve the next request). */
+  public static native boolean idle(long connection);
+
+  /** One of {@link #REGISTER}, {@link #UNREGISTER}, {@link #RENEW}, {@link #END_APPLICATION}. */
+  public static native void request(
+      long connection, int what, int shuffle, int generation, int partitions) throws IOException;
+
+  /** Opens a map attempt's push to one daemon; its handle. */
+  public static native long pushOpen(int shuffle, int generation, int map, long attempt);
+
+  /** Adds a partition's bytes to a push (sent in chunks of about 1 MiB as they fill). */
+  public static native void pushAdd(
+      long push, long connection, int partition, long records, byte[] data, int offset, int length)
+      throws IOException;
+
+  /**
+   * Sends what is pending and commits the attempt at the daemon (the push handle is closed either
+   * way); true when first of its map index there.
+   */
+  public static native boolean pushCommit(long push, long connection) throws IOException;
+
+  /** Drops a push that will not commit. */
+  public static native void pushAbandon(long push);
+
+  /** Starts a read of partitions {@code start..end}, each map index from its winning attempt. */
+  public static native void readStart(
+      long connection, int shuffle, int generation, int start, int end, int[] maps, long[] attempts)
+      throws IOException;
+
+  /**
+   * The read's next block ({@code meta}: partition, map index, records), or null at its end once
+   * the end's totals matched the stream.
+   */
+  public static native byte[] readNext(long connection, long[] meta) throws IOException;
+
+  /** The daemon that owns a reduce partition, as the native side computes it. */
+  public static native int nodeOf(int partition, int partitions, int nodes);
+}

@@ -1,0 +1,142 @@
+package dev.sluice.spark.service;
+
+import dev.sluice.spark.jni.ServiceNative;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The connections of one JVM to an application's daemons: authenticated connections kept for
+ * reuse per daemon (a task borrows one, gives it back when its request or read ended cleanly, and
+ * a connection left mid-read is closed, never reused), and the driver's requests to every daemon
+ * (register, unregister, renew the lease on a timer, end the application).
+ */
+public final class Daemons {
+  private static final Logger LOG = LoggerFactory.getLogger(Daemons.class);
+  private static final ConcurrentHashMap<String, Daemons> POOLS = new ConcurrentHashMap<>();
+
+  /** Idle connections kept per daemon, at most. */
+  public static final int IDLE_PER_DAEMON = 16;
+
+  public final ServiceConf conf;
+  private final List<ConcurrentLinkedDeque<Long>> idle = new ArrayList<>();
+  private ScheduledExecutorService renewer;
+
+  private Daemons(ServiceConf conf) {
+    this.conf = conf;
+    for (int i = 0; i < conf.nodes(); i++) {
+      idle.add(new ConcurrentLinkedDeque<>());
+    }
+  }
+
+  /** This JVM's pool for the application and daemons of {@code conf}. */
+  public static Daemons of(ServiceConf conf) {
+    return POOLS.computeIfAbsent(conf.identity(), k -> new Daemons(conf));
+  }
+
+  /** A connection to daemon {@code d}: an idle one, or a new one. */
+  public long borrow(int d) throws IOException {
+    Long c = idle.get(d).pollFirst();
+    if (c != null) {
+      return c;
+    }
+    return ServiceNative.connect(conf.daemons.get(d), conf.app, conf.key, ServiceConf.LEASE_MS);
+  }
+
+  /** Gives a connection back: kept when it can take the next request, closed otherwise. */
+  public void giveBack(int d, long connection) {
+    if (connection == 0) {
+      return;
+    }
+    if (ServiceNative.idle(connection) && idle.get(d).size() < IDLE_PER_DAEMON) {
+      idle.get(d).addFirst(connection);
+    } else {
+      ServiceNative.close(connection);
+    }
+  }
+
+  /** Closes a connection that failed. */
+  public void discard(long connection) {
+    if (connection != 0) {
+      ServiceNative.close(connection);
+    }
+  }
+
+  /** Sends one request to every daemon; the first failure, after trying all. */
+  public void onEvery(int what, int shuffle, int partitions) throws IOException {
+    IOException first = null;
+    for (int d = 0; d < conf.nodes(); d++) {
+      long c = 0;
+      try {
+        c = borrow(d);
+        ServiceNative.request(c, what, shuffle, 0, partitions);
+        giveBack(d, c);
+      } catch (IOException e) {
+        discard(c);
+        if (first == null) {
+          first = e;
+        }
+      }
+    }
+    if (first != null) {
+      throw first;
+    }
+  }
+
+  /** On the driver: renews the application's lease at every daemon every {@code RENEW_MS}. */
+  public synchronized void renewLeases() {
+    if (renewer != null) {
+      return;
+    }
+    renewer =
+        Executors.newSingleThreadScheduledExecutor(
+            r -> {
+              Thread t = new Thread(r, "sluice-service-lease");
+              t.setDaemon(true);
+              return t;
+            });
+    renewer.scheduleWithFixedDelay(
+        () -> {
+          try {
+            onEvery(ServiceNative.RENEW, 0, 0);
+          } catch (IOException | RuntimeException e) {
+            LOG.warn("Sluice: renewing the service lease of {}: {}", conf.app, e.getMessage());
+          }
+        },
+        ServiceConf.RENEW_MS,
+        ServiceConf.RENEW_MS,
+        TimeUnit.MILLISECONDS);
+  }
+
+  /** Closes every idle connection and stops the renewer; on the driver, ends the application. */
+  public synchronized void close(boolean endApplication) {
+    if (renewer != null) {
+      renewer.shutdownNow();
+      renewer = null;
+    }
+    if (endApplication) {
+      try {
+        onEvery(ServiceNative.END_APPLICATION, 0, 0);
+      } catch (IOException | RuntimeException e) {
+        LOG.warn(
+            "Sluice: ending {} at the daemons: {} (their leases delete it)",
+            conf.app,
+            e.getMessage());
+      }
+    }
+    for (ConcurrentLinkedDeque<Long> q : idle) {
+      Long c;
+      while ((c = q.pollFirst()) != null) {
+        ServiceNative.close(c);
+      }
+    }
+    POOLS.remove(conf.identity(), this);
+  }
+}

@@ -1,0 +1,219 @@
+package dev.sluice.spark.service;
+
+import dev.sluice.spark.jni.ServiceNative;
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.SequenceInputStream;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import java.util.function.BiFunction;
+import org.apache.spark.shuffle.FetchFailedException;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.storage.ShuffleBlockId;
+import scala.Option;
+import scala.Tuple2;
+
+/**
+ * A reduce task's input from the daemons: for each daemon that owns part of partitions {@code
+ * start..end}, one read of its share (one request, not one per map output), each map index from
+ * the attempt Spark's map output tracker registered. The blocks of one map's segment of one
+ * partition come out as one stream, named as Spark names it ({@code shuffle_S_M_R}) and wrapped
+ * as Spark's fetch iterator wraps a fetched block, so the readers above treat it as a fetched
+ * segment. A daemon that fails or refuses is a {@link FetchFailedException} at the service's
+ * location (map index -1), which has Spark unregister every output of the shuffle and rerun its
+ * map stage.
+ */
+public final class ServiceStreams
+    extends scala.collection.AbstractIterator<Tuple2<BlockId, InputStream>> {
+  /** The block manager id every service map status names: no executor, no host of one. */
+  public static final BlockManagerId LOCATION =
+      org.apache.spark.storage.BlockManagerId$.MODULE$.apply(
+          "sluice-service", "sluice-service", 7340, Option.empty());
+
+  private final Daemons daemons;
+  private final int shuffle;
+  private final int start;
+  private final int end;
+  private final int partitions;
+  private final int[] maps;
+  private final long[] attempts;
+  private final Map<Integer, Long> attemptOf;
+  private final BiFunction<BlockId, InputStream, InputStream> wrap;
+  private final ShuffleReadMetricsReporter metrics;
+
+  /** The daemon being read, or -1 before the first; its connection while its read is open. */
+  private int daemon = -1;
+
+  private long connection;
+  /** A block read ahead: the first of the next segment; null when none is waiting. */
+  private byte[] ahead;
+
+  private final long[] aheadMeta = new long[3];
+  private boolean done;
+
+  public ServiceStreams(
+      Daemons daemons,
+      int shuffle,
+      int start,
+      int end,
+      int partitions,
+      Map<Integer, Long> attemptOf,
+      BiFunction<BlockId, InputStream, InputStream> wrap,
+      ShuffleReadMetricsReporter metrics) {
+    this.daemons = daemons;
+    this.shuffle = shuffle;
+    this.start = start;
+    this.end = end;
+    this.partitions = partitions;
+    this.attemptOf = attemptOf;
+    this.maps = new int[attemptOf.size()];
+    this.attempts = new long[attemptOf.size()];
+    int i = 0;
+    for (Map.Entry<Integer, Long> e : attemptOf.entrySet()) {
+      maps[i] = e.getKey();
+      attempts[i] = e.getValue();
+      i++;
+    }
+    this.wrap = wrap;
+    this.metrics = metrics;
+    if (maps.length == 0 || start >= end) {
+      done = true;
+    }
+  }
+
+  /**
+   * Throws the fetch failure of partition {@code reduce} (a checked exception to Java that Spark's
+   * Scala code throws from its fetch iterator, so it is thrown unchecked here); declared to return
+   * so that call sites read {@code throw failed(...)}.
+   */
+  private RuntimeException failed(int reduce, Throwable cause) {
+    String where = daemon >= 0 ? daemons.conf.daemons.get(daemon) : "no daemon";
+    throw ServiceStreams.<RuntimeException>unchecked(
+        new FetchFailedException(
+        LOCATION,
+        shuffle,
+        -1L,
+        -1,
+        reduce,
+        "Sluice service: reading partitions " + start + ".." + end + " from " + where + ": "
+            + cause.getMessage(),
+            cause));
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <E extends Throwable> E unchecked(Throwable e) throws E {
+    throw (E) e;
+  }
+
+  /** Reads the next block into {@link #ahead}, opening the next daemon's read as needed. */
+  private void readAhead() {
+    while (ahead == null && !done) {
+      try {
+        if (connection != 0) {
+          long t0 = System.nanoTime();
+          byte[] b = ServiceNative.readNext(connection, aheadMeta);
+          metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
+          if (b != null) {
+            ahead = b;
+            return;
+          }
+          daemons.giveBack(daemon, connection);
+          connection = 0;
+        }
+        int from = daemon < 0 ? Nodes.of(start, partitions, daemons.conf.nodes()) : daemon + 1;
+        int nodes = daemons.conf.nodes();
+        if (from >= nodes || Nodes.first(from, partitions, nodes) >= end) {
+          done = true;
+          return;
+        }
+        daemon = from;
+        int lo = Math.max(start, Nodes.first(daemon, partitions, nodes));
+        int hi = Math.min(end, Nodes.first(daemon + 1, partitions, nodes));
+        if (lo >= hi) {
+          continue;
+        }
+        connection = daemons.borrow(daemon);
+        ServiceNative.readStart(connection, shuffle, 0, lo, hi, maps, attempts);
+        dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
+      } catch (IOException e) {
+        daemons.discard(connection);
+        connection = 0;
+        throw failed(start, e);
+      }
+    }
+  }
+
+  @Override
+  public boolean hasNext() {
+    readAhead();
+    return ahead != null;
+  }
+
+  @Override
+  public Tuple2<BlockId, InputStream> next() {
+    if (!hasNext()) {
+      throw new NoSuchElementException();
+    }
+    int partition = (int) aheadMeta[0];
+    int map = (int) aheadMeta[1];
+    List<InputStream> parts = new ArrayList<>();
+    long bytes = 0;
+    // The segment's blocks: consecutive, as the daemon keeps a map's pushes of a partition.
+    while (ahead != null && aheadMeta[0] == partition && aheadMeta[1] == map) {
+      parts.add(new ByteArrayInputStream(ahead));
+      bytes += ahead.length;
+      ahead = null;
+      readAhead();
+    }
+    Long attempt = attemptOf.get(map);
+    if (attempt == null) {
+      throw failed(partition, new IOException("the daemon sent map " + map + ", not asked for"));
+    }
+    metrics.incRemoteBytesRead(bytes);
+    metrics.incRemoteBlocksFetched(1);
+    BlockId id = new ShuffleBlockId(shuffle, attempt, partition);
+    InputStream in = new SequenceInputStream(Collections.enumeration(parts));
+    return new Tuple2<>(id, wrap.apply(id, in));
+  }
+
+  /**
+   * The attempt Spark's map output tracker registered for each map index among {@code blocks} (its
+   * {@code getMapSizesByExecutorId} answer): the winners a read names.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public static Map<Integer, Long> winners(scala.collection.Iterator blocks) {
+    Map<Integer, Long> out = new java.util.TreeMap<>();
+    while (blocks.hasNext()) {
+      Tuple2<BlockManagerId, scala.collection.Seq> byAddress = (Tuple2) blocks.next();
+      scala.collection.Iterator it = byAddress._2().iterator();
+      while (it.hasNext()) {
+        scala.Tuple3<BlockId, Object, Object> b = (scala.Tuple3) it.next();
+        long mapId;
+        if (b._1() instanceof ShuffleBlockId s) {
+          mapId = s.mapId();
+        } else if (b._1() instanceof org.apache.spark.storage.ShuffleBlockBatchId s) {
+          mapId = s.mapId();
+        } else {
+          throw new IllegalStateException("Sluice service: a block " + b._1() + " in a map status");
+        }
+        out.put((Integer) b._3(), mapId);
+      }
+    }
+    return out;
+  }
+
+  /** Releases the connection of a read left unfinished (the task ended early). */
+  public void close() {
+    if (connection != 0) {
+      daemons.discard(connection);
+      connection = 0;
+    }
+    done = true;
+  }
+}

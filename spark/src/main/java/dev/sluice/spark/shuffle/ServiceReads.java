@@ -1,0 +1,125 @@
+package dev.sluice.spark.shuffle;
+
+import dev.sluice.spark.service.Daemons;
+import dev.sluice.spark.service.ServiceConf;
+import dev.sluice.spark.service.ServiceStreams;
+import java.io.InputStream;
+import org.apache.spark.InterruptibleIterator;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.TaskContext;
+import org.apache.spark.serializer.SerializerInstance;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
+import org.apache.spark.storage.BlockId;
+import scala.Product2;
+import scala.Tuple2;
+
+/**
+ * A service shuffle's reduce side: the task's partitions read from the daemons that own them
+ * ({@link ServiceStreams}), each map index from the attempt Spark's map output tracker
+ * registered, and each segment wrapped and decoded as a fetched one. Its records come out as
+ * Spark's reader hands them over for a shuffle without aggregator or ordering (the only ones that
+ * go to the daemons): deserialized in order, counted, and stopped by a task kill.
+ */
+public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
+  private final SluiceShuffleHandle<K, ?, C> handle;
+  private final int startMapIndex;
+  private final int endMapIndex;
+  private final int startPartition;
+  private final int endPartition;
+  private final TaskContext context;
+  private final ShuffleReadMetricsReporter metrics;
+
+  public ServiceReads(
+      SluiceShuffleHandle<K, ?, C> handle,
+      int startMapIndex,
+      int endMapIndex,
+      int startPartition,
+      int endPartition,
+      TaskContext context,
+      ShuffleReadMetricsReporter metrics) {
+    this.handle = handle;
+    this.startMapIndex = startMapIndex;
+    this.endMapIndex = endMapIndex;
+    this.startPartition = startPartition;
+    this.endPartition = endPartition;
+    this.context = context;
+    this.metrics = metrics;
+  }
+
+  /**
+   * The streams of partitions {@code start..end} of the maps {@code blocks} names (the map output
+   * tracker's answer for the task), closed with the task.
+   */
+  @SuppressWarnings("rawtypes")
+  static ServiceStreams streams(
+      SluiceShuffleHandle<?, ?, ?> handle,
+      scala.collection.Iterator blocks,
+      int start,
+      int end,
+      TaskContext context,
+      ShuffleReadMetricsReporter metrics,
+      SluiceSerializerManager segments) {
+    ServiceStreams s =
+        new ServiceStreams(
+            Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
+            handle.shuffleId(),
+            start,
+            end,
+            handle.dependency().partitioner().numPartitions(),
+            ServiceStreams.winners(blocks),
+            (id, in) -> segments.wrapStream(id, in),
+            metrics);
+    context.addTaskCompletionListener(
+        (org.apache.spark.util.TaskCompletionListener) ctx -> s.close());
+    return s;
+  }
+
+  @Override
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  public scala.collection.Iterator<Product2<K, C>> read() {
+    SparkEnv env = SparkEnv.get();
+    SluiceSerializerManager segments =
+        new SluiceSerializerManager(env.serializer(), env.conf(), null, metrics);
+    ServiceStreams streams =
+        streams(
+            handle,
+            env.mapOutputTracker()
+                .getMapSizesByExecutorId(
+                    handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition),
+            startPartition,
+            endPartition,
+            context,
+            metrics,
+            segments);
+    SerializerInstance ser = handle.dependency().serializer().newInstance();
+    scala.collection.Iterator<Product2<K, C>> records =
+        new scala.collection.AbstractIterator<Product2<K, C>>() {
+          /** The records of the segment being read; null before the first. */
+          private scala.collection.Iterator<Tuple2<Object, Object>> current;
+
+          @Override
+          public boolean hasNext() {
+            while (current == null || !current.hasNext()) {
+              if (!streams.hasNext()) {
+                context.taskMetrics().mergeShuffleReadMetrics();
+                return false;
+              }
+              Tuple2<BlockId, InputStream> next = streams.next();
+              current = ser.deserializeStream(next._2()).asKeyValueIterator();
+            }
+            return true;
+          }
+
+          @Override
+          public Product2<K, C> next() {
+            if (!hasNext()) {
+              throw new java.util.NoSuchElementException();
+            }
+            metrics.incRecordsRead(1);
+            return (Product2<K, C>) current.next();
+          }
+        };
+    return new InterruptibleIterator<>(context, records);
+  }
+}
