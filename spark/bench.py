@@ -69,8 +69,51 @@ MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 # A Sluice build to compare against (--baseline-jar): the same manager class
 # from another jar, run as a third manager in its own JVM.
 BASELINE = "sluice-base"
+# This build's jar with spark.sluice.mode=service, against two `sluice
+# daemon` processes the parent starts on 127.0.0.1 and 127.0.0.2
+# (service_daemons); the same data path otherwise (docs/service.md).
+SERVICE = "sluice-service"
 # Where inputs written outside the clock live (set from --tmp).
 DATA = pathlib.Path("/tmp/sluice-bench-spark")
+
+
+@contextlib.contextmanager
+def service_daemons(tmp, hosts=("127.0.0.1", "127.0.0.2"), memory="4g"):
+    """Two release `sluice daemon`s on loopback addresses (one per node),
+    with their own directories under `tmp`; yields the service settings
+    (KEY=VALUE) of an application of theirs. On exit each is stopped with
+    SIGTERM and its last line (its peak, what it spilled) printed."""
+    root = HERE.parent
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "sluice-cli", "--bin", "sluice"],
+                   cwd=root, check=True)
+    binary = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", root / "target")) / "release" / "sluice"
+    tmp.mkdir(parents=True, exist_ok=True)
+    secret = tmp / "service-secret"
+    secret.write_bytes(os.urandom(32))
+    secret.chmod(0o600)
+    procs, addrs = [], []
+    try:
+        for host in hosts:
+            d = tmp / f"daemon-{host}"
+            d.mkdir(exist_ok=True)
+            p = subprocess.Popen([str(binary), "daemon", "--host", host, "--port", "0", "--dir", str(d),
+                                  "--memory", memory, "--secret-file", str(secret)],
+                                 stdout=subprocess.PIPE, text=True)
+            procs.append(p)
+            line = p.stdout.readline()
+            if not line.startswith("sluice daemon listening on "):
+                sys.exit(f"sluice daemon on {host} did not start: {line!r}")
+            addrs.append(line.split()[-1])
+        key = subprocess.run([str(binary), "app-key", "--secret-file", str(secret), "--app", "sluice-bench"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+        yield ["spark.sluice.mode=service", f"spark.sluice.service.daemons={','.join(addrs)}",
+               "spark.sluice.service.app=sluice-bench", f"spark.sluice.service.appKey={key}"]
+    finally:
+        for p, host in zip(procs, hosts):
+            p.terminate()
+            out, _ = p.communicate(timeout=60)
+            print(f"daemon {host}: {out.strip().splitlines()[-1] if out.strip() else 'no report'}",
+                  file=sys.stderr)
 
 
 def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", settings=None):
@@ -287,7 +330,8 @@ class Worker:
         DATA = a.tmp
         self.a, self.manager = a, manager
         jar = a.baseline_jar if manager == BASELINE and a.baseline_jar else JAR
-        conf = a.sluice_conf + (a.baseline_conf if manager == BASELINE else [])
+        conf = (a.sluice_conf + (a.baseline_conf if manager == BASELINE else [])
+                + (a.service_conf if manager == SERVICE else []))
         settings = dict(kv.partition("=")[::2] for kv in a.conf)
         self.spark = session(manager, a.cores, a.tmp / manager, conf, jar, settings=settings)
         self.df = None
@@ -357,6 +401,8 @@ def start_worker(a, manager):
         args += ["--sluice-conf", kv]
     for kv in a.baseline_conf:
         args += ["--baseline-conf", kv]
+    for kv in a.service_conf:
+        args += ["--service-conf", kv]
     if a.baseline_jar:
         args += ["--baseline-jar", str(a.baseline_jar)]
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -480,8 +526,10 @@ def main():
                     help=f"a Spark setting for the '{BASELINE}' runs only (repeatable); without "
                          "--baseline-jar it runs this build's jar with those settings")
     ap.add_argument("--managers", default="sort,sluice",
-                    help=f"which of sort, sluice, {BASELINE} to run (default sort,sluice)")
-    ap.add_argument("--manager", choices=[*MANAGERS, BASELINE], help=argparse.SUPPRESS)
+                    help=f"which of sort, sluice, {BASELINE}, {SERVICE} to run (default "
+                         f"sort,sluice; {SERVICE} starts two sluice daemons on loopback)")
+    ap.add_argument("--manager", choices=[*MANAGERS, BASELINE, SERVICE], help=argparse.SUPPRESS)
+    ap.add_argument("--service-conf", action="append", default=[], help=argparse.SUPPRESS)
     a = ap.parse_args()
     bad = [kv for kv in a.conf + a.sluice_conf if "=" not in kv or not kv.startswith("spark.")]
     if bad:
@@ -491,8 +539,8 @@ def main():
     if unknown:
         ap.error(f"unknown workloads {unknown}; choose from {WORKLOADS}")
     a.managers = [m for m in a.managers.split(",") if m]
-    if any(m not in (*MANAGERS, BASELINE) for m in a.managers) or len(a.managers) < 2:
-        ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}")
+    if any(m not in (*MANAGERS, BASELINE, SERVICE) for m in a.managers) or len(a.managers) < 2:
+        ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}, {SERVICE}")
     if not a.manager and (BASELINE in a.managers) != (
             a.baseline_jar is not None or bool(a.baseline_conf)):
         ap.error(f"--baseline-jar or --baseline-conf and the '{BASELINE}' manager go together")
@@ -513,7 +561,10 @@ def main():
         w.serve()
         return
     a.tmp.mkdir(parents=True, exist_ok=True)
-    runs = run_interleaved(a)
+    with contextlib.ExitStack() as stack:
+        if SERVICE in a.managers:
+            a.service_conf = stack.enter_context(service_daemons(a.tmp / "service"))
+        runs = run_interleaved(a)
     results = {name: {m: min(rs, key=lambda r: r["seconds"]) for m, rs in by.items()}
                for name, by in runs.items()}
     medians = {name: {m: statistics.median(r["seconds"] for r in rs) for m, rs in by.items()}

@@ -51,6 +51,7 @@ the engine's start, pages faulted in) is in its figures."""
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import pathlib
@@ -67,6 +68,7 @@ import bench  # noqa: E402  (sessions, the worker protocol, JVM CPU)
 from bench import ask, line_jar, process_cpu_s  # noqa: E402
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 BASELINE = "sluice-base"
+SERVICE = bench.SERVICE
 # The peer a SQL user would pick: Comet's release for each Spark line it is
 # published for on Maven Central (org.apache.datafusion:comet-spark-sparkL_2.13).
 COMET = "comet"
@@ -227,7 +229,8 @@ def session(manager, a, jar):
         settings["spark.driver.extraClassPath"] = str(jar)
         settings["spark.executor.extraClassPath"] = str(jar)
     settings.update(kv.partition("=")[::2] for kv in a.conf)
-    extra = a.baseline_conf if manager == BASELINE else []
+    extra = (a.baseline_conf if manager == BASELINE else []) + (
+        a.service_conf if manager == SERVICE else [])
     return bench.session(manager, a.cores, a.tmp / manager, a.sluice_conf + extra, jar,
                          app="sluice-tpch", settings=settings)
 
@@ -354,6 +357,8 @@ def start_worker(a, manager):
         args += ["--sluice-conf", kv]
     for kv in a.baseline_conf:
         args += ["--baseline-conf", kv]
+    for kv in a.service_conf:
+        args += ["--service-conf", kv]
     if a.baseline_jar:
         args += ["--baseline-jar", str(a.baseline_jar)]
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -573,12 +578,14 @@ def main():
                     help=f"a Spark setting for the '{BASELINE}' runs only (repeatable); without "
                          "--baseline-jar it runs this build's jar with those settings")
     ap.add_argument("--managers", default="sort,sluice",
-                    help=f"two or more of sort, sluice, {BASELINE}; answers are checked "
-                         "against the first")
+                    help=f"two or more of sort, sluice, {BASELINE}, {COMET}, {SERVICE} (this "
+                         "build in service mode against two sluice daemons it starts on loopback); "
+                         "answers are checked against the first")
     ap.add_argument("--line", default=bench.LINE,
                     help="the Spark line whose Sluice jar runs (spark/build.sh --line L), under "
                     "that line's pyspark (spark/tpch.sh --line L); default SLUICE_LINE's, or 4.1's")
     ap.add_argument("--manager", help=argparse.SUPPRESS)
+    ap.add_argument("--service-conf", action="append", default=[], help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:
         a.sf, a.partitions, a.reps, a.warmup = 0.1, "16", 1, 0
@@ -597,8 +604,9 @@ def main():
         os.dup2(2, 1)
         Worker(a, a.manager).serve(out)
         return
-    if len(a.managers) < 2 or any(m not in (*MANAGERS, BASELINE, COMET) for m in a.managers):
-        ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}, {COMET}")
+    if len(a.managers) < 2 or any(m not in (*MANAGERS, BASELINE, COMET, SERVICE)
+                                  for m in a.managers):
+        ap.error(f"--managers takes two or more of sort, sluice, {BASELINE}, {COMET}, {SERVICE}")
     import pyspark
 
     if a.line and not pyspark.__version__.startswith(a.line + "."):
@@ -616,7 +624,10 @@ def main():
         sys.exit(f"{line_jar(a.line)} is missing: run spark/build.sh {a.line and '--line ' + a.line}")
     generate(suite, a.sf, a.data)
     t = time.perf_counter()
-    runs, wrong = run_power(a) if a.protocol == "power" else run_interleaved(a)
+    with contextlib.ExitStack() as stack:
+        if SERVICE in a.managers:
+            a.service_conf = stack.enter_context(bench.service_daemons(a.tmp / "service"))
+        runs, wrong = run_power(a) if a.protocol == "power" else run_interleaved(a)
     rows = report(a, runs)
     print(f"\n{len(a.queries) * len(a.partitions)} query settings, {len(wrong)} wrong answers, "
           f"{time.perf_counter() - t:.0f} s")

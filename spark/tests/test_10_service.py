@@ -1,9 +1,12 @@
-"""Sluice's service mode under real Spark (local[2]) with two real `sluice
-daemon` processes, one per node address (127.0.0.1 and 127.0.0.2): map
-output pushed to the daemons, each reduce task's partitions read from the
-daemon that owns them as one stream, answers equal to Spark's sort
-shuffle's; a daemon that refuses the application's key leaves its shuffles
-embedded; the daemons hold nothing once the application ends."""
+"""Sluice's service mode under real Spark with two real `sluice daemon`
+processes, one per node address (127.0.0.1 and 127.0.0.2): map output
+pushed to the daemons, each reduce task's partitions read from the daemon
+that owns them as one stream, answers equal to Spark's sort shuffle's
+(local[2]); an executor killed after its map tasks committed costs no map
+rerun (a standalone cluster with a worker on each address), where the same
+kill in embedded mode does; a daemon that refuses the application's key
+leaves its shuffles embedded; the daemons hold nothing once the
+application ends."""
 
 import os
 import pathlib
@@ -11,7 +14,9 @@ import subprocess
 
 import pytest
 
+from clusters import standalone_cluster
 from conftest import SLUICE, session
+from test_9_executors import _executor_pids, _executors, _map_tasks_run, _wait
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -125,6 +130,43 @@ def test_a_refused_key_leaves_the_shuffles_embedded(daemons, tmp_path):
         assert m.serviceMapOutputs() == outputs0, "a shuffle went to daemons that refused the key"
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("mode", ["service", "embedded"])
+def test_an_executor_killed_after_its_map_tasks_costs_no_rerun(daemons, tmp_path, mode):
+    # Two workers, one executor each; the map stage's four tasks commit on
+    # both. One executor is killed with SIGKILL; the next job over the same
+    # shuffle reruns no map task in service mode (the output lives on the
+    # daemons), and reruns the lost ones in embedded mode (the kill did take
+    # output away: the check can fail).
+    ds, key = daemons
+    extra = {**service_conf(ds, key), "spark.sluice.mode": mode, "spark.executor.cores": "1"}
+    with standalone_cluster(tmp_path, hosts=("127.0.0.1", "127.0.0.2")) as master:
+        s = session(master, SLUICE, tmp_path / "driver-local", extra=extra)
+        try:
+            sc = s.sparkContext
+            _wait("two executors", lambda: len(_executors(sc)) == 2)
+            shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
+            sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+            want = sizes()
+            assert sum(want) == sum(range(40000))
+            victim = _executors(sc)[0]
+            pids = _executor_pids(sc.applicationId)
+            assert len(pids) == 2, pids
+            ours = [p for p in pids if f"--executor-id {victim} ".encode() in open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ")]
+            assert len(ours) == 1, (victim, pids)
+            os.kill(ours[0], 9)
+            _wait("the killed executor's removal", lambda: victim not in _executors(sc))
+            sc.setJobGroup("after-kill", "read the shuffle after the kill")
+            assert sizes() == want
+            mapped, results = _map_tasks_run(sc, "after-kill")
+            assert results == 6
+            if mode == "service":
+                assert mapped == 0, mapped
+            else:
+                assert mapped > 0, "the kill took no map output away"
+        finally:
+            s.stop()
 
 
 def test_the_daemons_kept_their_budget_and_stop_cleanly(daemons):
