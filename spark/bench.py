@@ -107,7 +107,7 @@ def service_daemons(tmp, hosts=("127.0.0.1", "127.0.0.2"), memory="4g"):
         key = subprocess.run([str(binary), "app-key", "--secret-file", str(secret), "--app", "sluice-bench"],
                              check=True, capture_output=True, text=True).stdout.strip()
         yield ["spark.sluice.mode=service", f"spark.sluice.service.daemons={','.join(addrs)}",
-               "spark.sluice.service.app=sluice-bench", f"spark.sluice.service.appKey={key}"]
+               "spark.sluice.service.app=sluice-bench", f"spark.sluice.service.appSecret={key}"]
     finally:
         for p, host in zip(procs, hosts):
             p.terminate()
@@ -405,7 +405,9 @@ def start_worker(a, manager):
         args += ["--service-conf", kv]
     if a.baseline_jar:
         args += ["--baseline-jar", str(a.baseline_jar)]
-    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.manager = manager
+    return p
 
 
 def ask(worker, **cmd):
@@ -429,7 +431,8 @@ def send(worker, **cmd):
 def reply(worker):
     line = worker.stdout.readline()
     if not line:
-        sys.exit(f"a benchmark worker died (exit {worker.wait()})")
+        sys.exit(f"a benchmark worker ({getattr(worker, 'manager', '?')}) died "
+                 f"(exit {worker.wait()}; its JVM's errors are on stderr above)")
     return json.loads(line)
 
 

@@ -361,7 +361,9 @@ def start_worker(a, manager):
         args += ["--service-conf", kv]
     if a.baseline_jar:
         args += ["--baseline-jar", str(a.baseline_jar)]
-    return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.manager = manager
+    return p
 
 
 def run_interleaved(a):

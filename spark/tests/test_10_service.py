@@ -73,7 +73,7 @@ def service_conf(ds, key, app="sluice-test"):
         "spark.sluice.mode": "service",
         "spark.sluice.service.daemons": ",".join(d.addr for d in ds),
         "spark.sluice.service.app": app,
-        "spark.sluice.service.appKey": key,
+        "spark.sluice.service.appSecret": key,
         "spark.sql.shuffle.partitions": "8",
     }
 

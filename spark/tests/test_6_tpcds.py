@@ -31,7 +31,8 @@ def test_tpcds_answers_match_the_sort_shuffle(tmp_path):
          "--partitions", "200", "--protocol", "power", "--concurrent", "--driver-memory", "1g",
          "--tmp", str(tmp_path), "--json", str(out)],
         capture_output=True, text=True, timeout=1500)
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-4000:]
+    errors = [l for l in run.stderr.splitlines() if " ERROR " in l or "Error:" in l or "died" in l]
+    assert run.returncode == 0, run.stdout[-3000:] + "\n".join(errors[-40:]) + run.stderr[-2000:]
     assert "99 query settings, 0 wrong answers" in run.stdout, run.stdout[-6000:]
     assert "FAILED" not in run.stdout, run.stdout[-6000:]
     rows = json.loads(out.read_text())["rows"]

@@ -35,7 +35,8 @@ pub(crate) struct DaemonArgs {
     /// The node secret, a file only the daemon's user may read.
     #[arg(long)]
     secret_file: PathBuf,
-    /// The longest lease an application is granted, seconds.
+    /// The longest lease an application is granted, seconds (at least
+    /// MIN_LEASE_S: Sluice's Spark driver renews every 60 s).
     #[arg(long, default_value_t = 600)]
     max_lease_s: u64,
 }
@@ -86,13 +87,25 @@ pub(crate) fn app_key_command(args: &AppKeyArgs) -> Result<(), Box<dyn std::erro
     Ok(())
 }
 
+/// The shortest lease `--max-lease-s` may grant: three of the Spark
+/// driver's renewals (`ServiceConf.RENEW_MS`, 60 s), so a late one never
+/// lets a running application's data lapse.
+pub(crate) const MIN_LEASE_S: u64 = 180;
+
 pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
+    if args.max_lease_s < MIN_LEASE_S {
+        return Err(format!(
+            "--max-lease-s must be at least {MIN_LEASE_S}, got {}",
+            args.max_lease_s
+        )
+        .into());
+    }
     let config = DaemonConfig {
         listen: SocketAddr::new(args.host, args.port),
         dirs: args.dirs.clone(),
         memory_bytes: args.memory,
         secret: read_secret(&args.secret_file)?,
-        max_lease: Duration::from_secs(args.max_lease_s.max(1)),
+        max_lease: Duration::from_secs(args.max_lease_s),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {

@@ -108,6 +108,9 @@ fn bad_settings_are_clear_errors() {
     let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "1k", "--dir"]);
     c.arg(dir.path()).arg("--secret-file").arg(&good);
     fails_with(c, "--memory must be at least");
+    let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
+    c.arg(dir.path()).arg("--secret-file").arg(&good).args(["--max-lease-s", "30"]);
+    fails_with(c, "--max-lease-s must be at least 180");
     let out =
         daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "lots"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "clap's usage error");

@@ -17,7 +17,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 
 use crate::auth::{self, Key};
-use crate::protocol::limits::PUSH_CHUNK_BYTES;
+use crate::protocol::limits::{MAX_WINNERS_PER_READ, PUSH_CHUNK_BYTES};
 use crate::protocol::{acks_checksum, frame, ErrorCode, Message, ProtocolError, Section, Winner};
 
 /// How long connecting to a daemon may take.
@@ -48,6 +48,8 @@ pub enum ClientError {
     TooSlow { addr: SocketAddr },
     #[error("daemon {addr}: a read's end says {what} {said}, the stream carried {counted}")]
     StreamMismatch { addr: SocketAddr, what: &'static str, said: u64, counted: u64 },
+    #[error("a read names {maps} map outputs, at most {limit} fit one request")]
+    TooManyMaps { maps: usize, limit: u32 },
     #[error("daemon {addr}: chunk {seq} acknowledged with CRC {got:#010x}, sent {sent:#010x}")]
     BadAck { addr: SocketAddr, seq: u32, sent: u32, got: u32 },
 }
@@ -80,6 +82,8 @@ pub struct Client {
     frames: u64,
     lease: Duration,
     reading: Option<ReadState>,
+    /// A request failed on this connection: its stream may be anywhere.
+    broken: bool,
 }
 
 impl Client {
@@ -103,6 +107,7 @@ impl Client {
             frames: 0,
             lease,
             reading: None,
+            broken: false,
         };
         let nonce = match c.recv("waiting for the challenge").await? {
             Message::Challenge { nonce } => nonce,
@@ -146,7 +151,7 @@ impl Client {
     async fn send_frame(&mut self, bytes: &[u8]) -> Result<(), ClientError> {
         let addr = self.addr;
         let io = |e: std::io::Error| ClientError::Protocol { addr, source: ProtocolError::Io(e) };
-        tokio::time::timeout(frame::FRAME_BODY_TIMEOUT, async {
+        let r = tokio::time::timeout(frame::FRAME_BODY_TIMEOUT, async {
             self.wr.write_all(bytes).await?;
             self.wr.flush().await
         })
@@ -157,14 +162,21 @@ impl Client {
                 what: "a frame's write",
                 after_ms: frame::FRAME_BODY_TIMEOUT.as_millis() as u64,
             },
-        })?
-        .map_err(io)
+        })
+        .and_then(|r| r.map_err(io));
+        if r.is_err() {
+            self.broken = true;
+        }
+        r
     }
 
     async fn recv(&mut self, what: &'static str) -> Result<Message, ClientError> {
         let addr = self.addr;
         let r = frame::read(&mut self.rd, self.frames, REPLY_TIMEOUT, what).await;
         self.frames += 1;
+        if !matches!(r, Ok(Some(_))) {
+            self.broken = true;
+        }
         match r {
             Ok(Some((m, _))) => Ok(m),
             Ok(None) => Err(ClientError::Closed { addr, what }),
@@ -302,6 +314,12 @@ impl Client {
         winners: Vec<Winner>,
     ) -> Result<(), ClientError> {
         self.idle()?;
+        if winners.len() > MAX_WINNERS_PER_READ as usize {
+            return Err(ClientError::TooManyMaps {
+                maps: winners.len(),
+                limit: MAX_WINNERS_PER_READ,
+            });
+        }
         let m = Message::Read { shuffle, generation, start, end, winners };
         self.send_frame(&frame::encode(&m)).await?;
         self.reading = Some(ReadState { start, end, blocks: 0, records: 0, bytes: 0 });
@@ -322,6 +340,7 @@ impl Client {
         match self.recv("reading").await? {
             Message::Data { partition, map, records, data } => {
                 if partition < st.start || partition >= st.end {
+                    self.broken = true;
                     return Err(ClientError::StreamMismatch {
                         addr,
                         what: "partition",
@@ -342,6 +361,7 @@ impl Client {
                     ("bytes", bytes, st.bytes),
                 ] {
                     if said != counted {
+                        self.broken = true;
                         return Err(ClientError::StreamMismatch { addr, what, said, counted });
                     }
                 }
@@ -351,9 +371,11 @@ impl Client {
         }
     }
 
-    /// Whether the connection can take a new request (no read half done).
+    /// Whether the connection can take a new request: no read half done,
+    /// and nothing failed on it (a refusal answered in full leaves it
+    /// usable; a broken stream does not).
     pub fn is_idle(&self) -> bool {
-        self.reading.is_none()
+        self.reading.is_none() && !self.broken
     }
 
     fn idle(&self) -> Result<(), ClientError> {

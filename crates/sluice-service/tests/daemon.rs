@@ -113,8 +113,15 @@ async fn a_read_takes_only_the_winning_attempt_of_each_map() {
     assert_eq!(code(r), ErrorCode::MissingCommit);
     let r = c.read(1, 0, 0, 2, vec![Winner { map: 1, attempt: 1 }]).await;
     assert_eq!(code(r), ErrorCode::MissingCommit);
-    // Committing the same attempt again is answered, not doubled.
-    assert!(!c.commit(1, 0, 0, 2, 1, 0, 3).await.expect("idempotent commit"));
+    // Committing the same attempt again with the same proof is answered, not
+    // doubled; with another proof it is refused.
+    let p = AttemptPusher::new(1, 0, 5, 1);
+    assert!(p.commit(&mut c).await.expect("an empty commit"));
+    assert!(!c.commit(1, 0, 5, 1, 0, acks_checksum([]), 0).await.expect("the same commit again"));
+    assert_eq!(
+        code(c.commit(1, 0, 5, 1, 0, acks_checksum([]), 9).await),
+        ErrorCode::CommitMismatch
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -141,3 +141,23 @@ async fn forged_and_truncated_frames_are_refused_with_where() {
     }
     assert_eq!(n.daemon.stats().0, 0, "no refused frame stored data");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_authentication_no_frame_larger_than_an_auth_is_read() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let (mut s, _) = open(n.addr()).await;
+    // A well-formed push of 1 MB, sent instead of an Auth: refused from its
+    // header, before the daemon reads or allocates its payload.
+    let big = Message::Push {
+        shuffle: 0,
+        generation: 0,
+        map: 0,
+        attempt: 1,
+        seq: 0,
+        sections: vec![Section { partition: 0, records: 1, data: vec![7; 1 << 20] }],
+    };
+    let bytes = frame::encode(&big);
+    s.write_all(&bytes[..64]).await.expect("write");
+    let m = refused_then_closed(&mut s, ErrorCode::Malformed).await;
+    assert!(m.contains("exceeds the limit of 298"), "{m}");
+}

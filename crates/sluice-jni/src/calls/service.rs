@@ -73,7 +73,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_connect<'l>(
             BridgeError::Argument(format!("daemon address {address:?} is not ip:port"))
         })?;
         let key = Key::from_hex(&key_hex)
-            .map_err(|e| BridgeError::Argument(format!("spark.sluice.service.appKey: {e}")))?;
+            .map_err(|e| BridgeError::Argument(format!("spark.sluice.service.appSecret: {e}")))?;
         let lease = Duration::from_millis(non_negative(lease_ms, "lease")?);
         let client = runtime()?.block_on(Client::connect(addr, &app, &key, lease))?;
         Ok(CLIENTS.insert(client))

@@ -1,7 +1,9 @@
 //! One connection: a challenge, an authentication within
-//! [`AUTH_TIMEOUT`], then requests until the client closes, idles past
-//! [`IDLE_TIMEOUT`], sends a frame that does not decode (answered with
-//! [`ErrorCode::Malformed`], then closed) or the daemon stops.
+//! [`AUTH_TIMEOUT`] (a frame no larger than an `Auth`), then requests until
+//! the client closes, idles past [`IDLE_TIMEOUT`], sends a frame that does
+//! not decode (answered with [`ErrorCode::Malformed`], then closed) or the
+//! daemon stops. A read's stream waits at most [`STREAM_STALL_TIMEOUT`] per
+//! frame on a reader that does not take it.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,8 +15,9 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::store::Refusal;
-use super::{shutting_down, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT};
+use super::{shutting_down, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STALL_TIMEOUT};
 use crate::auth;
+use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError};
 
 type Out = BufWriter<OwnedWriteHalf>;
@@ -23,10 +26,18 @@ async fn send(out: &mut Out, m: &Message) -> Result<(), ProtocolError> {
     frame::write(out, m).await
 }
 
+/// Flushes what was written, within `limit`.
+async fn flush(out: &mut Out, limit: Duration) -> Result<(), ProtocolError> {
+    tokio::time::timeout(limit, out.flush()).await.map_err(|_| ProtocolError::Timeout {
+        what: "a reply's write",
+        after_ms: limit.as_millis() as u64,
+    })??;
+    Ok(())
+}
+
 async fn refuse(out: &mut Out, (code, message): Refusal) -> Result<(), ProtocolError> {
     send(out, &Message::Error { code, message }).await?;
-    out.flush().await?;
-    Ok(())
+    flush(out, frame::FRAME_BODY_TIMEOUT).await
 }
 
 pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -35,14 +46,24 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
     let _ = async {
         let nonce = auth::nonce()?;
         send(&mut out, &Message::Challenge { nonce }).await?;
-        out.flush().await?;
-        let app = match frame::read(&mut rd, 0, AUTH_TIMEOUT, "authentication").await {
+        flush(&mut out, AUTH_TIMEOUT).await?;
+        // The whole Auth frame within AUTH_TIMEOUT, and no larger than one.
+        let auth = tokio::time::timeout(
+            AUTH_TIMEOUT,
+            frame::read_bounded(&mut rd, 0, AUTH_TIMEOUT, "authentication", MAX_AUTH_PAYLOAD_BYTES),
+        )
+        .await
+        .unwrap_or(Err(ProtocolError::Timeout {
+            what: "authentication",
+            after_ms: AUTH_TIMEOUT.as_millis() as u64,
+        }));
+        let app = match auth {
             Ok(Some((Message::Auth { app, lease_ms, proof }, _)))
                 if auth::verify(&shared.secret, &nonce, &app, &proof) =>
             {
                 let lease = shared.store().open_app(&app, Duration::from_millis(lease_ms));
                 send(&mut out, &Message::Welcome { lease_ms: lease.as_millis() as u64 }).await?;
-                out.flush().await?;
+                flush(&mut out, AUTH_TIMEOUT).await?;
                 (app, Duration::from_millis(lease_ms))
             }
             Ok(Some((Message::Auth { .. }, _))) => {
@@ -85,7 +106,7 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
             };
             n += 1;
             handle(&shared, &app, m, crc, &mut out).await?;
-            out.flush().await?;
+            flush(&mut out, STREAM_STALL_TIMEOUT).await?;
         }
     }
     .await;
@@ -157,8 +178,8 @@ async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), 
         blocks += 1;
         records += b.records;
         bytes += data.len() as u64;
-        send(out, &Message::Data { partition: b.partition, map: b.map, records: b.records, data })
-            .await?;
+        let m = Message::Data { partition: b.partition, map: b.map, records: b.records, data };
+        frame::write_within(out, &m, STREAM_STALL_TIMEOUT).await?;
     }
     send(out, &Message::End { blocks, records, bytes }).await
 }

@@ -45,8 +45,16 @@ pub const LEASE_SWEEP_INTERVAL: Duration = Duration::from_millis(200);
 /// How long a connection may sit idle between requests before it is closed.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// How long a new connection has to authenticate.
+/// How long a new connection has to authenticate (its whole `Auth` frame).
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long one frame of a read's stream (or a reply) may wait on a reader
+/// that does not take it: a reduce task reads its next segment only when it
+/// is done with the last, which may take minutes.
+pub const STREAM_STALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Connections a daemon serves at once; more are closed on accept.
+pub const MAX_CONNECTIONS: usize = 4096;
 
 /// A daemon's settings.
 #[derive(Debug, Clone)]
@@ -190,8 +198,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch
         tokio::select! {
             r = listener.accept() => {
                 if let Ok((stream, _)) = r {
-                    let _ = stream.set_nodelay(true);
-                    conns.spawn(conn::serve(stream, shared.clone(), stop.clone()));
+                    if conns.len() < MAX_CONNECTIONS {
+                        let _ = stream.set_nodelay(true);
+                        conns.spawn(conn::serve(stream, shared.clone(), stop.clone()));
+                    }
                 }
             }
             _ = sweep.tick() => {

@@ -67,8 +67,17 @@ struct Shuffle {
     generation: u32,
     partitions: u32,
     staged: HashMap<(u32, u64), Staged>,
-    committed: HashMap<u32, Vec<u64>>,
+    /// Per map index, the attempts that committed, each with what its
+    /// commit proved (chunks, acknowledgement CRC, records).
+    committed: HashMap<u32, Vec<(u64, Proof)>>,
     parts: BTreeMap<u32, Part>,
+}
+
+/// What a commit proved: chunk count, acknowledgement CRC, records.
+type Proof = (u32, u32, u64);
+
+fn has(v: Option<&Vec<(u64, Proof)>>, attempt: u64) -> bool {
+    v.is_some_and(|v| v.iter().any(|(a, _)| *a == attempt))
 }
 
 #[derive(Debug, Default)]
@@ -303,7 +312,7 @@ impl Store {
                 ),
             );
         }
-        if s.committed.get(&map).is_some_and(|v| v.contains(&attempt)) {
+        if has(s.committed.get(&map), attempt) {
             return refuse(
                 ErrorCode::BadRequest,
                 format!("map {map} attempt {attempt} of shuffle {shuffle} already committed"),
@@ -360,8 +369,20 @@ impl Store {
         records: u64,
     ) -> Result<Message, Refusal> {
         let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
-        if s.committed.get(&map).is_some_and(|v| v.contains(&attempt)) {
-            return Ok(Message::Committed { first: false });
+        if let Some((_, proved)) =
+            s.committed.get(&map).and_then(|v| v.iter().find(|(a, _)| *a == attempt))
+        {
+            // The same commit again (a retried request) is answered; another
+            // proof for a committed attempt is not.
+            if *proved == (chunks, acks_crc, records) {
+                return Ok(Message::Committed { first: false });
+            }
+            return refuse(
+                ErrorCode::CommitMismatch,
+                format!(
+                    "map {map} attempt {attempt} of shuffle {shuffle} committed with another proof"
+                ),
+            );
         }
         let st = s.staged.remove(&(map, attempt)).unwrap_or_default();
         let seqs: Vec<u32> = st.chunks.keys().copied().collect();
@@ -391,7 +412,7 @@ impl Store {
             }
         }
         let v = s.committed.entry(map).or_default();
-        v.push(attempt);
+        v.push((attempt, (chunks, acks_crc, records)));
         Ok(Message::Committed { first: v.len() == 1 })
     }
 
@@ -419,7 +440,7 @@ impl Store {
             if !maps.insert(w.map) {
                 return refuse(ErrorCode::BadRequest, format!("map {} is named twice", w.map));
             }
-            if !s.committed.get(&w.map).is_some_and(|v| v.contains(&w.attempt)) {
+            if !has(s.committed.get(&w.map), w.attempt) {
                 return refuse(
                     ErrorCode::MissingCommit,
                     format!(

@@ -135,6 +135,18 @@ pub async fn read<R: AsyncRead + Unpin>(
     idle: Duration,
     what: &'static str,
 ) -> Result<Option<(Message, u32)>, ProtocolError> {
+    read_bounded(r, frame, idle, what, MAX_FRAME_PAYLOAD_BYTES).await
+}
+
+/// [`read`], refusing a payload longer than `max_payload` from the header
+/// alone (before authentication a daemon takes no more than an `Auth`).
+pub async fn read_bounded<R: AsyncRead + Unpin>(
+    r: &mut R,
+    frame: u64,
+    idle: Duration,
+    what: &'static str,
+    max_payload: u32,
+) -> Result<Option<(Message, u32)>, ProtocolError> {
     let mut h = [0u8; FRAME_HEADER_BYTES];
     let first = tokio::time::timeout(idle, r.read(&mut h))
         .await
@@ -156,6 +168,14 @@ pub async fn read<R: AsyncRead + Unpin>(
             got += n;
         }
         let header = parse_header(&h, frame)?;
+        if header.len > max_payload {
+            return Err(ProtocolError::TooLong {
+                frame,
+                what: "payload length",
+                len: u64::from(header.len),
+                limit: u64::from(max_payload),
+            });
+        }
         let mut payload = vec![0u8; header.len as usize];
         let mut got = 0;
         while got < payload.len() {
@@ -182,12 +202,20 @@ pub async fn read<R: AsyncRead + Unpin>(
 
 /// Writes one frame, bounded by [`FRAME_BODY_TIMEOUT`].
 pub async fn write<W: AsyncWrite + Unpin>(w: &mut W, m: &Message) -> Result<(), ProtocolError> {
+    write_within(w, m, FRAME_BODY_TIMEOUT).await
+}
+
+/// Writes one frame, bounded by `limit` (a read's stream waits on its
+/// reader, which may take long over one segment: see the daemon's
+/// `STREAM_STALL_TIMEOUT`).
+pub async fn write_within<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    m: &Message,
+    limit: Duration,
+) -> Result<(), ProtocolError> {
     let bytes = encode(m);
-    tokio::time::timeout(FRAME_BODY_TIMEOUT, w.write_all(&bytes)).await.map_err(|_| {
-        ProtocolError::Timeout {
-            what: "a frame's write",
-            after_ms: FRAME_BODY_TIMEOUT.as_millis() as u64,
-        }
+    tokio::time::timeout(limit, w.write_all(&bytes)).await.map_err(|_| {
+        ProtocolError::Timeout { what: "a frame's write", after_ms: limit.as_millis() as u64 }
     })??;
     Ok(())
 }

@@ -34,3 +34,7 @@ pub const NONCE_BYTES: usize = 32;
 
 /// Bytes of an HMAC-SHA256 proof or key.
 pub const MAC_BYTES: usize = 32;
+
+/// The largest payload a daemon reads before a connection authenticated:
+/// an `Auth` (application id length, the id, lease, proof) and no more.
+pub const MAX_AUTH_PAYLOAD_BYTES: u32 = (2 + MAX_APP_ID_BYTES + 8 + MAC_BYTES) as u32;

@@ -172,33 +172,34 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
   }
 
   /**
-   * Whether a shuffle goes to the service's daemons: in service mode, for the shuffles the
-   * daemons cover ({@link SluiceShuffleHandle#serviceCovers}), once every daemon registered it.
-   * A daemon that cannot be reached leaves the shuffle embedded, and the log says why.
+   * The generation a shuffle has at the service's daemons, or -1 when it stays embedded: in
+   * service mode, for the shuffles the daemons cover ({@link SluiceShuffleHandle#serviceCovers}),
+   * once every daemon registered it. A daemon that cannot be reached leaves the shuffle embedded,
+   * and the log says why.
    */
-  private boolean toService(int shuffleId, ShuffleKind kind, ShuffleDependency<?, ?, ?> dep) {
+  private int toService(int shuffleId, ShuffleKind kind, ShuffleDependency<?, ?, ?> dep) {
     ServiceConf service = ServiceConf.of(conf);
     if (service == null) {
-      return false;
+      return -1;
     }
     if (!SluiceShuffleHandle.serviceCovers(kind, dep)) {
       LOG.info(
           "Sluice: shuffle {} stays embedded: the service keeps shuffles without aggregator,"
               + " ordering or native operator",
           shuffleId);
-      return false;
+      return -1;
     }
     Daemons daemons = Daemons.of(service);
     try {
       daemons.onEvery(ServiceNative.REGISTER, shuffleId, dep.partitioner().numPartitions());
     } catch (IOException | RuntimeException e) {
       LOG.warn("Sluice: shuffle {} stays embedded: {}", shuffleId, e.getMessage());
-      return false;
+      return -1;
     }
     daemons.renewLeases();
     serviceShuffles.add(shuffleId);
     LOG.info("Sluice: shuffle {} goes to the service's {} daemons", shuffleId, service.nodes());
-    return true;
+    return daemons.generation;
   }
 
   @Override

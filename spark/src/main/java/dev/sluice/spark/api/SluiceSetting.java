@@ -220,8 +220,8 @@ public enum SluiceSetting {
       Scope.SHUFFLE,
       "The application's name at the daemons, unique among the applications running at once: its"
           + " shuffles and lease are kept under it."),
-  SERVICE_APP_KEY(
-      "service.appKey",
+  SERVICE_APP_SECRET(
+      "service.appSecret",
       Type.TEXT,
       "",
       0,
@@ -229,7 +229,8 @@ public enum SluiceSetting {
       "64 hex digits",
       Scope.SHUFFLE,
       "The application's key, `sluice app-key --secret-file F --app NAME` on a daemon's node (an"
-          + " HMAC of the name under the node secret; never the secret itself).");
+          + " HMAC of the name under the node secret; never the secret itself); named so that"
+          + " Spark's spark.redaction.regex hides it in the UI and event logs.");
 
   /** A setting's type: how its value is written and parsed. */
   public enum Type {

@@ -25,12 +25,32 @@ public final class Daemons {
   /** Idle connections kept per daemon, at most. */
   public static final int IDLE_PER_DAEMON = 16;
 
+  /**
+   * How long an idle connection is kept for reuse: well under the daemon's idle timeout (300 s),
+   * so that a borrowed connection is never one the daemon has closed.
+   */
+  public static final long IDLE_KEEP_NANOS = 120_000_000_000L;
+
+  /** 2026-01-01T00:00:00Z in milliseconds: generations count seconds from it. */
+  private static final long GENERATION_EPOCH_MS = 1_767_225_600_000L;
+
   public final ServiceConf conf;
-  private final List<ConcurrentLinkedDeque<Long>> idle = new ArrayList<>();
+
+  /**
+   * The generation this driver registers its shuffles with: the seconds since 2026 when this pool
+   * was made, so that a later run under the same application name replaces what an earlier one
+   * left at the daemons (and an earlier one's attempts can never pass for a later one's).
+   */
+  public final int generation;
+
+  private final List<ConcurrentLinkedDeque<long[]>> idle = new ArrayList<>();
   private ScheduledExecutorService renewer;
+  private volatile boolean closed;
 
   private Daemons(ServiceConf conf) {
     this.conf = conf;
+    this.generation =
+        (int) Math.max(0, (System.currentTimeMillis() - GENERATION_EPOCH_MS) / 1000);
     for (int i = 0; i < conf.nodes(); i++) {
       idle.add(new ConcurrentLinkedDeque<>());
     }
@@ -43,9 +63,13 @@ public final class Daemons {
 
   /** A connection to daemon {@code d}: an idle one, or a new one. */
   public long borrow(int d) throws IOException {
-    Long c = idle.get(d).pollFirst();
-    if (c != null) {
-      return c;
+    long now = System.nanoTime();
+    long[] c;
+    while ((c = idle.get(d).pollFirst()) != null) {
+      if (now - c[1] < IDLE_KEEP_NANOS) {
+        return c[0];
+      }
+      ServiceNative.close(c[0]);
     }
     return ServiceNative.connect(conf.daemons.get(d), conf.app, conf.key, ServiceConf.LEASE_MS);
   }
@@ -55,8 +79,8 @@ public final class Daemons {
     if (connection == 0) {
       return;
     }
-    if (ServiceNative.idle(connection) && idle.get(d).size() < IDLE_PER_DAEMON) {
-      idle.get(d).addFirst(connection);
+    if (!closed && ServiceNative.idle(connection) && idle.get(d).size() < IDLE_PER_DAEMON) {
+      idle.get(d).addFirst(new long[] {connection, System.nanoTime()});
     } else {
       ServiceNative.close(connection);
     }
@@ -76,12 +100,12 @@ public final class Daemons {
       long c = 0;
       try {
         c = borrow(d);
-        ServiceNative.request(c, what, shuffle, 0, partitions);
+        ServiceNative.request(c, what, shuffle, generation, partitions);
         giveBack(d, c);
-      } catch (IOException e) {
+      } catch (IOException | RuntimeException e) {
         discard(c);
         if (first == null) {
-          first = e;
+          first = e instanceof IOException io ? io : new IOException(e.getMessage(), e);
         }
       }
     }
@@ -117,6 +141,7 @@ public final class Daemons {
 
   /** Closes every idle connection and stops the renewer; on the driver, ends the application. */
   public synchronized void close(boolean endApplication) {
+    closed = true;
     if (renewer != null) {
       renewer.shutdownNow();
       renewer = null;
@@ -131,10 +156,10 @@ public final class Daemons {
             e.getMessage());
       }
     }
-    for (ConcurrentLinkedDeque<Long> q : idle) {
-      Long c;
+    for (ConcurrentLinkedDeque<long[]> q : idle) {
+      long[] c;
       while ((c = q.pollFirst()) != null) {
-        ServiceNative.close(c);
+        ServiceNative.close(c[0]);
       }
     }
     POOLS.remove(conf.identity(), this);

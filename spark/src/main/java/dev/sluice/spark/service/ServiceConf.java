@@ -50,7 +50,7 @@ public final class ServiceConf implements Serializable {
       }
     }
     String app = SluiceSetting.SERVICE_APP.text(conf);
-    String key = SluiceSetting.SERVICE_APP_KEY.text(conf);
+    String key = SluiceSetting.SERVICE_APP_SECRET.text(conf);
     if (daemons.isEmpty() || app.isEmpty() || key.isEmpty()) {
       throw new IllegalArgumentException(
           SluiceSetting.MODE.key
@@ -59,7 +59,7 @@ public final class ServiceConf implements Serializable {
               + ", "
               + SluiceSetting.SERVICE_APP.key
               + " and "
-              + SluiceSetting.SERVICE_APP_KEY.key);
+              + SluiceSetting.SERVICE_APP_SECRET.key);
     }
     return new ServiceConf(List.copyOf(daemons), app, key);
   }

@@ -20,7 +20,13 @@ public final class ServicePush {
   static final int READ_BYTES = 1 << 20;
 
   public static void push(
-      Daemons daemons, int shuffle, int mapIndex, long attempt, File data, long[] lengths)
+      Daemons daemons,
+      int shuffle,
+      int generation,
+      int mapIndex,
+      long attempt,
+      File data,
+      long[] lengths)
       throws IOException {
     int nodes = daemons.conf.nodes();
     long[] connections = new long[nodes];
@@ -29,7 +35,7 @@ public final class ServicePush {
     try {
       for (int d = 0; d < nodes; d++) {
         connections[d] = daemons.borrow(d);
-        pushes[d] = ServiceNative.pushOpen(shuffle, 0, mapIndex, attempt);
+        pushes[d] = ServiceNative.pushOpen(shuffle, generation, mapIndex, attempt);
       }
       byte[] buf = new byte[READ_BYTES];
       try (InputStream in = new FileInputStream(data)) {

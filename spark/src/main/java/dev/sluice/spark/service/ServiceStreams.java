@@ -1,13 +1,8 @@
 package dev.sluice.spark.service;
 
 import dev.sluice.spark.jni.ServiceNative;
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.SequenceInputStream;
-import java.util.ArrayList;
-import java.util.Collections;
-import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import java.util.function.BiFunction;
@@ -25,19 +20,26 @@ import scala.Tuple2;
  * the attempt Spark's map output tracker registered. The blocks of one map's segment of one
  * partition come out as one stream, named as Spark names it ({@code shuffle_S_M_R}) and wrapped
  * as Spark's fetch iterator wraps a fetched block, so the readers above treat it as a fetched
- * segment. A daemon that fails or refuses is a {@link FetchFailedException} at the service's
- * location (map index -1), which has Spark unregister every output of the shuffle and rerun its
- * map stage.
+ * segment; the stream pulls the daemon's blocks as it is read (one block, at most 4 MiB, in
+ * memory), and a segment left half read is skipped to its end. A daemon that fails or refuses is
+ * a {@link FetchFailedException} at the shuffle's service location (map index -1), which has
+ * Spark unregister every output of this shuffle, and no other, and rerun its map stage.
  */
 public final class ServiceStreams
     extends scala.collection.AbstractIterator<Tuple2<BlockId, InputStream>> {
-  /** The block manager id every service map status names: no executor, no host of one. */
-  public static final BlockManagerId LOCATION =
-      org.apache.spark.storage.BlockManagerId$.MODULE$.apply(
-          "sluice-service", "sluice-service", 7340, Option.empty());
+  /**
+   * The block manager id a service shuffle's map statuses name: no executor and no host of one
+   * (so an executor's loss unregisters none of them and reduce tasks prefer no host), one per
+   * shuffle (so a fetch failure unregisters that shuffle's outputs only).
+   */
+  public static BlockManagerId location(int shuffle) {
+    return org.apache.spark.storage.BlockManagerId$.MODULE$.apply(
+        "sluice-service-" + shuffle, "sluice-service", 7340, Option.empty());
+  }
 
   private final Daemons daemons;
   private final int shuffle;
+  private final int generation;
   private final int start;
   private final int end;
   private final int partitions;
@@ -51,15 +53,18 @@ public final class ServiceStreams
   private int daemon = -1;
 
   private long connection;
-  /** A block read ahead: the first of the next segment; null when none is waiting. */
+  /** The next block, read ahead; null when none is waiting. */
   private byte[] ahead;
 
   private final long[] aheadMeta = new long[3];
   private boolean done;
+  /** The segment handed out last, until it has been read (or skipped) to its end. */
+  private Segment open;
 
   public ServiceStreams(
       Daemons daemons,
       int shuffle,
+      int generation,
       int start,
       int end,
       int partitions,
@@ -68,6 +73,7 @@ public final class ServiceStreams
       ShuffleReadMetricsReporter metrics) {
     this.daemons = daemons;
     this.shuffle = shuffle;
+    this.generation = generation;
     this.start = start;
     this.end = end;
     this.partitions = partitions;
@@ -96,7 +102,7 @@ public final class ServiceStreams
     String where = daemon >= 0 ? daemons.conf.daemons.get(daemon) : "no daemon";
     throw ServiceStreams.<RuntimeException>unchecked(
         new FetchFailedException(
-        LOCATION,
+        location(shuffle),
         shuffle,
         -1L,
         -1,
@@ -139,7 +145,7 @@ public final class ServiceStreams
           continue;
         }
         connection = daemons.borrow(daemon);
-        ServiceNative.readStart(connection, shuffle, 0, lo, hi, maps, attempts);
+        ServiceNative.readStart(connection, shuffle, generation, lo, hi, maps, attempts);
         dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
       } catch (IOException e) {
         daemons.discard(connection);
@@ -151,6 +157,11 @@ public final class ServiceStreams
 
   @Override
   public boolean hasNext() {
+    if (open != null) {
+      // The segment handed out last, skipped to its end if its reader stopped early.
+      open.skipRest();
+      open = null;
+    }
     readAhead();
     return ahead != null;
   }
@@ -162,24 +173,95 @@ public final class ServiceStreams
     }
     int partition = (int) aheadMeta[0];
     int map = (int) aheadMeta[1];
-    List<InputStream> parts = new ArrayList<>();
-    long bytes = 0;
-    // The segment's blocks: consecutive, as the daemon keeps a map's pushes of a partition.
-    while (ahead != null && aheadMeta[0] == partition && aheadMeta[1] == map) {
-      parts.add(new ByteArrayInputStream(ahead));
-      bytes += ahead.length;
-      ahead = null;
-      readAhead();
-    }
     Long attempt = attemptOf.get(map);
     if (attempt == null) {
       throw failed(partition, new IOException("the daemon sent map " + map + ", not asked for"));
     }
-    metrics.incRemoteBytesRead(bytes);
     metrics.incRemoteBlocksFetched(1);
     BlockId id = new ShuffleBlockId(shuffle, attempt, partition);
-    InputStream in = new SequenceInputStream(Collections.enumeration(parts));
-    return new Tuple2<>(id, wrap.apply(id, in));
+    open = new Segment(partition, map);
+    return new Tuple2<>(id, wrap.apply(id, open));
+  }
+
+  /**
+   * One map's segment of one partition: the daemon's consecutive blocks of that (partition, map),
+   * pulled as the stream is read.
+   */
+  private final class Segment extends InputStream {
+    private final int partition;
+    private final int map;
+    private byte[] block;
+    private int pos;
+    private boolean ended;
+
+    Segment(int partition, int map) {
+      this.partition = partition;
+      this.map = map;
+      take();
+    }
+
+    /** Takes the block read ahead, which belongs to this segment. */
+    private void take() {
+      block = ahead;
+      ahead = null;
+      pos = 0;
+      metrics.incRemoteBytesRead(block.length);
+    }
+
+    /** Moves to the segment's next block; false at its end. */
+    private boolean advance() {
+      if (ended) {
+        return false;
+      }
+      readAhead();
+      if (ahead != null && aheadMeta[0] == partition && aheadMeta[1] == map) {
+        take();
+        return true;
+      }
+      ended = true;
+      block = null;
+      return false;
+    }
+
+    void skipRest() {
+      while (advance()) {
+        // Each block is taken and dropped.
+      }
+    }
+
+    @Override
+    public int read() {
+      while (block != null && pos == block.length) {
+        if (!advance()) {
+          return -1;
+        }
+      }
+      return block == null ? -1 : block[pos++] & 0xff;
+    }
+
+    @Override
+    public int read(byte[] b, int off, int len) {
+      if (len == 0) {
+        return 0;
+      }
+      while (block != null && pos == block.length) {
+        if (!advance()) {
+          return -1;
+        }
+      }
+      if (block == null) {
+        return -1;
+      }
+      int n = Math.min(len, block.length - pos);
+      System.arraycopy(block, pos, b, off, n);
+      pos += n;
+      return n;
+    }
+
+    @Override
+    public int available() {
+      return block == null ? 0 : block.length - pos;
+    }
   }
 
   /**

@@ -86,8 +86,8 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** Spark's row checksums of the attempt (Spark 4.1 and later), or null when it has none. */
   private final RowChecksums rows;
 
-  /** Whether the committed output goes to the service's daemons. */
-  private final boolean service;
+  /** The shuffle's generation at the service's daemons, or -1: the output stays here. */
+  private final int serviceGeneration;
 
   NativeMapOutput(
       int engineShuffle,
@@ -100,7 +100,7 @@ public final class NativeMapOutput extends MemoryConsumer {
       SluiceConf settings,
       IndexShuffleBlockResolver resolver,
       RowChecksums rows,
-      boolean service) {
+      int serviceGeneration) {
     super(
         context.taskMemoryManager(),
         context.taskMemoryManager().pageSizeBytes(),
@@ -113,7 +113,7 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.owner = Thread.currentThread();
     this.context = context;
     this.rows = rows;
-    this.service = service;
+    this.serviceGeneration = serviceGeneration;
     this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
     this.task =
         SluiceNative.mapOpen(
@@ -314,17 +314,18 @@ public final class NativeMapOutput extends MemoryConsumer {
     metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
     BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
-    if (service) {
+    if (serviceGeneration >= 0) {
       // The daemons keep the output from here; the local files are not read again.
       ServicePush.push(
           Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
           shuffleId,
+          serviceGeneration,
           context.partitionId(),
           mapId,
           dataFile,
           lengths);
       resolver.removeDataByMap(shuffleId, mapId);
-      location = ServiceStreams.LOCATION;
+      location = ServiceStreams.location(shuffleId);
       SluiceMetrics.SERVICE_MAP_OUTPUTS.incrementAndGet();
     }
     // Spark's row checksum (4.1 and later; 0 where the shuffle has none, as Spark's writers say).

@@ -14,12 +14,15 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
   /** What the shuffle computes, chosen on the driver. */
   private final ShuffleKind kind;
 
-  /** Whether its map output goes to the service's daemons (registered there by the driver). */
-  private final boolean service;
+  /**
+   * The generation the driver registered the shuffle with at the service's daemons, or -1 when its
+   * map output stays embedded.
+   */
+  private final int serviceGeneration;
 
   public SluiceShuffleHandle(
       int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps, ShuffleKind kind) {
-    this(shuffleId, dependency, numMaps, kind, false);
+    this(shuffleId, dependency, numMaps, kind, -1);
   }
 
   public SluiceShuffleHandle(
@@ -27,16 +30,21 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
       ShuffleDependency<K, V, C> dependency,
       int numMaps,
       ShuffleKind kind,
-      boolean service) {
+      int serviceGeneration) {
     super(shuffleId, dependency);
     this.numMaps = numMaps;
     this.kind = kind;
-    this.service = service;
+    this.serviceGeneration = serviceGeneration;
   }
 
   /** Whether the shuffle's map output goes to the service's daemons. */
   public boolean service() {
-    return service;
+    return serviceGeneration >= 0;
+  }
+
+  /** The shuffle's generation at the daemons (see {@link #service}). */
+  public int serviceGeneration() {
+    return serviceGeneration;
   }
 
   /**
