@@ -239,38 +239,30 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
     }
     requireLibrary(handle);
     SluiceShuffleHandle<K, ?, C> h = (SluiceShuffleHandle<K, ?, C>) handle;
-    if (h.service()) {
-      if (RowShuffleReader.covers(h, SparkEnv.get().conf())) {
-        return new RowShuffleReader<>(
-                h,
-                SparkEnv.get()
-                    .mapOutputTracker()
-                    .getMapSizesByExecutorId(
-                        h.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition),
-                context,
-                metrics,
-                false)
-            .service(startPartition, endPartition);
-      }
-      return new ServiceReads<>(
-          h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
-    }
     if (h.kind().nativeReduce()) {
       openEngine(new SluiceConf(SparkEnv.get().conf()));
       return new SluiceOpReader<>(
           h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
     if (RowShuffleReader.covers(h, SparkEnv.get().conf())) {
-      // Spark SQL rows, pointed at in the decoded blocks rather than deserialized.
-      return new RowShuffleReader<>(
-          h,
-          SparkEnv.get()
-              .mapOutputTracker()
-              .getMapSizesByExecutorId(
-                  h.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition),
-          context,
-          metrics,
-          SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
+      // Spark SQL rows, pointed at in the decoded blocks rather than deserialized; a service
+      // shuffle's from the daemons' streams.
+      RowShuffleReader<K, C> rows =
+          new RowShuffleReader<>(
+              h,
+              SparkEnv.get()
+                  .mapOutputTracker()
+                  .getMapSizesByExecutorId(
+                      h.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition),
+              context,
+              metrics,
+              !h.service()
+                  && SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
+      return h.service() ? rows.service(startPartition, endPartition) : rows;
+    }
+    if (h.service()) {
+      return new ServiceReads<>(
+          h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
     return SluiceSerializerManager.fetchReader(
         h, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics, null);
