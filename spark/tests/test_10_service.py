@@ -29,16 +29,27 @@ def sluice_binary():
 
 
 class Daemon:
-    def __init__(self, binary, host, secret, tmp):
-        self.dir = tmp / f"daemon-{host}"
-        self.dir.mkdir()
+    def __init__(self, binary, host, secret, tmp, port=0, directory=None):
+        self.binary, self.host, self.secret, self.tmp = binary, host, secret, tmp
+        self.dir = directory or tmp / f"daemon-{host}"
+        self.dir.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
-            [str(binary), "daemon", "--host", host, "--port", "0", "--dir", str(self.dir),
+            [str(binary), "daemon", "--host", host, "--port", str(port), "--dir", str(self.dir),
              "--memory", "8m", "--secret-file", str(secret)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         assert line.startswith("sluice daemon listening on "), (line, self.proc.stderr.read())
         self.addr = line.split()[-1]
+
+    def kill(self):
+        """SIGKILL: no shutdown, nothing cleaned up."""
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+    def restarted(self):
+        """A new daemon process on the same address and directory."""
+        return Daemon(self.binary, self.host, self.secret, self.tmp,
+                      port=self.addr.rsplit(":", 1)[1], directory=self.dir)
 
     def stop(self):
         self.proc.terminate()
@@ -50,22 +61,50 @@ class Daemon:
         return [p for p in self.dir.rglob("*.data")]
 
 
-@pytest.fixture(scope="module")
-def daemons(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("service")
+def start_daemons(tmp, directories=(None, None)):
+    """Two daemons (127.0.0.1, 127.0.0.2) under one node secret, and the
+    application key of `sluice-test`."""
     binary = sluice_binary()
     secret = tmp / "secret"
     secret.write_bytes(os.urandom(32))
     secret.chmod(0o600)
-    ds = [Daemon(binary, host, secret, tmp) for host in ("127.0.0.1", "127.0.0.2")]
+    ds = [Daemon(binary, host, secret, tmp, directory=d)
+          for host, d in zip(("127.0.0.1", "127.0.0.2"), directories)]
     key = subprocess.run([str(binary), "app-key", "--secret-file", str(secret), "--app", "sluice-test"],
                          check=True, capture_output=True, text=True).stdout.strip()
+    return ds, key
+
+
+def stop_all(ds):
+    for d in ds:
+        if d.proc.poll() is None:
+            d.stop()
+
+
+@pytest.fixture(scope="module")
+def daemons(tmp_path_factory):
+    ds, key = start_daemons(tmp_path_factory.mktemp("service"))
     try:
         yield ds, key
     finally:
+        stop_all(ds)
+
+
+@pytest.fixture
+def own_daemons(tmp_path):
+    """Daemons of one test's own, for tests that kill or fill them."""
+    made = []
+
+    def start(directories=(None, None)):
+        ds, key = start_daemons(tmp_path, directories)
+        made.append(ds)
+        return ds, key
+
+    yield start
+    for ds in made:
         for d in ds:
             if d.proc.poll() is None:
-                d.stop()
+                d.kill()
 
 
 def service_conf(ds, key, app="sluice-test"):
@@ -169,12 +208,151 @@ def test_an_executor_killed_after_its_map_tasks_costs_no_rerun(daemons, tmp_path
             s.stop()
 
 
+def _metrics(s):
+    m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
+    return lambda: (m.serviceMapOutputs(), m.serviceFallbacks(), m.serviceReads())
+
+
+def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path):
+    # The map stage commits at both daemons; the second is killed with
+    # SIGKILL and restarted, empty, on its address and directory. The next
+    # job over the same shuffle: the restarted daemon does not know the
+    # shuffle (it serves nothing stale), the read becomes a fetch failure,
+    # Spark reruns the map stage, and the rerun's pushes, refused there, keep
+    # each output on the executor that wrote it. Spark's answer, and no task
+    # retried against the dead daemon until the job gave up.
+    ds, key = own_daemons()
+    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    try:
+        sc, counts = s.sparkContext, _metrics(s)
+        shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
+        sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+        before = counts()
+        want = sizes()
+        assert sum(want) == sum(range(40000))
+        first = counts()
+        assert first[0] - before[0] == 4 and first[1] == before[1], (before, first)
+        ds[1].kill()
+        ds[1] = ds[1].restarted()
+        sc.setJobGroup("after-restart", "read the shuffle after a daemon's restart")
+        assert sizes() == want
+        after = counts()
+        mapped, _ = _map_tasks_run(sc, "after-restart")
+        assert mapped == 4, "the map stage was not rerun after the daemon lost its output"
+        assert after[1] - first[1] == 4, "the rerun's outputs did not stay on the executor"
+        assert after[0] == first[0]
+    finally:
+        s.stop()
+
+
+def test_a_daemon_dead_while_the_maps_run(own_daemons, tmp_path):
+    # The shuffle is registered at both daemons when the job starts; the
+    # first map task kills the second daemon and every map task waits until
+    # its port refuses connections. Each map output stays on the executor
+    # (its push fails at once, or is not tried while the daemon is down), the
+    # reduce tasks fetch them from there, and no task fails: with
+    # spark.task.maxFailures=4 nothing is retried against the dead daemon.
+    ds, key = own_daemons()
+    pid = ds[1].proc.pid
+    host, port = ds[1].addr.rsplit(":", 1)
+    s = session("local[2,4]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    try:
+        sc, counts = s.sparkContext, _metrics(s)
+
+        def kill_then_map(i, it):
+            import socket
+            import time
+            if i == 0:
+                os.kill(pid, 9)
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                try:
+                    socket.create_connection((host, int(port)), timeout=1).close()
+                    time.sleep(0.05)
+                except OSError:
+                    break
+            return it
+
+        before = counts()
+        sc.setJobGroup("dead", "a daemon dies while the maps run")
+        got = sorted(sc.parallelize(range(20000), 4).mapPartitionsWithIndex(kill_then_map)
+                     .map(lambda x: (x % 97, x)).partitionBy(5)
+                     .mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+        after = counts()
+        assert sum(got) == sum(range(20000)) and len(got) == 5
+        assert after[1] - before[1] == 4 and after[0] == before[0], (before, after)
+        ds[1].proc.wait(timeout=30)
+        jobs_ = sc.statusTracker().getJobIdsForGroup("dead")
+        stages = [st for j in jobs_ for st in sc.statusTracker().getJobInfo(j).stageIds]
+        failed = sum(sc.statusTracker().getStageInfo(st).numFailedTasks for st in stages)
+        assert failed == 0, f"{failed} task attempts failed"
+    finally:
+        s.stop()
+
+
+def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tmp_path):
+    # The second daemon's directory is a 1 MiB tmpfs under its 8 MiB budget:
+    # once both are full it refuses a push with a typed error (Storage); that
+    # map output and those after it stay on their executors, those before it
+    # stay at the daemons, and each reduce task reads both kinds: Spark's
+    # answer, nothing lost.
+    small = tmp_path / "small"
+    small.mkdir()
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {out.stderr.strip()}")
+    ds = []
+    try:
+        ds, key = own_daemons((None, small))
+        s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+        try:
+            sc, counts = s.sparkContext, _metrics(s)
+            before = counts()
+            # 32 maps of about 1 MB of incompressible bytes; half goes to
+            # the second daemon, about twice what it can hold.
+            got = sorted(sc.parallelize(range(32), 32)
+                         .flatMap(lambda i: [(j % 64, os.urandom(120)) for j in range(8000)])
+                         .partitionBy(8)
+                         .mapPartitions(lambda it: [(lambda v: (len(v), sum(len(b) for b in v)))(
+                             [b for _, b in it])]).collect())
+            after = counts()
+        finally:
+            s.stop()
+        assert sum(n for n, _ in got) == 32 * 8000
+        assert sum(b for _, b in got) == 32 * 8000 * 120
+        pushed, kept, reads = (a - b for a, b in zip(after, before))
+        assert pushed > 0 and kept > 0 and pushed + kept == 32, (pushed, kept)
+        assert reads > 0
+    finally:
+        stop_all(ds)
+        subprocess.run(["umount", str(small)], check=False)
+
+
+# What a daemon's resident memory may exceed its budget by: the runtime,
+# connection buffers and the allocator's slack (docs/service.md).
+DAEMON_OVERHEAD_BYTES = 48 << 20
+
+
+def _peak_rss(pid):
+    """The process's peak resident set (VmHWM), in bytes."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmHWM for {pid}")
+
+
 def test_the_daemons_kept_their_budget_and_stop_cleanly(daemons):
     """Last in the module: SIGTERM stops each daemon gracefully; what it
-    held stayed within its 8 MiB, and the big repartition spilled."""
+    held stayed within its 8 MiB (its own count) and its resident memory
+    within the budget and the stated overhead, and the big repartition
+    spilled."""
     ds, _ = daemons
     spilled = 0
     for d in ds:
+        rss = _peak_rss(d.proc.pid)
+        print(f"daemon {d.addr}: peak RSS {rss >> 10} KiB")
+        assert rss <= (8 << 20) + DAEMON_OVERHEAD_BYTES, f"peak RSS {rss} bytes"
         out = d.stop()
         words = out.split("sluice daemon stopped: peak ")[1].split()
         peak, budget, spilled_here = int(words[0]), int(words[2]), int(words[5])

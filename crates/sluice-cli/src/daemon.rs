@@ -109,12 +109,22 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
+        // The handler first, so that a SIGTERM sent as soon as the line below
+        // is read stops the daemon gracefully rather than killing it.
+        use tokio::signal::unix::{signal, SignalKind};
+        let (mut term, mut int) =
+            (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?);
         let daemon = Daemon::start(config).await?;
         println!("sluice daemon listening on {}", daemon.addr());
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let (files, bytes) = daemon.stale_removed();
+        if files > 0 {
+            eprintln!(
+                "sluice daemon: removed {files} spill files ({bytes} bytes) a stopped daemon left"
+            );
+        }
         tokio::select! {
             _ = term.recv() => {}
-            r = tokio::signal::ctrl_c() => r?,
+            _ = int.recv() => {}
         }
         let (_, peak, spilled, budget) = daemon.stats();
         daemon.shutdown().await;

@@ -124,3 +124,39 @@ async fn bad_settings_stop_the_start() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_serves_one_daemon_and_a_killed_ones_spills_are_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // What a killed daemon leaves: spill files under an application's
+    // directory; beside them, files that are not the daemon's.
+    let app = dir.path().join("0123456789abcdef");
+    std::fs::create_dir(&app).expect("app dir");
+    std::fs::write(app.join("s3-g7-p12-0.data"), vec![1u8; 1000]).expect("spill");
+    std::fs::write(app.join("s3-g7-m1-a9-0.staged"), vec![2u8; 24]).expect("staged");
+    std::fs::write(app.join("notes.txt"), b"mine").expect("other");
+    let other = dir.path().join("not-an-app");
+    std::fs::create_dir(&other).expect("other dir");
+    std::fs::write(other.join("s1-g1-p1-0.data"), b"mine too").expect("other spill-like");
+    let d = Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20))
+        .await
+        .expect("daemon");
+    assert_eq!(d.stale_removed(), (2, 1024));
+    assert!(!app.join("s3-g7-p12-0.data").exists());
+    assert!(!app.join("s3-g7-m1-a9-0.staged").exists());
+    assert!(app.join("notes.txt").exists(), "a file that is not a spill was removed");
+    assert!(other.join("s1-g1-p1-0.data").exists(), "a file outside an app dir was removed");
+    // A second daemon on the same directory (another port) is refused.
+    match Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20)).await {
+        Err(e @ DaemonError::DirInUse { .. }) => {
+            assert!(e.to_string().contains("another daemon"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Once the first has stopped, the directory is free again.
+    d.shutdown().await;
+    let again = Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20))
+        .await
+        .expect("a daemon after the first stopped");
+    assert_eq!(again.stale_removed(), (0, 0));
+}

@@ -9,8 +9,9 @@
 //! - `spill`: blocks in memory or in spill files, written in one write per
 //!   spill and checked by CRC32C when read back.
 //!
-//! Start-up checks every directory (exists, is a directory, writable) and
-//! binds the port before anything is served; each failure is a
+//! Start-up checks every directory (exists, is a directory, writable),
+//! binds the port, and locks each directory (removing the spill files a
+//! killed daemon left there) before anything is served; each failure is a
 //! [`DaemonError`]. [`Daemon::shutdown`] stops accepting, refuses new
 //! pushes and registrations with [`ErrorCode::ShuttingDown`], lets requests
 //! in flight (a commit, a read) finish, and waits for connections to close
@@ -20,6 +21,7 @@
 
 mod conn;
 mod spill;
+pub use spill::SPILL_WRITE_BYTES;
 mod store;
 
 use std::net::SocketAddr;
@@ -82,6 +84,8 @@ pub enum DaemonError {
     Dir { dir: PathBuf, why: String },
     #[error("no --dir given: a daemon needs at least one directory")]
     NoDirs,
+    #[error("directory {dir} is in use: {why}")]
+    DirInUse { dir: PathBuf, why: String },
     #[error("--memory must be at least {min} bytes, got {got}")]
     Memory { min: u64, got: u64 },
 }
@@ -115,6 +119,9 @@ pub struct Daemon {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     accept: tokio::task::JoinHandle<()>,
+    /// Each directory's lock file, held while the daemon runs.
+    _locks: Vec<std::fs::File>,
+    stale: (u64, u64),
 }
 
 fn check_dir(dir: &PathBuf) -> Result<(), DaemonError> {
@@ -150,6 +157,15 @@ impl Daemon {
         let addr = listener
             .local_addr()
             .map_err(|e| DaemonError::Bind { addr: config.listen, source: e })?;
+        let mut locks = Vec::with_capacity(config.dirs.len());
+        let mut stale = (0, 0);
+        for d in &config.dirs {
+            locks.push(
+                spill::lock_dir(d).map_err(|why| DaemonError::DirInUse { dir: d.clone(), why })?,
+            );
+            let (files, bytes) = spill::remove_stale(d);
+            stale = (stale.0 + files, stale.1 + bytes);
+        }
         let shared = Arc::new(Shared {
             store: Mutex::new(Store::new(
                 config.dirs.clone(),
@@ -161,7 +177,13 @@ impl Daemon {
         });
         let (stop, stop_rx) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
-        Ok(Daemon { addr, shared, stop, accept })
+        Ok(Daemon { addr, shared, stop, accept, _locks: locks, stale })
+    }
+
+    /// The spill files (and their bytes) a killed daemon had left in this
+    /// one's directories, removed at start.
+    pub fn stale_removed(&self) -> (u64, u64) {
+        self.stale
     }
 
     /// The address it listens on.

@@ -5,6 +5,12 @@
 //! read from disk is checked against its CRC. A file is deleted when the
 //! last block naming it is dropped (its shuffle unregistered, its
 //! application ended or lapsed), so a read in progress keeps it open.
+//!
+//! A daemon holds an exclusive lock on [`LOCK_FILE`] in each directory while
+//! it runs (released by the kernel however the process ends), so two daemons
+//! never share one; having it, the daemon removes the spill files a killed
+//! predecessor left there (its index of them died with it, so nothing could
+//! ever read them) before it serves anything.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -15,6 +21,68 @@ use sluice_core::format::checksum::crc32c;
 
 use super::store::Refusal;
 use crate::protocol::ErrorCode;
+
+/// The largest write a spill gathers blocks into, in bytes: the memory a
+/// spill needs beside the blocks it frees.
+pub const SPILL_WRITE_BYTES: usize = 1 << 20;
+
+/// The file in each directory a running daemon holds locked.
+pub(crate) const LOCK_FILE: &str = ".sluice-daemon.lock";
+
+/// Takes `dir`'s lock, held while the returned file stays open.
+pub(crate) fn lock_dir(dir: &Path) -> Result<File, String> {
+    let path = dir.join(LOCK_FILE);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            Err("another daemon is using it (its lock file is held)".into())
+        }
+        Err(e) => Err(format!("cannot lock {}: {e}", path.display())),
+    }
+}
+
+/// Whether `name` is an application's directory: 16 lowercase hex digits.
+fn is_app_dir(name: &str) -> bool {
+    name.len() == 16 && name.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Whether `name` is a spill file's (`s3-g7-p12-0.data`, `s3-g7-m1-a9-0.staged`).
+fn is_spill_file(name: &str) -> bool {
+    name.starts_with('s') && (name.ends_with(".data") || name.ends_with(".staged"))
+}
+
+/// Removes the spill files under `dir`'s application directories (and those
+/// directories once empty); the files and bytes removed. Only for a
+/// directory whose lock this daemon holds. Nothing else is touched.
+pub(crate) fn remove_stale(dir: &Path) -> (u64, u64) {
+    let (mut files, mut bytes) = (0, 0);
+    let Ok(apps) = std::fs::read_dir(dir) else { return (0, 0) };
+    for app in apps.flatten() {
+        let name = app.file_name();
+        if !name.to_str().is_some_and(is_app_dir) || !app.path().is_dir() {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(app.path()) else { continue };
+        for f in entries.flatten() {
+            let is_file = f.file_type().is_ok_and(|t| t.is_file());
+            if is_file && f.file_name().to_str().is_some_and(is_spill_file) {
+                let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+                if std::fs::remove_file(f.path()).is_ok() {
+                    files += 1;
+                    bytes += len;
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(app.path());
+    }
+    (files, bytes)
+}
 
 /// A spill file, deleted when dropped.
 #[derive(Debug)]
@@ -109,21 +177,67 @@ pub(crate) fn spill<'a>(
         *appender = Some(Appender { file: Arc::new(SpillFile { path, file }), len: 0 });
     }
     let Some(a) = appender.as_mut() else { return Ok(0) };
-    let mut buf = Vec::new();
+    // Blocks are gathered into writes of at most SPILL_WRITE_BYTES (a
+    // larger block is written from where it lies), so a spill needs at
+    // most that much memory beside the blocks it frees.
+    let mut buf = Vec::with_capacity(SPILL_WRITE_BYTES);
+    let mut end = a.len;
     let mut placed: Vec<(&'a mut Loc, u64, u32, u32)> = Vec::new();
+    // Writes what is gathered, which ends at `end`.
+    let write = |buf: &mut Vec<u8>, end: u64| -> Result<(), Refusal> {
+        let at = end - buf.len() as u64;
+        a.file.file.write_all_at(buf, at).map_err(|e| storage(&a.file.path, e))?;
+        buf.clear();
+        Ok(())
+    };
     for loc in blocks {
         if let Loc::Mem(d) = &*loc {
-            let (offset, len, crc) = (a.len + buf.len() as u64, d.len() as u32, crc32c(d));
-            buf.extend_from_slice(d);
+            let (offset, len, crc) = (end, d.len() as u32, crc32c(d));
+            if buf.len() + d.len() > SPILL_WRITE_BYTES {
+                write(&mut buf, end)?;
+            }
+            if d.len() > SPILL_WRITE_BYTES {
+                a.file.file.write_all_at(d, end).map_err(|e| storage(&a.file.path, e))?;
+            } else {
+                buf.extend_from_slice(d);
+            }
+            end += d.len() as u64;
             placed.push((loc, offset, len, crc));
         }
     }
-    // At the file's recorded end, so a write a full disk cut short is
+    write(&mut buf, end)?;
+    // Only now, every write done: a write a full disk cut short is
     // overwritten by the next spill rather than left between blocks.
-    a.file.file.write_all_at(&buf, a.len).map_err(|e| storage(&a.file.path, e))?;
-    a.len += buf.len() as u64;
+    let written = end - a.len;
+    a.len = end;
     for (loc, offset, len, crc) in placed {
         *loc = Loc::Disk { file: a.file.clone(), offset, len, crc };
     }
-    Ok(buf.len() as u64)
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_of_every_size_spill_in_bounded_writes_and_read_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sizes = [10, SPILL_WRITE_BYTES - 5, 7, SPILL_WRITE_BYTES + 3, 1, 3 * SPILL_WRITE_BYTES];
+        let make = |i: usize, n: usize| (0..n).map(|j| (i * 31 + j) as u8).collect::<Vec<u8>>();
+        let mut locs: Vec<Loc> =
+            sizes.iter().enumerate().map(|(i, &n)| Loc::Mem(Arc::new(make(i, n)))).collect();
+        let mut appender = None;
+        // Two spills into one file: the second appends after the first.
+        let (first, second) = locs.split_at_mut(3);
+        let path = dir.path().join("app").join("s0-g0-p0-0.data");
+        let a = spill(&mut appender, || path.clone(), first.iter_mut()).expect("spill");
+        let b = spill(&mut appender, || unreachable!(), second.iter_mut()).expect("spill");
+        assert_eq!((a + b) as usize, sizes.iter().sum::<usize>());
+        assert_eq!(std::fs::metadata(&path).expect("file").len(), a + b);
+        for (i, loc) in locs.iter().enumerate() {
+            assert_eq!(loc.mem_bytes(), 0, "block {i} left in memory");
+            assert_eq!(loc.fetch().expect("read back"), make(i, sizes[i]), "block {i}");
+        }
+    }
 }

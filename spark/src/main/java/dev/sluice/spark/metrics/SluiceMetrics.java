@@ -27,6 +27,8 @@ public final class SluiceMetrics {
   public static final AtomicLong SQL_NATIVE_NODES = new AtomicLong();
   /** Map attempts whose output went to the service's daemons. */
   public static final AtomicLong SERVICE_MAP_OUTPUTS = new AtomicLong();
+  /** Map attempts of service shuffles whose output stayed on the executor (a push failed). */
+  public static final AtomicLong SERVICE_FALLBACKS = new AtomicLong();
   /** Reduce-side reads served by the service's daemons (one per daemon a task read from). */
   public static final AtomicLong SERVICE_READS = new AtomicLong();
 
@@ -77,6 +79,11 @@ public final class SluiceMetrics {
   /** Map attempts whose output went to the service's daemons. */
   public static long serviceMapOutputs() {
     return SERVICE_MAP_OUTPUTS.get();
+  }
+
+  /** Map attempts of service shuffles whose output stayed on their executor: a push failed. */
+  public static long serviceFallbacks() {
+    return SERVICE_FALLBACKS.get();
   }
 
   /** Reads of a reduce task's partitions from one daemon each. */

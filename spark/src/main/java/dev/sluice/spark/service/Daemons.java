@@ -9,6 +9,8 @@ import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -43,7 +45,17 @@ public final class Daemons {
    */
   public final int generation;
 
+  /**
+   * How long a daemon that failed a push is left out of this JVM's pushes: map outputs written
+   * meanwhile stay on their executors rather than each waiting on the same failure.
+   */
+  public static final long DOWN_NANOS = 30_000_000_000L;
+
   private final List<ConcurrentLinkedDeque<long[]>> idle = new ArrayList<>();
+  /** Per daemon: until when (System.nanoTime) it takes no pushes, and why; 0 when it does. */
+  private final AtomicLongArray downUntil;
+
+  private final AtomicReferenceArray<String> downWhy;
   private ScheduledExecutorService renewer;
   private volatile boolean closed;
 
@@ -54,6 +66,37 @@ public final class Daemons {
     for (int i = 0; i < conf.nodes(); i++) {
       idle.add(new ConcurrentLinkedDeque<>());
     }
+    downUntil = new AtomicLongArray(conf.nodes());
+    downWhy = new AtomicReferenceArray<>(conf.nodes());
+  }
+
+  /**
+   * Leaves daemon {@code d} out of this JVM's pushes for {@link #DOWN_NANOS} after it failed one
+   * ({@code why}); the first failure after it was up is logged.
+   */
+  public void markDown(int d, String why) {
+    long now = System.nanoTime();
+    downWhy.set(d, why);
+    long before = downUntil.getAndSet(d, Math.max(1, now + DOWN_NANOS));
+    if (before == 0 || before - now < 0) {
+      LOG.warn(
+          "Sluice: daemon {} failed a push ({}); map outputs stay on their executors for {} s",
+          conf.daemons.get(d),
+          why,
+          DOWN_NANOS / 1_000_000_000L);
+    }
+  }
+
+  /** Why a push now would go to a daemon that failed one lately, or null when none did. */
+  public String downReason() {
+    long now = System.nanoTime();
+    for (int d = 0; d < conf.nodes(); d++) {
+      long until = downUntil.get(d);
+      if (until != 0 && until - now > 0) {
+        return "daemon " + conf.daemons.get(d) + " failed a push: " + downWhy.get(d);
+      }
+    }
+    return null;
   }
 
   /** This JVM's pool for the application and daemons of {@code conf}. */

@@ -34,8 +34,11 @@ public final class ServiceStreams
    */
   public static BlockManagerId location(int shuffle) {
     return org.apache.spark.storage.BlockManagerId$.MODULE$.apply(
-        "sluice-service-" + shuffle, "sluice-service", 7340, Option.empty());
+        LOCATION_PREFIX + shuffle, LOCATION_HOST, 7340, Option.empty());
   }
+
+  private static final String LOCATION_PREFIX = "sluice-service-";
+  private static final String LOCATION_HOST = "sluice-service";
 
   private final Daemons daemons;
   private final int shuffle;
@@ -264,15 +267,21 @@ public final class ServiceStreams
     }
   }
 
+  /** Whether a map status's location is a service shuffle's ({@link #location}). */
+  public static boolean isService(BlockManagerId id) {
+    return id.executorId().startsWith(LOCATION_PREFIX) && LOCATION_HOST.equals(id.host());
+  }
+
   /**
-   * The attempt Spark's map output tracker registered for each map index among {@code blocks} (its
-   * {@code getMapSizesByExecutorId} answer): the winners a read names.
+   * The attempt Spark's map output tracker registered for each map index among {@code blocks} (the
+   * part of its {@code getMapSizesByExecutorId} answer at the service's location): the winners a
+   * read names.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
-  public static Map<Integer, Long> winners(scala.collection.Iterator blocks) {
+  public static Map<Integer, Long> winners(
+      Iterable<Tuple2<BlockManagerId, scala.collection.Seq>> blocks) {
     Map<Integer, Long> out = new java.util.TreeMap<>();
-    while (blocks.hasNext()) {
-      Tuple2<BlockManagerId, scala.collection.Seq> byAddress = (Tuple2) blocks.next();
+    for (Tuple2<BlockManagerId, scala.collection.Seq> byAddress : blocks) {
       scala.collection.Iterator it = byAddress._2().iterator();
       while (it.hasNext()) {
         scala.Tuple3<BlockId, Object, Object> b = (scala.Tuple3) it.next();

@@ -314,16 +314,16 @@ public final class NativeMapOutput extends MemoryConsumer {
     metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
     BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
-    if (serviceGeneration >= 0) {
+    if (serviceGeneration >= 0
+        && ServicePush.pushOrKeep(
+            Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
+            shuffleId,
+            serviceGeneration,
+            context.partitionId(),
+            mapId,
+            dataFile,
+            lengths)) {
       // The daemons keep the output from here; the local files are not read again.
-      ServicePush.push(
-          Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
-          shuffleId,
-          serviceGeneration,
-          context.partitionId(),
-          mapId,
-          dataFile,
-          lengths);
       resolver.removeDataByMap(shuffleId, mapId);
       location = ServiceStreams.location(shuffleId);
       SluiceMetrics.SERVICE_MAP_OUTPUTS.incrementAndGet();

@@ -2,7 +2,6 @@ package dev.sluice.spark.shuffle;
 
 import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.metrics.SluiceMetrics;
-import dev.sluice.spark.service.ServiceStreams;
 import dev.sluice.spark.sort.RowFraming;
 import java.io.IOException;
 import java.io.InputStream;
@@ -10,7 +9,6 @@ import java.io.UncheckedIOException;
 import java.lang.reflect.Field;
 import java.util.NoSuchElementException;
 import org.apache.spark.InterruptibleIterator;
-import org.apache.spark.MapOutputTracker;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
@@ -21,10 +19,7 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.storage.BlockId;
-import org.apache.spark.storage.BlockManager;
-import org.apache.spark.storage.ShuffleBlockFetcherIterator;
 import org.apache.spark.unsafe.Platform;
-import org.apache.spark.util.SystemClock;
 import scala.Product2;
 import scala.Tuple2;
 
@@ -142,44 +137,16 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
   public scala.collection.Iterator<Product2<K, C>> read() {
     SparkEnv env = SparkEnv.get();
     SparkConf conf = env.conf();
-    BlockManager bm = env.blockManager();
-    MapOutputTracker tracker = env.mapOutputTracker();
     Serializer serializer = handle.dependency().serializer();
     SluiceSerializerManager segments =
         new SluiceSerializerManager(env.serializer(), conf, null, metrics);
-    if (handle.service()) {
-      ServiceStreams streams =
-          ServiceReads.streams(
-              handle, blocks, startPartition, endPartition, context, metrics, segments);
-      return new InterruptibleIterator<>(
-          context, (scala.collection.Iterator) new Rows(streams, segments, numFields(serializer)));
-    }
-    var c = config();
-    ShuffleBlockFetcherIterator fetch =
-        new ShuffleBlockFetcherIterator(
-            context,
-            bm.blockStoreClient(),
-            bm,
-            tracker,
-            blocks,
-            (id, s) -> segments.wrapStream(id, s),
-            (Long) conf.get(c.REDUCER_MAX_SIZE_IN_FLIGHT()) * 1024 * 1024,
-            (Integer) conf.get(c.REDUCER_MAX_REQS_IN_FLIGHT()),
-            (Integer) conf.get(c.REDUCER_MAX_BLOCKS_IN_FLIGHT_PER_ADDRESS()),
-            (Long) conf.get(c.MAX_REMOTE_BLOCK_SIZE_FETCH_TO_MEM()),
-            (Integer) conf.get(c.SHUFFLE_MAX_ATTEMPTS_ON_NETTY_OOM()),
-            (Boolean) conf.get(c.SHUFFLE_DETECT_CORRUPT()),
-            (Boolean) conf.get(c.SHUFFLE_DETECT_CORRUPT_MEMORY()),
-            (Boolean) conf.get(c.SHUFFLE_CHECKSUM_ENABLED()),
-            (String) conf.get(c.SHUFFLE_CHECKSUM_ALGORITHM()),
-            metrics,
-            batchFetch(conf, serializer),
-            new SystemClock());
-    Rows rows =
-        new Rows(
-            (scala.collection.Iterator) fetch.toCompletionIterator(),
-            segments,
-            numFields(serializer));
+    scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams =
+        handle.service()
+            ? ServiceReads.streams(
+                handle, blocks, startPartition, endPartition, context, metrics, segments)
+            : SegmentFetch.of(
+                context, blocks, segments, metrics, batchFetch(conf, serializer));
+    Rows rows = new Rows(streams, segments, numFields(serializer));
     return new InterruptibleIterator<>(context, (scala.collection.Iterator) rows);
   }
 

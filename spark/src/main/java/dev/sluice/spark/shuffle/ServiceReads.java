@@ -4,6 +4,8 @@ import dev.sluice.spark.service.Daemons;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServiceStreams;
 import java.io.InputStream;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.spark.InterruptibleIterator;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
@@ -11,13 +13,16 @@ import org.apache.spark.serializer.SerializerInstance;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.storage.BlockId;
+import org.apache.spark.storage.BlockManagerId;
 import scala.Product2;
 import scala.Tuple2;
 
 /**
  * A service shuffle's reduce side: the task's partitions read from the daemons that own them
  * ({@link ServiceStreams}), each map index from the attempt Spark's map output tracker
- * registered, and each segment wrapped and decoded as a fetched one. Its records come out as
+ * registered, and each segment wrapped and decoded as a fetched one; the outputs of map attempts
+ * whose push failed (kept on their executors, {@link dev.sluice.spark.service.ServicePush}) are
+ * fetched from there. Its records come out as
  * Spark's reader hands them over for a shuffle without aggregator or ordering (the only ones that
  * go to the daemons): deserialized in order, counted, and stopped by a task kill.
  */
@@ -48,11 +53,13 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
   }
 
   /**
-   * The streams of partitions {@code start..end} of the maps {@code blocks} names (the map output
-   * tracker's answer for the task), closed with the task.
+   * The segments of partitions {@code start..end} of the maps {@code blocks} names (the map output
+   * tracker's answer for the task): those at the service's location read from the daemons, one
+   * stream per daemon, closed with the task; those whose push failed and that stayed on their
+   * executors fetched from there as embedded outputs are, first.
    */
-  @SuppressWarnings("rawtypes")
-  static ServiceStreams streams(
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  static scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams(
       SluiceShuffleHandle<?, ?, ?> handle,
       scala.collection.Iterator blocks,
       int start,
@@ -60,6 +67,12 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
       TaskContext context,
       ShuffleReadMetricsReporter metrics,
       SluiceSerializerManager segments) {
+    List<Tuple2<BlockManagerId, scala.collection.Seq>> atService = new ArrayList<>();
+    List<Tuple2<BlockManagerId, scala.collection.Seq>> kept = new ArrayList<>();
+    while (blocks.hasNext()) {
+      Tuple2<BlockManagerId, scala.collection.Seq> byAddress = (Tuple2) blocks.next();
+      (ServiceStreams.isService(byAddress._1()) ? atService : kept).add(byAddress);
+    }
     ServiceStreams s =
         new ServiceStreams(
             Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
@@ -68,12 +81,16 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
             start,
             end,
             handle.dependency().partitioner().numPartitions(),
-            ServiceStreams.winners(blocks),
+            ServiceStreams.winners(atService),
             (id, in) -> segments.wrapStream(id, in),
             metrics);
     context.addTaskCompletionListener(
         (org.apache.spark.util.TaskCompletionListener) ctx -> s.close());
-    return s;
+    if (kept.isEmpty()) {
+      return s;
+    }
+    return SegmentFetch.chain(
+        SegmentFetch.of(context, SegmentFetch.over((List) kept), segments, metrics, false), s);
   }
 
   @Override
@@ -82,7 +99,7 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
     SparkEnv env = SparkEnv.get();
     SluiceSerializerManager segments =
         new SluiceSerializerManager(env.serializer(), env.conf(), null, metrics);
-    ServiceStreams streams =
+    scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams =
         streams(
             handle,
             env.mapOutputTracker()
