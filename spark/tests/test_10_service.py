@@ -14,6 +14,7 @@ import subprocess
 
 import pytest
 
+import workloads
 from clusters import standalone_cluster
 from conftest import SLUICE, session
 from test_9_executors import _executor_pids, _executors, _map_tasks_run, _wait
@@ -155,6 +156,48 @@ def test_service_shuffles_give_the_sort_shuffles_answers(daemons, tmp_path):
     # The application ended: the daemons deleted what they held, spilled files included.
     for d in ds:
         assert d.data_files() == [], d.data_files()
+
+
+# Shuffles of every kind Sluice runs: sorts merged natively (sortByKey,
+# ORDER BY), Spark's aggregators on the hash-grouped path (reduceByKey,
+# groupByKey, distinct), the engine's own operators (SQL aggregates, the
+# offloaded reduceByKey), and plain ones (join's cogroup, SQL exchanges).
+KINDS = ("terasort", "sort_by_key", "wordcount", "distinct", "join", "sql_group_by",
+         "sql_aggregate", "sql_order_by")
+
+
+def kinds(spark, offloaded):
+    out = {name: workloads.ALL[name](spark) for name in KINDS}
+    sc = spark.sparkContext
+    out["group_by_key"] = sorted((k, sorted(v)) for k, v in workloads.pairs(sc, 20000, 300, 4)
+                                 .groupByKey(5).collect())
+    job = sc._jvm.dev.sluice.spark.examples.ReduceByKeyJob
+    out["offloaded"] = list(job.checksum(sc._jsc, 100_000, 5_000, 4, 6, offloaded))
+    return out
+
+
+def test_every_kind_of_shuffle_through_the_daemons(daemons, tmp_path):
+    # The reduce task reads each daemon's share as one stream and feeds a
+    # sort's merge or an aggregate's final table with it as it would fetched
+    # segments: the sort shuffle's answers, every map output at the daemons.
+    ds, key = daemons
+    ref = session("local[2]", "sort", tmp_path / "sort")
+    try:
+        want = kinds(ref, offloaded=False)
+    finally:
+        ref.stop()
+    s = session("local[2]", SLUICE, tmp_path / "service", extra=service_conf(ds, key))
+    try:
+        counts = _metrics(s)
+        before = counts()
+        got = kinds(s, offloaded=True)
+        after = counts()
+    finally:
+        s.stop()
+    for name in want:
+        assert got[name] == want[name], name
+    pushed, kept, reads = (a - b for a, b in zip(after, before))
+    assert pushed > 0 and kept == 0 and reads > 0, (pushed, kept, reads)
 
 
 def test_a_refused_key_leaves_the_shuffles_embedded(daemons, tmp_path):

@@ -132,8 +132,9 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       // An offloaded operator (Sluice.reduceByKey): only the engine can run it; Sluice's API
       // checked the settings before it built the shuffle.
       OpSpec op = ((SluiceOpSerializer) dependency.serializer()).op;
+      ShuffleKind kind = new ShuffleKind.Operator(op, operatorSpill);
       return new SluiceShuffleHandle<>(
-          shuffleId, dependency, maps, new ShuffleKind.Operator(op, operatorSpill));
+          shuffleId, dependency, maps, kind, toService(shuffleId, kind, dependency));
     }
     String reason = Coverage.fallbackReason(conf, dependency);
     if (dependency.serializer() instanceof SortedRowSerializer) {
@@ -144,8 +145,9 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
             "Sluice: shuffle " + shuffleId + " was planned as a native sort, but " + reason);
       }
       LOG.info("Sluice: shuffle {} (Spark SQL rows) is sorted by the engine", shuffleId);
+      ShuffleKind kind = new ShuffleKind.Ordered(SortKind.ROWS);
       return new SluiceShuffleHandle<>(
-          shuffleId, dependency, maps, new ShuffleKind.Ordered(SortKind.ROWS));
+          shuffleId, dependency, maps, kind, toService(shuffleId, kind, dependency));
     }
     if (reason != null) {
       LOG.info("Sluice: shuffle {} runs on Spark's sort shuffle: {}", shuffleId, reason);
@@ -184,8 +186,7 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
     }
     if (!SluiceShuffleHandle.serviceCovers(kind, dep)) {
       LOG.info(
-          "Sluice: shuffle {} stays embedded: the service keeps shuffles without aggregator,"
-              + " ordering or native operator",
+          "Sluice: shuffle {} stays embedded: Spark's own aggregator or ordering reads it",
           shuffleId);
       return -1;
     }

@@ -5,6 +5,7 @@ import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
 import dev.sluice.spark.shuffle.ReduceMemory;
 import dev.sluice.spark.shuffle.ReduceOperator;
+import dev.sluice.spark.shuffle.ServiceReads;
 import dev.sluice.spark.shuffle.SluiceSerializerManager;
 import dev.sluice.spark.shuffle.SluiceShuffleHandle;
 import dev.sluice.spark.shuffle.TaskSpillDir;
@@ -27,7 +28,8 @@ import scala.Tuple2;
 /**
  * A reduce task's reader of a shuffle whose reduce side runs in the engine: an offloaded operator
  * ({@link dev.sluice.spark.Sluice}) or a sort ({@link SortKind}). Spark's own reader and fetch
- * machinery fetch the task's segments; each one's blocks are decoded, verified and taken in by one
+ * machinery fetch the task's segments (a service shuffle's come from the daemons' streams,
+ * {@link ServiceReads#feed}); each one's blocks are decoded, verified and taken in by one
  * native operator as the segment is read (a corrupt block is a fetch failure, as for any Sluice
  * shuffle). Once every segment is in, the operator finishes: an aggregate emits each key's result
  * once, which the task iterates a buffer of results per JNI call; a sort merges the map side's runs
@@ -89,21 +91,28 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
               spillDir.remove();
               memory.release();
             });
-    BlockStoreShuffleReader<K, C> fetch =
-        SluiceSerializerManager.fetchReader(
-            handle,
-            startMapIndex,
-            endMapIndex,
-            startPartition,
-            endPartition,
-            context,
-            metrics,
-            new ReduceOperator(results.handle, memory));
-    // Reading every fetched segment feeds the operator; the streams yield no records (for a
-    // sort, Spark's reader then has nothing to sort).
-    scala.collection.Iterator<Product2<K, C>> drained = fetch.read();
-    while (drained.hasNext()) {
-      drained.next();
+    ReduceOperator operator = new ReduceOperator(results.handle, memory);
+    if (handle.service()) {
+      // One stream per daemon; each segment's blocks go into the operator as it is read.
+      ServiceReads.feed(handle, startMapIndex, endMapIndex, startPartition, endPartition, context,
+          metrics, operator);
+    } else {
+      BlockStoreShuffleReader<K, C> fetch =
+          SluiceSerializerManager.fetchReader(
+              handle,
+              startMapIndex,
+              endMapIndex,
+              startPartition,
+              endPartition,
+              context,
+              metrics,
+              operator);
+      // Reading every fetched segment feeds the operator; the streams yield no records (for a
+      // sort, Spark's reader then has nothing to sort).
+      scala.collection.Iterator<Product2<K, C>> drained = fetch.read();
+      while (drained.hasNext()) {
+        drained.next();
+      }
     }
     // The records read were counted as each block was fed (SluiceBlockInputStream).
     try {

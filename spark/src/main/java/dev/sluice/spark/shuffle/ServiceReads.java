@@ -22,9 +22,10 @@ import scala.Tuple2;
  * ({@link ServiceStreams}), each map index from the attempt Spark's map output tracker
  * registered, and each segment wrapped and decoded as a fetched one; the outputs of map attempts
  * whose push failed (kept on their executors, {@link dev.sluice.spark.service.ServicePush}) are
- * fetched from there. Its records come out as
- * Spark's reader hands them over for a shuffle without aggregator or ordering (the only ones that
- * go to the daemons): deserialized in order, counted, and stopped by a task kill.
+ * fetched from there. A plain shuffle's records come out as Spark's reader hands them over for a
+ * shuffle without aggregator or ordering (the plain ones that go to the daemons): deserialized in
+ * order, counted, and stopped by a task kill; a shuffle with a native reduce operator feeds its
+ * segments to it instead ({@link #feed}).
  */
 public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
   private final SluiceShuffleHandle<K, ?, C> handle;
@@ -91,6 +92,49 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
     }
     return SegmentFetch.chain(
         SegmentFetch.of(context, SegmentFetch.over((List) kept), segments, metrics, false), s);
+  }
+
+  /**
+   * Feeds the segments of partitions {@code start..end} of maps {@code startMap..endMap} into a
+   * native reduce operator (a sort's merge, an aggregate's final table): each segment's blocks are
+   * decoded, verified, counted and merged as its stream is read to its end.
+   */
+  public static void feed(
+      SluiceShuffleHandle<?, ?, ?> handle,
+      int startMap,
+      int endMap,
+      int start,
+      int end,
+      TaskContext context,
+      ShuffleReadMetricsReporter metrics,
+      ReduceOperator operator) {
+    SparkEnv env = SparkEnv.get();
+    SluiceSerializerManager segments =
+        new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics);
+    scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams =
+        streams(
+            handle,
+            env.mapOutputTracker()
+                .getMapSizesByExecutorId(handle.shuffleId(), startMap, endMap, start, end),
+            start,
+            end,
+            context,
+            metrics,
+            segments);
+    byte[] sink = new byte[1];
+    while (streams.hasNext()) {
+      Tuple2<BlockId, InputStream> next = streams.next();
+      try (InputStream in = next._2()) {
+        // A stream into an operator serves no bytes: it ends once every block was merged.
+        if (in.read(sink) >= 0) {
+          throw new IllegalStateException(
+              "Sluice: segment " + next._1() + " served bytes instead of feeding its operator");
+        }
+      } catch (java.io.IOException e) {
+        throw new java.io.UncheckedIOException(e);
+      }
+    }
+    context.taskMetrics().mergeShuffleReadMetrics();
   }
 
   @Override

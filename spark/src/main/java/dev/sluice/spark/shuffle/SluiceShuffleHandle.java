@@ -48,15 +48,17 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
   }
 
   /**
-   * Whether a shuffle of this kind and dependency can go to the daemons: records as they are
-   * (no native reduce, no aggregator, no ordering), which the daemons keep and a reader
-   * deserializes as it comes.
+   * Whether a shuffle of this kind and dependency can go to the daemons: one whose reduce side
+   * runs in the engine (a sort's merge, an operator's final aggregate: the reduce task feeds it
+   * the daemon's stream), or records as they are (no aggregator, no ordering), which a reader
+   * deserializes as they come. A plain shuffle with Spark's aggregator or ordering stays embedded
+   * (its reader is Spark's).
    */
   public static boolean serviceCovers(ShuffleKind kind, ShuffleDependency<?, ?, ?> dependency) {
-    return kind instanceof ShuffleKind.Plain
-        && dependency.aggregator().isEmpty()
-        && dependency.keyOrdering().isEmpty()
-        && !dependency.mapSideCombine();
+    return kind.nativeReduce()
+        || (dependency.aggregator().isEmpty()
+            && dependency.keyOrdering().isEmpty()
+            && !dependency.mapSideCombine());
   }
 
   public ShuffleKind kind() {
