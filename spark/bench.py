@@ -82,7 +82,8 @@ def service_daemons(tmp, hosts=("127.0.0.1", "127.0.0.2"), memory="4g"):
     """Two release `sluice daemon`s on loopback addresses (one per node),
     with their own directories under `tmp`; yields the service settings
     (KEY=VALUE) of an application of theirs. On exit each is stopped with
-    SIGTERM and its last line (its peak, what it spilled) printed."""
+    SIGTERM and its last line (its peak, what it spilled) printed with its
+    peak resident memory."""
     root = HERE.parent
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "sluice-cli", "--bin", "sluice"],
                    cwd=root, check=True)
@@ -110,10 +111,20 @@ def service_daemons(tmp, hosts=("127.0.0.1", "127.0.0.2"), memory="4g"):
                "spark.sluice.service.app=sluice-bench", f"spark.sluice.service.appSecret={key}"]
     finally:
         for p, host in zip(procs, hosts):
+            rss = peak_rss_mb(p.pid)
             p.terminate()
             out, _ = p.communicate(timeout=60)
-            print(f"daemon {host}: {out.strip().splitlines()[-1] if out.strip() else 'no report'}",
-                  file=sys.stderr)
+            print(f"daemon {host}: {out.strip().splitlines()[-1] if out.strip() else 'no report'};"
+                  f" peak RSS {rss:.1f} MB", file=sys.stderr)
+
+
+def peak_rss_mb(pid):
+    """A live process's peak resident set (VmHWM), in MB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
 def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", settings=None):

@@ -2,9 +2,10 @@
 # Each Spark line beside the default one, tested on its own Spark: that line's jar
 # (spark/build.sh --line L), Spark's own ShuffleSuite from that line's test jars
 # (spark/suites/run.sh --line L, which installs that line's pyspark into
-# spark/.venv-suites-L), and the local-mode pytest file (spark/tests/test_1_local.py: every
-# workload record for record against Spark's sort shuffle, the SQL rules' plan shapes) in
-# the same venv, with the pytest of spark/requirements.txt.
+# spark/.venv-suites-L), the local-mode pytest file (spark/tests/test_1_local.py: every
+# workload record for record against Spark's sort shuffle, the SQL rules' plan shapes) and
+# the service's (spark/tests/test_10_service.py: two daemons, every kind of shuffle, the
+# fault tests) in the same venv, with the pytest of spark/requirements.txt.
 #
 #   bash spark/lines.sh [LINE ...]        (default: 3.5 4.0 4.2)
 #
@@ -19,7 +20,7 @@ pytest_pin=$(grep -E '^pytest==' spark/requirements.txt)
 export SPARK_LOCAL_IP=127.0.0.1
 failed=()
 for line in "${lines[@]}"; do
-  echo "== Spark $line: the jar, ShuffleSuite, test_1_local.py (at ${SECONDS} s)"
+  echo "== Spark $line: the jar, ShuffleSuite, test_1_local.py, test_10_service.py (at ${SECONDS} s)"
   rc=0
   bash spark/build.sh --line "$line" || rc=$?
   [ "$rc" = 0 ] && { bash spark/suites/run.sh --line "$line" ShuffleSuite || rc=$?; }
@@ -29,7 +30,7 @@ for line in "${lines[@]}"; do
   fi
   if [ "$rc" = 0 ]; then
     SLUICE_LINE=$line PYSPARK_PYTHON=$py "$py" -m pytest -q -p no:cacheprovider \
-      spark/tests/test_1_local.py || rc=$?
+      spark/tests/test_1_local.py spark/tests/test_10_service.py || rc=$?
   fi
   echo "== Spark $line ended (rc $rc) at ${SECONDS} s"
   [ "$rc" = 0 ] || failed+=("$line")

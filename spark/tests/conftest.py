@@ -52,6 +52,9 @@ def session(master, manager, tmp, serializer=KRYO, extra=None):
         # pyspark 3.5 makes its session without Java's service loader, so the
         # SQL rules come from the setting there (Spark 4 finds them in the jar).
         b = b.config("spark.sql.extensions", SQL_EXTENSIONS)
+        # Spark 3.5's executors make the shuffle manager before they fetch the
+        # application's jars: on a cluster the jar must be on their class path.
+        b = b.config("spark.executor.extraClassPath", str(JAR))
     for k, v in (extra or {}).items():
         b = b.config(k, v)
     s = b.getOrCreate()
