@@ -4,8 +4,9 @@
 # (spark/suites/run.sh --line L, which installs that line's pyspark into
 # spark/.venv-suites-L), the local-mode pytest file (spark/tests/test_1_local.py: every
 # workload record for record against Spark's sort shuffle, the SQL rules' plan shapes) and
-# the service's (spark/tests/test_10_service.py: two daemons, every kind of shuffle, the
-# fault tests) in the same venv, with the pytest of spark/requirements.txt.
+# two of the service's (spark/tests/test_10_service.py: every kind of shuffle through two
+# daemons, a daemon restarted under a job) in the same venv, with the pytest of
+# spark/requirements.txt.
 #
 #   bash spark/lines.sh [LINE ...]        (default: 3.5 4.0 4.2)
 #
@@ -30,7 +31,13 @@ for line in "${lines[@]}"; do
   fi
   if [ "$rc" = 0 ]; then
     SLUICE_LINE=$line PYSPARK_PYTHON=$py "$py" -m pytest -q -p no:cacheprovider \
-      spark/tests/test_1_local.py spark/tests/test_10_service.py || rc=$?
+      spark/tests/test_1_local.py || rc=$?
+  fi
+  if [ "$rc" = 0 ]; then
+    # The service on this line: every kind of shuffle through two daemons, and a daemon
+    # restarted under a job (the cluster and full-disk tests run on the default line).
+    SLUICE_LINE=$line PYSPARK_PYTHON=$py "$py" -m pytest -q -p no:cacheprovider \
+      spark/tests/test_10_service.py -k "every_kind or restarted" || rc=$?
   fi
   echo "== Spark $line ended (rc $rc) at ${SECONDS} s"
   [ "$rc" = 0 ] || failed+=("$line")

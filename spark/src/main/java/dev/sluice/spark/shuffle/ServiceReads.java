@@ -55,9 +55,9 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
 
   /**
    * The segments of partitions {@code start..end} of the maps {@code blocks} names (the map output
-   * tracker's answer for the task): those at the service's location read from the daemons, one
-   * stream per daemon, closed with the task; those whose push failed and that stayed on their
-   * executors fetched from there as embedded outputs are, first.
+   * tracker's answer for the task): first those kept on their executors (their push failed),
+   * fetched from there as embedded outputs are; then those at the service's location, read from
+   * the daemons, one stream per daemon, closed with the task.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams(
