@@ -50,6 +50,10 @@ pub enum BridgeError {
     /// A service daemon refused a request, or its connection failed.
     #[error(transparent)]
     Service(#[from] sluice_service::ClientError),
+    /// This process's own file could not be read (a map output's data file
+    /// being pushed): the task's fault, not a daemon's.
+    #[error("{0}")]
+    LocalFile(String),
     /// The native code panicked; the message is the panic's.
     #[error("native panic: {0}")]
     Panic(String),
@@ -81,6 +85,7 @@ impl BridgeError {
             BridgeError::Engine(_)
             | BridgeError::StaleHandle { .. }
             | BridgeError::Jni(_)
+            | BridgeError::LocalFile(_)
             | BridgeError::Panic(_) => SLUICE_EXCEPTION,
         }
     }

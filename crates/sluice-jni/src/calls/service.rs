@@ -7,10 +7,11 @@
 //! `IOException` naming the daemon (`BridgeError::Service`).
 
 use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use jni::objects::{JByteArray, JClass, JIntArray, JLongArray, JString};
+use jni::objects::{JClass, JIntArray, JLongArray, JString};
 use jni::sys::{jboolean, jbyteArray, jint, jlong};
 use jni::JNIEnv;
 use sluice_service::auth::Key;
@@ -157,35 +158,62 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushOpen<'l>(
     })
 }
 
-/// `static native void pushAdd(long push, long connection, int partition, long records, byte[] data, int offset, int length)`.
+/// Bytes of a data file `pushFile` reads per `add`.
+pub const PUSH_FILE_READ_BYTES: usize = 1 << 20;
+
+/// `static native void pushFile(long push, long connection, String path, int first, long[] offsets)`:
+/// adds partitions `first..first + offsets.length - 1` of the data file at
+/// `path` to a push, partition `first + i` being the file's bytes
+/// `offsets[i]..offsets[i + 1]`, read here and sent in chunks as they fill.
+/// A file that cannot be read is `LocalFile` (the task's fault); a daemon's
+/// failure is `Service`.
 #[no_mangle]
-#[allow(clippy::too_many_arguments)]
-pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushAdd<'l>(
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushFile<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     push: jlong,
     connection: jlong,
-    partition: jint,
-    records: jlong,
-    data: JByteArray<'l>,
-    offset: jint,
-    length: jint,
+    path: JString<'l>,
+    first: jint,
+    offsets: JLongArray<'l>,
 ) {
     guard(&mut env, (), |env| {
-        let total = env.get_array_length(&data)?;
-        if offset < 0 || length < 0 || i64::from(offset) + i64::from(length) > i64::from(total) {
-            return Err(BridgeError::Argument(format!(
-                "bytes {offset}..+{length} of an array of {total}"
-            )));
+        let path: String = env.get_string(&path)?.into();
+        let n = env.get_array_length(&offsets)?;
+        let mut off = vec![0i64; n as usize];
+        env.get_long_array_region(&offsets, 0, &mut off)?;
+        let mut at = Vec::with_capacity(off.len());
+        for &o in &off {
+            let o = non_negative(o, "offset")?;
+            if at.last().is_some_and(|&last| o < last) {
+                return Err(BridgeError::Argument(format!("offsets {off:?} go backwards")));
+            }
+            at.push(o as u64);
         }
-        let mut buf = vec![0i8; length as usize];
-        env.get_byte_array_region(&data, offset, &mut buf)?;
-        let bytes: Vec<u8> = buf.into_iter().map(|b| b as u8).collect();
-        let (partition, records) =
-            (u32_arg(partition.into(), "partition")?, non_negative(records, "records")?);
+        let first = u32_arg(first.into(), "partition")?;
+        let local = |what: &str, e: std::io::Error| {
+            BridgeError::LocalFile(format!("{what} {path} to push it: {e}"))
+        };
+        let file = std::fs::File::open(&path).map_err(|e| local("opening", e))?;
+        let longest = at.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let mut buf = vec![0u8; (longest as usize).min(PUSH_FILE_READ_BYTES)];
         let rt = runtime()?;
         PUSHERS.with(push, |p| {
-            CLIENTS.with(connection, |c| Ok(rt.block_on(p.add(c, partition, records, &bytes))?))
+            CLIENTS.with(connection, |c| {
+                for (i, w) in at.windows(2).enumerate() {
+                    let (mut pos, end) = (w[0], w[1]);
+                    let partition = first + i as u32;
+                    while pos < end {
+                        let len = ((end - pos) as usize).min(buf.len());
+                        file.read_exact_at(&mut buf[..len], pos)
+                            .map_err(|e| local("reading", e))?;
+                        // Records ride in the segment's trailer, which the reader checks.
+                        rt.block_on(p.add(c, partition, 0, &buf[..len]))?;
+                        pos += len as u64;
+                    }
+                }
+                Ok(())
+            })
         })
     })
 }

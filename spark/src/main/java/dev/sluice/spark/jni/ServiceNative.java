@@ -45,10 +45,15 @@ public final class ServiceNative {
   /** Opens a map attempt's push to one daemon; its handle. */
   public static native long pushOpen(int shuffle, int generation, int map, long attempt);
 
-  /** Adds a partition's bytes to a push (sent in chunks of about 1 MiB as they fill). */
-  public static native void pushAdd(
-      long push, long connection, int partition, long records, byte[] data, int offset, int length)
-      throws IOException;
+  /**
+   * Adds partitions {@code first .. first + offsets.length - 2} of the data file at {@code path}
+   * to a push: partition {@code first + i} is the file's bytes {@code offsets[i] ..
+   * offsets[i + 1]}, read natively and sent in chunks of about 1 MiB as they fill. A daemon's
+   * failure is an {@code IOException}; a file that cannot be read, a {@code SluiceException}
+   * (the task's own fault).
+   */
+  public static native void pushFile(
+      long push, long connection, String path, int first, long[] offsets) throws IOException;
 
   /**
    * Sends what is pending and commits the attempt at the daemon (the push handle is closed either
