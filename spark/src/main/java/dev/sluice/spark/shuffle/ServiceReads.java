@@ -95,6 +95,32 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
   }
 
   /**
+   * The segments of partitions {@code start..end} of maps {@code startMap..endMap}, as the map
+   * output tracker lists them ({@link #streams}), decoded into {@code operator} where it is not
+   * null.
+   */
+  private static scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams(
+      SluiceShuffleHandle<?, ?, ?> handle,
+      int startMap,
+      int endMap,
+      int start,
+      int end,
+      TaskContext context,
+      ShuffleReadMetricsReporter metrics,
+      ReduceOperator operator) {
+    SparkEnv env = SparkEnv.get();
+    return streams(
+        handle,
+        env.mapOutputTracker()
+            .getMapSizesByExecutorId(handle.shuffleId(), startMap, endMap, start, end),
+        start,
+        end,
+        context,
+        metrics,
+        new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics));
+  }
+
+  /**
    * Feeds the segments of partitions {@code start..end} of maps {@code startMap..endMap} into a
    * native reduce operator (a sort's merge, an aggregate's final table): each segment's blocks are
    * decoded, verified, counted and merged as its stream is read to its end.
@@ -108,19 +134,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
       TaskContext context,
       ShuffleReadMetricsReporter metrics,
       ReduceOperator operator) {
-    SparkEnv env = SparkEnv.get();
-    SluiceSerializerManager segments =
-        new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics);
     scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams =
-        streams(
-            handle,
-            env.mapOutputTracker()
-                .getMapSizesByExecutorId(handle.shuffleId(), startMap, endMap, start, end),
-            start,
-            end,
-            context,
-            metrics,
-            segments);
+        streams(handle, startMap, endMap, start, end, context, metrics, operator);
     byte[] sink = new byte[1];
     while (streams.hasNext()) {
       Tuple2<BlockId, InputStream> next = streams.next();
@@ -140,20 +155,16 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
   @Override
   @SuppressWarnings({"unchecked", "rawtypes"})
   public scala.collection.Iterator<Product2<K, C>> read() {
-    SparkEnv env = SparkEnv.get();
-    SluiceSerializerManager segments =
-        new SluiceSerializerManager(env.serializer(), env.conf(), null, metrics);
     scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams =
         streams(
             handle,
-            env.mapOutputTracker()
-                .getMapSizesByExecutorId(
-                    handle.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition),
+            startMapIndex,
+            endMapIndex,
             startPartition,
             endPartition,
             context,
             metrics,
-            segments);
+            null);
     SerializerInstance ser = handle.dependency().serializer().newInstance();
     scala.collection.Iterator<Product2<K, C>> records =
         new scala.collection.AbstractIterator<Product2<K, C>>() {
