@@ -11,6 +11,7 @@ application ends."""
 import os
 import pathlib
 import subprocess
+import threading
 
 import pytest
 
@@ -115,6 +116,9 @@ def service_conf(ds, key, app="sluice-test"):
         "spark.sluice.service.app": app,
         "spark.sluice.service.appSecret": key,
         "spark.sql.shuffle.partitions": "8",
+        # The tests' map outputs are kilobytes: every one pushed, except where a
+        # test asks for the default (small outputs stay on their executors).
+        "spark.sluice.service.minPushBytes": "0",
     }
 
 
@@ -198,6 +202,64 @@ def test_every_kind_of_shuffle_through_the_daemons(daemons, tmp_path):
         assert got[name] == want[name], name
     pushed, kept, reads = (a - b for a, b in zip(after, before))
     assert pushed > 0 and kept == 0 and reads > 0, (pushed, kept, reads)
+
+
+def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
+    # With the default service.minPushBytes (1 MiB), one map task of four
+    # writes megabytes, to reduce partitions 0-2, and is pushed; the other
+    # three write a few kilobytes, to partitions 3-5, and stay on the
+    # executor. So half the reduce tasks read a daemon's stream and half
+    # fetch from the executor, and Spark would prefer the executor's host for
+    # the second half and the service's (no executor's) for the first: with
+    # reduce-side locality on, local mode would never launch the first half
+    # (it offers its cores again only when a task ends). The driver turns it
+    # off; a timer cancels the job if it hangs. A shuffle of kilobytes only
+    # never reaches a daemon.
+    ds, key = daemons
+    conf = service_conf(ds, key)
+    del conf["spark.sluice.service.minPushBytes"]
+
+    def skewed(spark):
+        def rows(i, _):
+            import hashlib  # in the Python worker
+            n = 120_000 if i == 0 else 50  # about 2.5 MB compressed, and about 1 KB
+            return ((6 * x + (x % 3 if i == 0 else 3 + x % 3),
+                     hashlib.sha1(f"{i}-{x}".encode()).hexdigest()) for x in range(n))
+        rdd = spark.sparkContext.parallelize(range(4), 4).mapPartitionsWithIndex(rows)
+        return rdd.partitionBy(6, lambda k: k % 6).glom().map(
+            lambda p: (len(p), sum(k for k, _ in p), sum(len(v) for _, v in p))).collect()
+
+    def tiny(spark):
+        rdd = spark.sparkContext.parallelize(range(2000), 4).map(lambda x: (x % 13, x))
+        return sorted(rdd.partitionBy(5).mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+
+    ref = session("local[2]", "sort", tmp_path / "sort")
+    try:
+        want = skewed(ref), tiny(ref)
+    finally:
+        ref.stop()
+    s = session("local[2]", SLUICE, tmp_path / "service", extra=conf)
+    timer = threading.Timer(120, s.sparkContext.cancelAllJobs)
+    timer.start()
+    try:
+        m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
+        counts = lambda: (m.serviceMapOutputs(), m.serviceSmallKept(), m.serviceReads(),
+                          m.serviceFallbacks())
+        c0 = counts()
+        got_skewed = skewed(s)
+        c1 = counts()
+        got_tiny = tiny(s)
+        c2 = counts()
+    finally:
+        timer.cancel()
+        s.stop()
+    assert (got_skewed, got_tiny) == want
+    assert all(n > 0 for n, _, _ in got_skewed), got_skewed
+    pushed, small, reads, fallbacks = (b - a for a, b in zip(c0, c1))
+    assert (pushed, small, fallbacks) == (1, 3, 0), (pushed, small, fallbacks)
+    assert reads > 0, "no reduce task read the pushed output from the daemons"
+    pushed, small, reads, fallbacks = (b - a for a, b in zip(c1, c2))
+    assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
 
 
 def test_a_refused_key_leaves_the_shuffles_embedded(daemons, tmp_path):

@@ -12,6 +12,7 @@ import dev.sluice.spark.ops.SluiceOpReader;
 import dev.sluice.spark.ops.SluiceOpSerializer;
 import dev.sluice.spark.ops.SluiceOpWriter;
 import dev.sluice.spark.service.Daemons;
+import dev.sluice.spark.service.ReduceLocality;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.shuffle.Coverage;
 import dev.sluice.spark.shuffle.EngineShuffles;
@@ -198,6 +199,7 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       return -1;
     }
     daemons.renewLeases();
+    ReduceLocality.off();
     serviceShuffles.add(shuffleId);
     LOG.info("Sluice: shuffle {} goes to the service's {} daemons", shuffleId, service.nodes());
     return daemons.generation;

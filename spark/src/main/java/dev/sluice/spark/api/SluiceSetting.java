@@ -230,7 +230,20 @@ public enum SluiceSetting {
       Scope.SHUFFLE,
       "The application's key, `sluice app-key --secret-file F --app NAME` on a daemon's node (an"
           + " HMAC of the name under the node secret; never the secret itself); named so that"
-          + " Spark's spark.redaction.regex hides it in the UI and event logs.");
+          + " Spark's spark.redaction.regex hides it in the UI and event logs."),
+  SERVICE_MIN_PUSH_BYTES(
+      "service.minPushBytes",
+      Type.BYTES,
+      "1m",
+      0,
+      1L << 40,
+      "bytes",
+      Scope.TASK,
+      "In service mode, a map output of fewer bytes stays on the executor that wrote it, and"
+          + " reduce tasks fetch it as in embedded mode: its push would cost a round trip and a"
+          + " commit at every daemon for less than one push chunk. A shuffle whose outputs are all"
+          + " small never reaches the daemons; an executor lost takes its small outputs with it"
+          + " (Spark reruns those map tasks). 0 pushes every output.");
 
   /** A setting's type: how its value is written and parsed. */
   public enum Type {

@@ -29,6 +29,8 @@ public final class SluiceMetrics {
   public static final AtomicLong SERVICE_MAP_OUTPUTS = new AtomicLong();
   /** Map attempts of service shuffles whose output stayed on the executor (a push failed). */
   public static final AtomicLong SERVICE_FALLBACKS = new AtomicLong();
+  /** Map attempts of service shuffles kept on the executor as under service.minPushBytes. */
+  public static final AtomicLong SERVICE_SMALL_KEPT = new AtomicLong();
   /** Reduce-side reads served by the service's daemons (one per daemon a task read from). */
   public static final AtomicLong SERVICE_READS = new AtomicLong();
 
@@ -84,6 +86,14 @@ public final class SluiceMetrics {
   /** Map attempts of service shuffles whose output stayed on their executor: a push failed. */
   public static long serviceFallbacks() {
     return SERVICE_FALLBACKS.get();
+  }
+
+  /**
+   * Map attempts of service shuffles whose output stayed on their executor because it was smaller
+   * than {@code spark.sluice.service.minPushBytes}.
+   */
+  public static long serviceSmallKept() {
+    return SERVICE_SMALL_KEPT.get();
   }
 
   /** Reads of a reduce task's partitions from one daemon each. */

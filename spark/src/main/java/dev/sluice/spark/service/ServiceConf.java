@@ -22,10 +22,14 @@ public final class ServiceConf implements Serializable {
   public final String app;
   final String key;
 
-  private ServiceConf(List<String> daemons, String app, String key) {
+  /** A map output of fewer bytes stays on its executor ({@code service.minPushBytes}). */
+  public final long minPushBytes;
+
+  private ServiceConf(List<String> daemons, String app, String key, long minPushBytes) {
     this.daemons = daemons;
     this.app = app;
     this.key = key;
+    this.minPushBytes = minPushBytes;
   }
 
   /**
@@ -61,7 +65,8 @@ public final class ServiceConf implements Serializable {
               + " and "
               + SluiceSetting.SERVICE_APP_SECRET.key);
     }
-    return new ServiceConf(List.copyOf(daemons), app, key);
+    return new ServiceConf(
+        List.copyOf(daemons), app, key, SluiceSetting.SERVICE_MIN_PUSH_BYTES.bytes(conf));
   }
 
   public int nodes() {

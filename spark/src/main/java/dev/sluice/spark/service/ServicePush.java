@@ -15,6 +15,12 @@ import org.slf4j.LoggerFactory;
  * those without data included, so that each can tell a winner that committed from one it never
  * saw.
  *
+ * <p>An output smaller than {@link ServiceConf#minPushBytes} is not pushed: it stays on the
+ * executor like a failed push's (below), without marking any daemon down, and is counted in {@code
+ * serviceSmallKept}. Its push would cost a round trip per daemon and a commit at each, which a few
+ * kilobytes do not repay, and a shuffle whose outputs are all small is then read as an embedded
+ * one (no reduce task reads from a daemon).
+ *
  * <p>A push that fails (a daemon gone, refusing, or out of disk) abandons the attempt's pushes and
  * keeps its output on the executor that wrote it: the map status then names that executor, reduce
  * tasks fetch it as an embedded output, and whatever the attempt staged or committed at the other
@@ -29,17 +35,34 @@ public final class ServicePush {
   private ServicePush() {}
 
   /**
-   * Pushes the attempt's output unless a daemon failed lately; true when the daemons hold it, false
-   * when it stays on this executor (logged, and counted in {@code serviceFallbacks}).
+   * Pushes the attempt's output unless it is small or a daemon failed lately; true when the daemons
+   * hold it, false when it stays on this executor (counted in {@code serviceSmallKept}, or logged
+   * and counted in {@code serviceFallbacks}).
    */
   public static boolean pushOrKeep(
-      Daemons daemons,
+      ServiceConf conf,
       int shuffle,
       int generation,
       int mapIndex,
       long attempt,
       File data,
       long[] lengths) {
+    long bytes = 0;
+    for (long l : lengths) {
+      bytes += l;
+    }
+    if (bytes < conf.minPushBytes) {
+      SluiceMetrics.SERVICE_SMALL_KEPT.incrementAndGet();
+      LOG.debug(
+          "Sluice: map {} (attempt {}) of shuffle {} stays on this executor: {} bytes, under {}",
+          mapIndex,
+          attempt,
+          shuffle,
+          bytes,
+          conf.minPushBytes);
+      return false;
+    }
+    Daemons daemons = Daemons.of(conf);
     String why = daemons.downReason();
     if (why == null) {
       try {

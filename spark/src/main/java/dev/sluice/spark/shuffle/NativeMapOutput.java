@@ -5,7 +5,6 @@ import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
-import dev.sluice.spark.service.Daemons;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServicePush;
 import dev.sluice.spark.service.ServiceStreams;
@@ -316,7 +315,7 @@ public final class NativeMapOutput extends MemoryConsumer {
     BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
     if (serviceGeneration >= 0
         && ServicePush.pushOrKeep(
-            Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
+            ServiceConf.of(SparkEnv.get().conf()),
             shuffleId,
             serviceGeneration,
             context.partitionId(),
