@@ -313,6 +313,67 @@ def test_an_executor_killed_after_its_map_tasks_costs_no_rerun(daemons, tmp_path
             s.stop()
 
 
+def test_speculative_map_attempts_under_the_service(daemons, tmp_path):
+    # Two workers; the first attempt of map task 0 is slow, so Spark launches
+    # a copy on the other executor; the copy pushes and commits at the
+    # daemons and the original is killed. Reads name the attempt Spark's map
+    # output tracker registered, so every record arrives once: a plain
+    # shuffle and one Spark's aggregator reads (hash-grouped, native).
+    ds, key = daemons
+    marker = tmp_path / "speculated"
+    extra = {
+        **service_conf(ds, key),
+        "spark.executor.cores": "1",
+        "spark.speculation": "true",
+        "spark.speculation.interval": "100ms",
+        "spark.speculation.quantile": "0.5",
+        "spark.speculation.multiplier": "1.5",
+        "spark.speculation.minTaskRuntime": "500ms",
+        # Spark 4 speculates by processing rate by default; a sleeping task
+        # has processed nothing yet, so go by run time alone.
+        "spark.speculation.efficiency.enabled": "false",
+    }
+
+    def slow_first_attempt(index, it):
+        import time
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        if index == 0 and attempt == 0:
+            time.sleep(8)
+        if index == 0 and attempt > 0:
+            with open(str(marker), "a") as m:
+                m.write(str(attempt))
+        return it
+
+    want = (sorted((k, sum(v for v in range(40000) if v % 101 == k)) for k in range(101)),
+            sum(range(40000)))
+    with standalone_cluster(tmp_path, hosts=("127.0.0.1", "127.0.0.2")) as master:
+        s = session(master, SLUICE, tmp_path / "driver-local", extra=extra)
+        try:
+            sc = s.sparkContext
+            _wait("two executors", lambda: len(_executors(sc)) == 2)
+            pairs = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x))
+            summed = sorted(pairs.mapPartitionsWithIndex(slow_first_attempt)
+                            .reduceByKey(lambda a, b: a + b, 6).collect())
+            assert marker.exists(), "no speculative attempt ran"
+            marker.unlink()
+            plain = sum(v for _, v in pairs.mapPartitionsWithIndex(slow_first_attempt)
+                        .partitionBy(6).collect())
+            assert marker.exists(), "no speculative attempt ran"
+            # Both shuffles' outputs are at the service, map 0's from its copy.
+            tracker = sc._jsc.sc().env().mapOutputTracker()
+            shuffles = [i for i in range(4) if tracker.containsShuffle(i)]
+            assert len(shuffles) == 2, shuffles
+            for i in shuffles:
+                for r in range(6):
+                    where = tracker.getLocationsWithLargestOutputs(i, r, 6, 0.0).get()
+                    assert [b.executorId() for b in where] == [f"sluice-service-{i}"], (i, r)
+        finally:
+            s.stop()
+    assert (summed, plain) == want
+
+
 def _metrics(s):
     m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
     return lambda: (m.serviceMapOutputs(), m.serviceFallbacks(), m.serviceReads())
