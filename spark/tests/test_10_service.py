@@ -411,6 +411,40 @@ def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path
         s.stop()
 
 
+def test_a_repartition_that_deals_anew_hit_by_a_fetch_failure(own_daemons, tmp_path):
+    # A repartition of rows carrying rand() under an aggregate: a rerun of
+    # its map tasks deals other rows to other partitions (Spark's sort
+    # before the deal sees new values), though Spark 4.1 marks the stage
+    # determinate. Read once; then the daemon owning the first reduce
+    # partitions is killed and restarted empty. The next read fails its
+    # fetches there, and a fetch failure at the service unregisters every
+    # output of the shuffle (map index -1), not only the lost ones: the
+    # repartition reruns whole, one dealing, and the aggregate's map tasks
+    # read only that one (the rerun's outputs kept on the executor, the
+    # restarted daemon not knowing the shuffle). The answer is the first
+    # read's, no row lost or counted twice.
+    ds, key = own_daemons()
+    s = session("local[2]", SLUICE, tmp_path / "s",
+                extra={**service_conf(ds, key), "spark.sql.adaptive.enabled": "false"})
+    try:
+        sc = s.sparkContext
+        s.range(0, 60000, 1, 4).selectExpr("id", "rand() AS r").repartition(6) \
+            .createOrReplaceTempView("dealt")
+        rows = s.sql("SELECT id % 10 AS k, sum(id) AS s, count(*) AS n FROM dealt "
+                     "GROUP BY id % 10").rdd.map(tuple)
+        want = sorted((k, sum(range(k, 60000, 10)), 6000) for k in range(10))
+        assert sorted(rows.collect()) == want
+        ds[0].kill()
+        ds[0] = ds[0].restarted()
+        sc.setJobGroup("after-restart", "read again after the daemon's restart")
+        second = sorted(rows.collect())
+        mapped, _ = _map_tasks_run(sc, "after-restart")
+        assert second == want, second
+        assert mapped >= 4, f"the indeterminate map stage was not rerun ({mapped} map tasks)"
+    finally:
+        s.stop()
+
+
 def test_a_daemon_dead_while_the_maps_run(own_daemons, tmp_path):
     # The shuffle is registered at both daemons when the job starts; the
     # first map task kills the second daemon and every map task waits until
