@@ -75,6 +75,41 @@ def short_of_memory(mib, partitions, adaptive=True):
     }
 
 
+# Speculation that copies a task once it runs 1.5x the stage's median (at
+# least 500 ms): with slow_first_attempt, map task 0 of a stage. Spark 4
+# speculates by processing rate by default; a sleeping task has processed
+# nothing yet, so these go by run time alone.
+SPECULATION = {
+    "spark.speculation": "true",
+    "spark.speculation.interval": "100ms",
+    "spark.speculation.quantile": "0.5",
+    "spark.speculation.multiplier": "1.5",
+    "spark.speculation.minTaskRuntime": "500ms",
+    "spark.speculation.efficiency.enabled": "false",
+}
+
+
+def slow_first_attempt(marker):
+    """A function for mapPartitionsWithIndex: the first attempt of map task
+    0 sleeps 8 s, so that Spark speculates it; a later attempt of it
+    writes `marker` (the proof that a copy ran)."""
+    path = str(marker)
+
+    def slow(index, it):
+        import time
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        if index == 0 and attempt == 0:
+            time.sleep(8)
+        if index == 0 and attempt > 0:
+            with open(path, "a") as m:
+                m.write(str(attempt))
+        return it
+
+    return slow
+
+
 def sluice_metrics(spark):
     """Sluice's counters in the driver JVM (the executor, in local mode)."""
     m = spark.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics

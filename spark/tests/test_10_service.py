@@ -17,7 +17,7 @@ import pytest
 
 import workloads
 from clusters import standalone_cluster
-from conftest import SLUICE, session
+from conftest import SLUICE, SPECULATION, session, slow_first_attempt
 from test_9_executors import _executor_pids, _executors, _map_tasks_run, _wait
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -321,31 +321,7 @@ def test_speculative_map_attempts_under_the_service(daemons, tmp_path):
     # shuffle and one Spark's aggregator reads (hash-grouped, native).
     ds, key = daemons
     marker = tmp_path / "speculated"
-    extra = {
-        **service_conf(ds, key),
-        "spark.executor.cores": "1",
-        "spark.speculation": "true",
-        "spark.speculation.interval": "100ms",
-        "spark.speculation.quantile": "0.5",
-        "spark.speculation.multiplier": "1.5",
-        "spark.speculation.minTaskRuntime": "500ms",
-        # Spark 4 speculates by processing rate by default; a sleeping task
-        # has processed nothing yet, so go by run time alone.
-        "spark.speculation.efficiency.enabled": "false",
-    }
-
-    def slow_first_attempt(index, it):
-        import time
-        from pyspark import TaskContext
-
-        attempt = TaskContext.get().attemptNumber()
-        if index == 0 and attempt == 0:
-            time.sleep(8)
-        if index == 0 and attempt > 0:
-            with open(str(marker), "a") as m:
-                m.write(str(attempt))
-        return it
-
+    extra = {**service_conf(ds, key), **SPECULATION, "spark.executor.cores": "1"}
     want = (sorted((k, sum(v for v in range(40000) if v % 101 == k)) for k in range(101)),
             sum(range(40000)))
     with standalone_cluster(tmp_path, hosts=("127.0.0.1", "127.0.0.2")) as master:
@@ -354,11 +330,11 @@ def test_speculative_map_attempts_under_the_service(daemons, tmp_path):
             sc = s.sparkContext
             _wait("two executors", lambda: len(_executors(sc)) == 2)
             pairs = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x))
-            summed = sorted(pairs.mapPartitionsWithIndex(slow_first_attempt)
+            summed = sorted(pairs.mapPartitionsWithIndex(slow_first_attempt(marker))
                             .reduceByKey(lambda a, b: a + b, 6).collect())
             assert marker.exists(), "no speculative attempt ran"
             marker.unlink()
-            plain = sum(v for _, v in pairs.mapPartitionsWithIndex(slow_first_attempt)
+            plain = sum(v for _, v in pairs.mapPartitionsWithIndex(slow_first_attempt(marker))
                         .partitionBy(6).collect())
             assert marker.exists(), "no speculative attempt ran"
             # Both shuffles' outputs are at the service, map 0's from its copy.

@@ -19,7 +19,8 @@ import pytest
 
 import workloads
 from clusters import stage_attempts, standalone_cluster
-from conftest import SLUICE, session, short_of_memory, sluice_metrics
+from conftest import (SLUICE, SPECULATION, session, short_of_memory, slow_first_attempt,
+                      sluice_metrics)
 
 HEADER_BYTES = 36
 TRAILER_MAGIC = b"SLSE"
@@ -377,35 +378,13 @@ def test_speculative_map_attempts_give_each_record_once(tmp_path, reference):
     # the other worker; the copy commits and the original is killed
     # mid-write. Every record arrives once.
     marker = tmp_path / "speculated"
-    settings = {
-        "spark.speculation": "true",
-        "spark.speculation.interval": "100ms",
-        "spark.speculation.quantile": "0.5",
-        "spark.speculation.multiplier": "1.5",
-        "spark.speculation.minTaskRuntime": "500ms",
-        # Spark 4 speculates by processing rate by default; a sleeping task
-        # has processed nothing yet, so go by run time alone.
-        "spark.speculation.efficiency.enabled": "false",
-        "spark.executor.memory": "768m",
-    }
-
-    def _slow_first_attempt(index, it):
-        import time
-        from pyspark import TaskContext
-
-        attempt = TaskContext.get().attemptNumber()
-        if index == 0 and attempt == 0:
-            time.sleep(8)
-        if index == 0 and attempt > 0:
-            with open(str(marker), "w") as m:
-                m.write(str(attempt))
-        return it
-
+    settings = {**SPECULATION, "spark.executor.memory": "768m"}
     with standalone_cluster(tmp_path) as master:
         s = session(master, SLUICE, tmp_path / "driver-local", extra=settings)
         try:
             sc = s.sparkContext
-            rdd = workloads.pairs(sc, 50000, 1000, 4).mapPartitionsWithIndex(_slow_first_attempt)
+            rdd = workloads.pairs(sc, 50000, 1000, 4).mapPartitionsWithIndex(
+                slow_first_attempt(marker))
             got = sorted(rdd.reduceByKey(lambda a, b: a + b, 8).collect())
             assert marker.exists(), "no speculative attempt ran"
             assert got == reference["reduce_by_key"]

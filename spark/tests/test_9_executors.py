@@ -14,7 +14,7 @@ import pytest
 
 import workloads
 from clusters import free_port, stage_attempts, standalone_cluster
-from conftest import SLUICE, session
+from conftest import SLUICE, SPECULATION, session, slow_first_attempt
 
 pytestmark = pytest.mark.extended
 
@@ -249,34 +249,14 @@ def test_speculative_sql_map_attempts_give_each_row_once(tmp_path):
     # the other worker; whichever commits first wins, and every row counts
     # once.
     marker = tmp_path / "speculated"
-    settings = {
-        "spark.speculation": "true",
-        "spark.speculation.interval": "100ms",
-        "spark.speculation.quantile": "0.5",
-        "spark.speculation.multiplier": "1.5",
-        "spark.speculation.minTaskRuntime": "500ms",
-        "spark.speculation.efficiency.enabled": "false",
-        "spark.executor.memory": "768m",
-        "spark.sql.adaptive.enabled": "false",
-    }
-
-    def _slow_first_attempt(index, it):
-        import time
-        from pyspark import TaskContext
-
-        attempt = TaskContext.get().attemptNumber()
-        if index == 0 and attempt == 0:
-            time.sleep(8)
-        if index == 0 and attempt > 0:
-            with open(str(marker), "w") as m:
-                m.write(str(attempt))
-        return it
-
+    settings = {**SPECULATION, "spark.executor.memory": "768m",
+                "spark.sql.adaptive.enabled": "false"}
     with standalone_cluster(tmp_path) as master:
         s = session(master, SLUICE, tmp_path / "driver-local", extra=settings)
         try:
             sc = s.sparkContext
-            rows = sc.parallelize(range(200000), 4).mapPartitionsWithIndex(_slow_first_attempt)
+            rows = sc.parallelize(range(200000), 4).mapPartitionsWithIndex(
+                slow_first_attempt(marker))
             s.createDataFrame(rows.map(lambda v: (v % 997, v)), "k long, v long") \
                 .createOrReplaceTempView("slow")
             agg = s.sql(_AGGREGATE.replace("range(0, 200000, 1, 4)", "slow")
