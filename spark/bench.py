@@ -31,7 +31,17 @@ both alike. The fastest run of each is kept; the median ratio is printed
 beside it. Each process's own luck (what its JIT inlines) is part of all
 its runs, so a comparison of two builds that must resolve a few per cent
 takes --processes N: N fresh pairs of processes, started in alternating
-order, their runs pooled (docs/benchmarks.md has the spread of one pair)."""
+order, their runs pooled (docs/benchmarks.md has the spread of one pair).
+
+--cluster runs the same on a standalone cluster of real processes on
+loopback addresses, each address a node (a master, and on 127.0.0.1 and
+127.0.0.2 a worker beside the service's `sluice daemon`): every manager's
+application holds one single-core executor on each node, so half of each
+reduce task's input comes from the other node. It adds, per manager, the
+CPU of its JVMs and of the daemons, blocks per reduce task (Spark's
+shuffle read metrics: under Spark's shuffle each block is one read where
+it is stored), daemon reads per reduce task and chunks and commits per
+map task (the daemons' own counts, `sluice stats`)."""
 
 import argparse
 import contextlib
@@ -43,6 +53,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+
+import daemons
+from standalone import executor_pids, standalone_cluster
 
 HERE = pathlib.Path(__file__).resolve().parent
 # The Spark line whose jars run: the default line's, or the one SLUICE_LINE
@@ -77,58 +90,10 @@ SERVICE = "sluice-service"
 DATA = pathlib.Path("/tmp/sluice-bench-spark")
 
 
-@contextlib.contextmanager
-def service_daemons(tmp, hosts=("127.0.0.1", "127.0.0.2"), memory="4g"):
-    """Two release `sluice daemon`s on loopback addresses (one per node),
-    with their own directories under `tmp`; yields the service settings
-    (KEY=VALUE) of an application of theirs. On exit each is stopped with
-    SIGTERM and its last line (its peak, what it spilled) printed with its
-    peak resident memory."""
-    root = HERE.parent
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "sluice-cli", "--bin", "sluice"],
-                   cwd=root, check=True)
-    binary = pathlib.Path(os.environ.get("CARGO_TARGET_DIR", root / "target")) / "release" / "sluice"
-    tmp.mkdir(parents=True, exist_ok=True)
-    secret = tmp / "service-secret"
-    secret.write_bytes(os.urandom(32))
-    secret.chmod(0o600)
-    procs, addrs = [], []
-    try:
-        for host in hosts:
-            d = tmp / f"daemon-{host}"
-            d.mkdir(exist_ok=True)
-            p = subprocess.Popen([str(binary), "daemon", "--host", host, "--port", "0", "--dir", str(d),
-                                  "--memory", memory, "--secret-file", str(secret)],
-                                 stdout=subprocess.PIPE, text=True)
-            procs.append(p)
-            line = p.stdout.readline()
-            if not line.startswith("sluice daemon listening on "):
-                sys.exit(f"sluice daemon on {host} did not start: {line!r}")
-            addrs.append(line.split()[-1])
-        key = subprocess.run([str(binary), "app-key", "--secret-file", str(secret), "--app", "sluice-bench"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-        yield ["spark.sluice.mode=service", f"spark.sluice.service.daemons={','.join(addrs)}",
-               "spark.sluice.service.app=sluice-bench", f"spark.sluice.service.appSecret={key}"]
-    finally:
-        for p, host in zip(procs, hosts):
-            rss = peak_rss_mb(p.pid)
-            p.terminate()
-            out, _ = p.communicate(timeout=60)
-            print(f"daemon {host}: {out.strip().splitlines()[-1] if out.strip() else 'no report'};"
-                  f" peak RSS {rss:.1f} MB", file=sys.stderr)
-
-
-def peak_rss_mb(pid):
-    """A live process's peak resident set (VmHWM), in MB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", settings=None):
-    """A local Spark session for `manager` (its own JVM: one per process).
+def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", settings=None,
+            master=None):
+    """A Spark session for `manager` (its own JVM: one per process): local
+    with `cores`, or on the standalone cluster at `master` (CLUSTER_CONF).
     `settings` override the benchmark's defaults for every manager;
     `sluice_conf` (KEY=VALUE) applies to Sluice's managers only."""
     from pyspark.sql import SparkSession
@@ -148,15 +113,46 @@ def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", se
     if LINE == "3.5":
         # pyspark 3.5 does not find a session extension in a jar by itself.
         conf["spark.sql.extensions"] = SQL_EXTENSIONS
+    if master:
+        conf.update(CLUSTER_CONF)
+        if LINE == "3.5":
+            # Spark 3.5's executors make the shuffle manager before they fetch --jars.
+            conf["spark.executor.extraClassPath"] = str(jar)
     conf.update(settings or {})
     if manager != "sort":
         conf.update(kv.partition("=")[::2] for kv in sluice_conf)
-    b = SparkSession.builder.master(f"local[{cores}]").appName(f"{app}-{manager}")
+    b = SparkSession.builder.master(master or f"local[{cores}]").appName(f"{app}-{manager}")
     for key, value in conf.items():
         b = b.config(key, value)
     s = b.getOrCreate()
     s.sparkContext.setLogLevel("ERROR")
+    if master:
+        wait_for_executors(s, len(CLUSTER_HOSTS))
     return s
+
+
+# The loopback cluster of --cluster: one node per address, each a standalone
+# worker beside its `sluice daemon`; every manager's application gets one
+# executor of one core on each (the master spreads them out), so that its
+# reduce tasks fetch from the other node as on a real cluster.
+CLUSTER_HOSTS = ("127.0.0.1", "127.0.0.2")
+CLUSTER_CONF = {
+    "spark.driver.memory": "2g",
+    "spark.executor.cores": "1",
+    "spark.cores.max": str(len(CLUSTER_HOSTS)),
+}
+# How long an application may wait for its executors.
+EXECUTORS_TIMEOUT_S = 120
+
+
+def wait_for_executors(spark, n):
+    """Waits until `n` executors (besides the driver) have registered."""
+    sc = spark.sparkContext
+    deadline = time.monotonic() + EXECUTORS_TIMEOUT_S
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < n + 1:
+        if time.monotonic() > deadline:
+            sys.exit(f"{n} executors did not register in {EXECUTORS_TIMEOUT_S} s")
+        time.sleep(0.5)
 
 
 def stage_totals(spark):
@@ -177,6 +173,14 @@ def stage_totals(spark):
         "cpu_ns": sum(s.get("executorCpuTime", 0) for s in stages),
         "shuffle_write": sum(s.get("shuffleWriteBytes", 0) for s in stages),
         "shuffle_read": sum(s.get("shuffleReadBytes", 0) for s in stages),
+        # Each block one segment of one map output: under Spark's shuffle
+        # one read where it is stored, under the service part of a stream.
+        "blocks": sum(s.get("shuffleRemoteBlocksFetched", 0) + s.get("shuffleLocalBlocksFetched", 0)
+                      for s in stages),
+        "reduce_tasks": sum(s.get("numCompleteTasks", 0) for s in stages
+                            if s.get("shuffleReadRecords", 0) > 0),
+        "map_tasks": sum(s.get("numCompleteTasks", 0) for s in stages
+                         if s.get("shuffleWriteRecords", 0) > 0),
     }
 
 
@@ -293,26 +297,30 @@ TERASORT = ("terasort", "rdd_terasort")
 WORKLOADS = list(QUERIES) + list(RDD_JOBS)
 
 
-def process_stat(spark):
-    """The Spark JVM's /proc stat fields after the command name (the
-    driver and executor in local mode)."""
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()
+def process_stats(spark):
+    """The /proc stat fields after the command name of each of the
+    application's JVMs: the driver (and executor, in local mode) and its
+    executors on this machine (on the --cluster)."""
+    sc = spark.sparkContext
+    pids = [sc._jvm.java.lang.ProcessHandle.current().pid(), *executor_pids(sc.applicationId)]
+    out = []
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            out.append(f.read().rsplit(")", 1)[1].split())
+    return out
 
 
 def process_cpu_s(spark):
-    """CPU seconds of the Spark JVM: every thread, the engine's native
-    offload threads and the garbage collector included, which Spark's
-    executorCpuTime (task threads only) leaves out."""
-    fields = process_stat(spark)
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of the application's JVMs: every thread, the engine's
+    native offload threads and the garbage collector included, which
+    Spark's executorCpuTime (task threads only) leaves out."""
+    return sum(int(f[11]) + int(f[12]) for f in process_stats(spark)) / os.sysconf("SC_CLK_TCK")
 
 
 def minor_faults(spark):
-    """Minor page faults of the Spark JVM so far (memory touched for the
-    first time, by Java's heap or by native code)."""
-    return int(process_stat(spark)[7])
+    """Minor page faults of the application's JVMs so far (memory touched
+    for the first time, by Java's heap or by native code)."""
+    return sum(int(f[7]) for f in process_stats(spark))
 
 
 def timed(spark, job):
@@ -328,6 +336,7 @@ def timed(spark, job):
         "task_cpu_s": (after["cpu_ns"] - before["cpu_ns"]) / 1e9,
         "minor_faults": faults1 - faults0,
         "shuffle_bytes": after["shuffle_write"] - before["shuffle_write"],
+        **{k: after[k] - before[k] for k in ("blocks", "reduce_tasks", "map_tasks")},
     }
 
 
@@ -344,7 +353,10 @@ class Worker:
         conf = (a.sluice_conf + (a.baseline_conf if manager == BASELINE else [])
                 + (a.service_conf if manager == SERVICE else []))
         settings = dict(kv.partition("=")[::2] for kv in a.conf)
-        self.spark = session(manager, a.cores, a.tmp / manager, conf, jar, settings=settings)
+        if a.master:
+            settings = {"spark.executor.memory": a.executor_memory, **settings}
+        self.spark = session(manager, a.cores, a.tmp / manager, conf, jar, settings=settings,
+                             master=a.master)
         self.df = None
         self.job = None
         # Warm-up: JIT, native library, engine.
@@ -406,6 +418,8 @@ def start_worker(a, manager):
     args = [sys.executable, __file__, "--manager", manager,
             "--terasort-gb", str(a.terasort_gb), "--gb", str(a.gb), "--cores", str(a.cores),
             "--tmp", str(a.tmp)]
+    if a.master:
+        args += ["--master", a.master, "--executor-memory", a.executor_memory]
     for kv in a.conf:
         args += ["--conf", kv]
     for kv in a.sluice_conf:
@@ -481,7 +495,10 @@ def run_interleaved(a):
                 order = list(managers)
                 for rep in range(a.reps):
                     for manager in order:
+                        before = a.daemons.snapshot() if a.daemons else None
                         run = ask(workers[manager], op="run")
+                        if before:
+                            run["daemons"] = daemons.since(before, a.daemons.snapshot())
                         print(f"  {manager:11} {name:17} process {round_ + 1} run {rep + 1}: "
                               f"{run['seconds']:7.2f} s, "
                               f"JVM CPU {run['process_cpu_s']:7.2f} s, "
@@ -510,6 +527,59 @@ def print_pairs(managers, results, medians):
             for m in managers[1:]
         )
         print(f"{name:17}{cells}{rat}")
+
+
+def add_cluster_args(ap):
+    """--cluster and --executor-memory (bench.py and tpch.py), and the
+    master's URL that the parent hands its workers."""
+    ap.add_argument("--cluster", action="store_true",
+                    help="run every manager's application on a standalone cluster on loopback: "
+                         "a master and a worker on each of 127.0.0.1 and 127.0.0.2 (one executor "
+                         "of one core per application on each), the service's daemons beside "
+                         "them")
+    ap.add_argument("--executor-memory", default="2g",
+                    help="each executor's memory with --cluster (default 2g)")
+    ap.add_argument("--master", help=argparse.SUPPRESS)
+
+
+def enter_cluster(stack, a):
+    """With --cluster, starts the loopback cluster (CLUSTER_HOSTS), stopped
+    when `stack` closes, with cores and memory for every manager's
+    application at once, and sets a.master to its URL."""
+    if not a.cluster:
+        return
+    (a.tmp / "cluster").mkdir(parents=True, exist_ok=True)
+    memory_mb = parse_mb(a.executor_memory) * len(a.managers)
+    a.master = stack.enter_context(standalone_cluster(
+        a.tmp / "cluster", hosts=CLUSTER_HOSTS, cores=len(a.managers), memory=f"{memory_mb}m"))
+
+
+def parse_mb(size):
+    """MiB in a JVM-style size (512m, 2g)."""
+    units = {"m": 1, "g": 1024}
+    return int(float(size[:-1]) * units[size[-1].lower()])
+
+
+def print_cluster(managers, results):
+    """The --cluster table: per workload and manager (its fastest run), the
+    time, the CPU of its JVMs and of the daemons, and what each task asked
+    for: blocks per reduce task (each one read where it is stored under
+    Spark's shuffle), daemon reads per reduce task and chunks and commits
+    per map task (the service's)."""
+    print("CPU: the application's JVMs (driver, executors) + the daemons over the run.")
+    print(f"{'workload':17} {'manager':15} {'s':>7} {'JVM CPU s':>9} {'daemon CPU s':>12} "
+          f"{'shuffle GB':>10} {'blocks/reduce':>13} {'reads/reduce':>12} "
+          f"{'chunks/map':>10} {'commits/map':>11}")
+    for name, r in results.items():
+        for m in managers:
+            x = r[m]
+            d = x.get("daemons") or {}
+            reduces, maps = max(x["reduce_tasks"], 1), max(x["map_tasks"], 1)
+            print(f"{name:17} {m:15} {x['seconds']:7.2f} {x['process_cpu_s']:9.2f} "
+                  f"{d.get('cpu_s', 0):12.2f} {x['shuffle_bytes'] / 1e9:10.3f} "
+                  f"{x['blocks'] / reduces:13.1f} {d.get('reads', 0) / reduces:12.2f} "
+                  f"{d.get('chunks', 0) / maps:10.2f} {d.get('commits', 0) / maps:11.2f}")
+    print()
 
 
 def main():
@@ -542,6 +612,7 @@ def main():
     ap.add_argument("--managers", default="sort,sluice",
                     help=f"which of sort, sluice, {BASELINE}, {SERVICE} to run (default "
                          f"sort,sluice; {SERVICE} starts two sluice daemons on loopback)")
+    add_cluster_args(ap)
     ap.add_argument("--manager", choices=[*MANAGERS, BASELINE, SERVICE], help=argparse.SUPPRESS)
     ap.add_argument("--service-conf", action="append", default=[], help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -575,15 +646,20 @@ def main():
         w.serve()
         return
     a.tmp.mkdir(parents=True, exist_ok=True)
+    a.daemons = None
     with contextlib.ExitStack() as stack:
+        enter_cluster(stack, a)
         if SERVICE in a.managers:
-            a.service_conf = stack.enter_context(service_daemons(a.tmp / "service"))
+            a.daemons = stack.enter_context(daemons.service_daemons(a.tmp / "service"))
+            a.service_conf = a.daemons.conf
         runs = run_interleaved(a)
     results = {name: {m: min(rs, key=lambda r: r["seconds"]) for m, rs in by.items()}
                for name, by in runs.items()}
     medians = {name: {m: statistics.median(r["seconds"] for r in rs) for m, rs in by.items()}
                for name, by in runs.items()}
     print()
+    if a.cluster:
+        print_cluster(a.managers, results)
     if a.managers != ["sort", "sluice"]:
         print_pairs(a.managers, results, medians)
         if a.json:

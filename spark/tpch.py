@@ -47,7 +47,14 @@ order, in one fresh session per manager, no warm-up pass (--reps and
 --warmup do not apply); the managers' sessions run one after the other,
 the one going first swapping with each of --processes sets, and the sets
 are pooled as above. What a manager pays the first time (JIT of its code,
-the engine's start, pages faulted in) is in its figures."""
+the engine's start, pages faulted in) is in its figures.
+
+--managers ...,sluice-service runs Sluice's service mode against two
+release `sluice daemon`s on 127.0.0.1 and 127.0.0.2 (spark/daemons.py);
+--cluster runs every manager on a standalone cluster on those addresses,
+a worker beside each daemon and one single-core executor per application
+on each (spark/bench.py --cluster), JVM CPU then summing the driver and
+both executors."""
 
 import argparse
 import collections
@@ -65,6 +72,7 @@ import urllib.request
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench  # noqa: E402  (sessions, the worker protocol, JVM CPU)
+import daemons  # noqa: E402  (the service mode's daemons)
 from bench import ask, line_jar, process_cpu_s  # noqa: E402
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 BASELINE = "sluice-base"
@@ -228,11 +236,13 @@ def session(manager, a, jar):
         # threshold) lives in Spark's package and needs Spark's class loader.
         settings["spark.driver.extraClassPath"] = str(jar)
         settings["spark.executor.extraClassPath"] = str(jar)
+    if a.master:
+        settings["spark.executor.memory"] = a.executor_memory
     settings.update(kv.partition("=")[::2] for kv in a.conf)
     extra = (a.baseline_conf if manager == BASELINE else []) + (
         a.service_conf if manager == SERVICE else [])
     return bench.session(manager, a.cores, a.tmp / manager, a.sluice_conf + extra, jar,
-                         app="sluice-tpch", settings=settings)
+                         app="sluice-tpch", settings=settings, master=a.master)
 
 
 def rest(spark, what):
@@ -361,6 +371,8 @@ def start_worker(a, manager):
         args += ["--service-conf", kv]
     if a.baseline_jar:
         args += ["--baseline-jar", str(a.baseline_jar)]
+    if a.master:
+        args += ["--master", a.master, "--executor-memory", a.executor_memory]
     p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     p.manager = manager
     return p
@@ -586,6 +598,7 @@ def main():
     ap.add_argument("--line", default=bench.LINE,
                     help="the Spark line whose Sluice jar runs (spark/build.sh --line L), under "
                     "that line's pyspark (spark/tpch.sh --line L); default SLUICE_LINE's, or 4.1's")
+    bench.add_cluster_args(ap)
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     ap.add_argument("--service-conf", action="append", default=[], help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -627,8 +640,9 @@ def main():
     generate(suite, a.sf, a.data)
     t = time.perf_counter()
     with contextlib.ExitStack() as stack:
+        bench.enter_cluster(stack, a)
         if SERVICE in a.managers:
-            a.service_conf = stack.enter_context(bench.service_daemons(a.tmp / "service"))
+            a.service_conf = stack.enter_context(daemons.service_daemons(a.tmp / "service")).conf
         runs, wrong = run_power(a) if a.protocol == "power" else run_interleaved(a)
     rows = report(a, runs)
     print(f"\n{len(a.queries) * len(a.partitions)} query settings, {len(wrong)} wrong answers, "

@@ -16,9 +16,9 @@ import threading
 import pytest
 
 import workloads
-from clusters import standalone_cluster
+from standalone import executor_pids, standalone_cluster
 from conftest import SLUICE, SPECULATION, session, slow_first_attempt
-from test_9_executors import _executor_pids, _executors, _map_tasks_run, _wait
+from test_9_executors import _executors, _map_tasks_run, _wait
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -295,7 +295,7 @@ def test_an_executor_killed_after_its_map_tasks_costs_no_rerun(daemons, tmp_path
             want = sizes()
             assert sum(want) == sum(range(40000))
             victim = _executors(sc)[0]
-            pids = _executor_pids(sc.applicationId)
+            pids = executor_pids(sc.applicationId)
             assert len(pids) == 2, pids
             ours = [p for p in pids if f"--executor-id {victim} ".encode() in open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ")]
             assert len(ours) == 1, (victim, pids)

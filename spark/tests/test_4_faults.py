@@ -18,7 +18,8 @@ import time
 import pytest
 
 import workloads
-from clusters import stage_attempts, standalone_cluster
+from clusters import stage_attempts
+from standalone import standalone_cluster
 from conftest import (SLUICE, SPECULATION, session, short_of_memory, slow_first_attempt,
                       sluice_metrics)
 

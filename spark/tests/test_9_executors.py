@@ -13,7 +13,8 @@ import time
 import pytest
 
 import workloads
-from clusters import free_port, stage_attempts, standalone_cluster
+from clusters import stage_attempts
+from standalone import executor_pids, free_port, standalone_cluster
 from conftest import SLUICE, SPECULATION, session, slow_first_attempt
 
 pytestmark = pytest.mark.extended
@@ -96,7 +97,7 @@ def test_dynamic_allocation_reads_through_the_external_shuffle_service(tmp_path,
             assert _aggregate_rows(agg) == _aggregate_expected()
             plan = agg._jdf.queryExecution().executedPlan().toString()
             assert "SluiceAggregate" in plan, plan
-            pids = _executor_pids(sc.applicationId)
+            pids = executor_pids(sc.applicationId)
             assert pids, "no executor process found"
             _wait("the idle executors' removal", lambda: not _executors(sc))
             _wait("the removed executors' exit", lambda: not any(_alive(p) for p in pids))
@@ -109,20 +110,6 @@ def test_dynamic_allocation_reads_through_the_external_shuffle_service(tmp_path,
             assert max(stage_attempts(sc, "after-removal").values()) == 0
         finally:
             s.stop()
-
-
-def _executor_pids(app_id):
-    pids = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    cmd = f.read()
-            except OSError:
-                continue
-            if b"CoarseGrainedExecutorBackend" in cmd and app_id.encode() in cmd:
-                pids.append(int(d))
-    return pids
 
 
 def _alive(pid):
@@ -155,7 +142,7 @@ def test_decommissioned_executor_migrates_its_map_output(tmp_path, reference):
             assert sorted(sums.collect()) == reference["reduce_by_key"]
             agg = s.sql(_AGGREGATE)
             assert _aggregate_rows(agg) == _aggregate_expected()
-            pids = _executor_pids(sc.applicationId)
+            pids = executor_pids(sc.applicationId)
             assert len(pids) == 2, pids
             os.kill(pids[0], signal.SIGPWR)
             _wait("the decommissioned executor's exit", lambda: not _alive(pids[0]))

@@ -67,7 +67,7 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     n.checked_mul(1 << shift).ok_or_else(|| format!("{s:?} is too large"))
 }
 
-fn read_secret(path: &Path) -> Result<Key, Box<dyn std::error::Error>> {
+pub(crate) fn read_secret(path: &Path) -> Result<Key, Box<dyn std::error::Error>> {
     let meta =
         std::fs::metadata(path).map_err(|e| format!("secret file {}: {e}", path.display()))?;
     if meta.permissions().mode() & 0o077 != 0 {
@@ -126,10 +126,11 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
-        let (_, peak, spilled, budget) = daemon.stats();
+        let s = daemon.stats();
         daemon.shutdown().await;
         println!(
-            "sluice daemon stopped: peak {peak} of {budget} bytes held, {spilled} bytes spilled"
+            "sluice daemon stopped: peak {} of {} bytes held, {} bytes spilled",
+            s.peak_bytes, s.budget_bytes, s.spilled_bytes
         );
         Ok::<(), Box<dyn std::error::Error>>(())
     })

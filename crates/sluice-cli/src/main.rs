@@ -5,11 +5,13 @@
 //! sluice run terasort|sort|wordcount|repartition|aggregate [--mib N] [--maps N] [--reduces N] ...
 //! sluice daemon --host H --port P --dir D [--dir D2 ...] --memory M --secret-file F
 //! sluice app-key --secret-file F --app APP
+//! sluice stats --daemon ADDR --secret-file F
 //! ```
 
 mod bench;
 mod daemon;
 mod run;
+mod stats;
 
 use clap::{Parser, Subcommand};
 
@@ -34,6 +36,8 @@ enum Command {
     Daemon(daemon::DaemonArgs),
     /// Prints an application's key, derived from the node secret.
     AppKey(daemon::AppKeyArgs),
+    /// Prints a running daemon's accounting and work so far, as JSON.
+    Stats(stats::StatsArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,6 +47,7 @@ fn main() -> std::process::ExitCode {
         Command::Run(args) => run::run(&args),
         Command::Daemon(args) => daemon::run(&args),
         Command::AppKey(args) => daemon::app_key_command(&args),
+        Command::Stats(args) => stats::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

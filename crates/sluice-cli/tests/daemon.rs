@@ -1,6 +1,6 @@
 //! `sluice daemon` as a process: it starts on a node's loopback address,
-//! serves a push, commit and read from a real client, stops on SIGTERM
-//! with its peak printed, and refuses a port in use, a missing directory
+//! serves a push, commit and read from a real client, counts them for
+//! `sluice stats`, stops on SIGTERM with its peak printed, and refuses a port in use, a missing directory
 //! and a secret file others can read with a clear error and status 1.
 
 use std::io::{BufRead, BufReader};
@@ -79,8 +79,27 @@ fn the_daemon_serves_a_client_and_stops_on_sigterm() {
         assert_eq!(blocks.len(), 1);
         assert_eq!(blocks[0].data, b"abcdefghi");
     });
-    // A second daemon on the same address.
     let secret = secret_file(dir.path(), 0o600);
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["stats", "--daemon", &addr, "--secret-file"])
+        .arg(&secret)
+        .output()
+        .expect("stats");
+    assert!(out.status.success(), "{out:?}");
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    for (field, want) in
+        [("held_bytes", 9), ("budget_bytes", 16 << 20), ("chunks", 1), ("commits", 1), ("reads", 1)]
+    {
+        assert_eq!(stats[field], want, "{field} in {stats}");
+    }
+    // Another node's secret is refused before anything is answered.
+    let wrong = dir.path().join("wrong-secret");
+    std::fs::write(&wrong, b"the secret of another node, not this one").expect("secret");
+    std::fs::set_permissions(&wrong, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sluice"));
+    c.args(["stats", "--daemon", &addr, "--secret-file"]).arg(&wrong);
+    fails_with(c, "refused");
+    // A second daemon on the same address.
     let (host, port) = addr.rsplit_once(':').expect("host:port");
     let mut second = daemon(&["--host", host, "--port", port, "--memory", "16m", "--secret-file"]);
     second.arg(&secret).arg("--dir").arg(dir.path());

@@ -18,7 +18,9 @@ use tokio::net::TcpStream;
 
 use crate::auth::{self, Key};
 use crate::protocol::limits::{MAX_WINNERS_PER_READ, PUSH_CHUNK_BYTES};
-use crate::protocol::{acks_checksum, frame, ErrorCode, Message, ProtocolError, Section, Winner};
+use crate::protocol::{
+    acks_checksum, frame, DaemonStats, ErrorCode, Message, ProtocolError, Section, Winner,
+};
 
 /// How long connecting to a daemon may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -226,12 +228,10 @@ impl Client {
         self.expect_ok(&Message::EndApplication, "ending the application").await
     }
 
-    /// The daemon's accounting: held, peak, spilled and budget bytes.
-    pub async fn stats(&mut self) -> Result<[u64; 4], ClientError> {
+    /// The daemon's byte accounting and its work so far.
+    pub async fn stats(&mut self) -> Result<DaemonStats, ClientError> {
         match self.call(&Message::Stats, "asking for statistics").await? {
-            Message::StatsReply { held_bytes, peak_bytes, spilled_bytes, budget_bytes } => {
-                Ok([held_bytes, peak_bytes, spilled_bytes, budget_bytes])
-            }
+            Message::StatsReply(stats) => Ok(stats),
             other => Err(self.unexpected("asking for statistics", &other)),
         }
     }

@@ -88,7 +88,7 @@ async fn two_nodes_serve_each_reduce_partition_as_one_stream() {
     assert!(other.is_empty());
     for mut c in clients {
         c.unregister_shuffle(3).await.expect("unregister");
-        assert_eq!(c.stats().await.expect("stats")[0], 0, "nothing held after unregister");
+        assert_eq!(c.stats().await.expect("stats").held_bytes, 0, "nothing held after unregister");
     }
 }
 
@@ -150,7 +150,7 @@ async fn a_commit_must_prove_every_acknowledged_chunk() {
         let r = c.read(1, 0, 0, 4, vec![Winner { map, attempt: 1 }]).await;
         assert_eq!(code(r), ErrorCode::MissingCommit);
     }
-    assert_eq!(c.stats().await.expect("stats")[0], 0);
+    assert_eq!(c.stats().await.expect("stats").held_bytes, 0);
     // The same chunk pushed again with other bytes is refused.
     c.push(&push(1, 0, 3, 1, 0, vec![(0, 2)])).await.expect("push");
     assert_eq!(code(c.push(&push(1, 0, 3, 1, 0, vec![(0, 5)])).await), ErrorCode::BadRequest);
@@ -164,9 +164,9 @@ async fn a_new_generation_refuses_the_old_and_drops_its_data() {
     let mut p = AttemptPusher::new(4, 1, 0, 1);
     p.add(&mut c, 0, 5, &records(0, 1, 0, 5)).await.expect("add");
     p.commit(&mut c).await.expect("commit");
-    assert!(c.stats().await.expect("stats")[0] > 0);
+    assert!(c.stats().await.expect("stats").held_bytes > 0);
     c.register_shuffle(4, 2, 2).await.expect("generation 2");
-    assert_eq!(c.stats().await.expect("stats")[0], 0, "generation 1's data is dropped");
+    assert_eq!(c.stats().await.expect("stats").held_bytes, 0, "generation 1's data is dropped");
     assert_eq!(code(c.push(&push(4, 1, 0, 2, 0, vec![(0, 1)])).await), ErrorCode::StaleGeneration);
     assert_eq!(
         code(c.commit(4, 1, 0, 2, 0, acks_checksum([]), 0).await),
@@ -224,7 +224,10 @@ async fn over_budget_partitions_go_to_disk_and_read_back_checked() {
         }
         p.commit(&mut c).await.expect("commit");
     }
-    let [held, peak, spilled, _] = c.stats().await.expect("stats");
+    let st = c.stats().await.expect("stats");
+    let (held, peak, spilled) = (st.held_bytes, st.peak_bytes, st.spilled_bytes);
+    assert_eq!((st.commits, st.reads), (12, 0), "{st:?}");
+    assert!(st.chunks >= 12, "a chunk at least per map: {st:?}");
     assert!(peak <= budget, "peak {peak} over the budget {budget}");
     assert!(spilled > 0 && held <= budget, "held {held}, spilled {spilled}");
     let winners: Vec<Winner> = (0..12).map(|map| Winner { map, attempt: 1 }).collect();
@@ -238,6 +241,7 @@ async fn over_budget_partitions_go_to_disk_and_read_back_checked() {
             .collect();
         assert_eq!(got, expected[&part], "partition {part}");
     }
+    assert_eq!(c.stats().await.expect("stats").reads, 4, "one read per request");
     // A byte flipped on disk is found and named.
     let file = walk(n.dir.path())
         .into_iter()
@@ -317,7 +321,8 @@ async fn staged_chunks_past_the_budget_spill_and_no_pusher_waits() {
         .expect("in time")
         .expect("join")
         .expect("commit");
-    let [_, peak, spilled, _] = a.stats().await.expect("stats");
+    let st = a.stats().await.expect("stats");
+    let (peak, spilled) = (st.peak_bytes, st.spilled_bytes);
     assert!(peak <= budget && spilled > 0, "peak {peak}, spilled {spilled}");
     let winners = vec![Winner { map: 0, attempt: 1 }, Winner { map: 1, attempt: 1 }];
     for p in 0..2u32 {
@@ -349,7 +354,7 @@ async fn a_lapsed_lease_deletes_the_applications_data() {
     p.commit(&mut c).await.expect("commit");
     c.renew().await.expect("renew");
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert_eq!(d.stats().0, 0, "the lapsed application's bytes are freed");
+    assert_eq!(d.stats().held_bytes, 0, "the lapsed application's bytes are freed");
     assert_eq!(code(c.renew().await), ErrorCode::Unauthenticated);
     let mut again = client(d.addr(), "app-lease").await;
     assert_eq!(code(again.read(0, 0, 0, 1, vec![]).await), ErrorCode::UnknownShuffle);

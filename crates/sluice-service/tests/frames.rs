@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use sluice_service::protocol::limits::FRAME_HEADER_BYTES;
-use sluice_service::protocol::{frame, ErrorCode, Message, Section, Winner};
+use sluice_service::protocol::{frame, DaemonStats, ErrorCode, Message, Section, Winner};
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/frames")
@@ -87,7 +87,15 @@ fn seeds() -> Vec<(&'static str, Message)> {
         ("stats", Message::Stats),
         (
             "stats_reply",
-            Message::StatsReply { held_bytes: 1, peak_bytes: 2, spilled_bytes: 3, budget_bytes: 4 },
+            Message::StatsReply(DaemonStats {
+                held_bytes: 1,
+                peak_bytes: 2,
+                spilled_bytes: 3,
+                budget_bytes: 4,
+                chunks: 5,
+                commits: 6,
+                reads: 7,
+            }),
         ),
     ]
 }

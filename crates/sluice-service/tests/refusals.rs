@@ -85,7 +85,7 @@ async fn a_wrong_key_is_refused_before_any_data_moves() {
     };
     s.write_all(&frame::encode(&auth)).await.expect("write");
     refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
-    assert_eq!(n.daemon.stats().0, 0);
+    assert_eq!(n.daemon.stats().held_bytes, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,7 +95,7 @@ async fn a_push_before_authentication_is_refused() {
     s.write_all(&frame::encode(&a_push())).await.expect("write");
     let m = refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
     assert!(m.contains("Push before authentication"), "{m}");
-    assert_eq!(n.daemon.stats().0, 0);
+    assert_eq!(n.daemon.stats().held_bytes, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,7 +139,7 @@ async fn forged_and_truncated_frames_are_refused_with_where() {
         Some((Message::Error { code: ErrorCode::BadRequest, .. }, _)) => {}
         other => panic!("{other:?}"),
     }
-    assert_eq!(n.daemon.stats().0, 0, "no refused frame stored data");
+    assert_eq!(n.daemon.stats().held_bytes, 0, "no refused frame stored data");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,7 +156,7 @@ async fn handle(
             shared.store().end_app(app);
             Ok(Message::Ok)
         }
-        Message::Stats => Ok(shared.store().stats()),
+        Message::Stats => Ok(Message::StatsReply(shared.store().stats())),
         other => Err((
             ErrorCode::BadRequest,
             format!("{} is not a request", Message::kind_name(other.kind())),

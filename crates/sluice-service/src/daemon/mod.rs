@@ -191,17 +191,9 @@ impl Daemon {
         self.addr
     }
 
-    /// Bytes held now, the peak, bytes spilled and the budget.
-    pub fn stats(&self) -> (u64, u64, u64, u64) {
-        match self.shared.store().stats() {
-            crate::protocol::Message::StatsReply {
-                held_bytes,
-                peak_bytes,
-                spilled_bytes,
-                budget_bytes,
-            } => (held_bytes, peak_bytes, spilled_bytes, budget_bytes),
-            _ => (0, 0, 0, 0),
-        }
+    /// Its byte accounting and its work so far.
+    pub fn stats(&self) -> crate::protocol::DaemonStats {
+        self.shared.store().stats()
     }
 
     /// Stops: no new connections, no new pushes; requests in flight finish;

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 
 use super::spill::{spill, Appender, Loc};
-use crate::protocol::{acks_checksum, ErrorCode, Message, Section, Winner};
+use crate::protocol::{acks_checksum, DaemonStats, ErrorCode, Message, Section, Winner};
 
 /// A refusal: the code and a message naming what and where.
 pub(crate) type Refusal = (ErrorCode, String);
@@ -48,6 +48,10 @@ pub(crate) struct Store {
     held: u64,
     peak: u64,
     spilled: u64,
+    /// Chunks staged, attempts committed and reads planned since the start.
+    chunks: u64,
+    commits: u64,
+    reads: u64,
     max_lease: Duration,
     /// Spill files made so far (each file's name is unique in the store).
     files: u64,
@@ -138,6 +142,9 @@ impl Store {
             held: 0,
             peak: 0,
             spilled: 0,
+            chunks: 0,
+            commits: 0,
+            reads: 0,
             max_lease,
             files: 0,
         }
@@ -351,6 +358,7 @@ impl Store {
         st.mem_bytes += bytes;
         self.held += bytes;
         self.peak = self.peak.max(self.held);
+        self.chunks += 1;
         Ok(Message::PushAck { seq, crc })
     }
 
@@ -413,7 +421,9 @@ impl Store {
         }
         let v = s.committed.entry(map).or_default();
         v.push((attempt, (chunks, acks_crc, records)));
-        Ok(Message::Committed { first: v.len() == 1 })
+        let first = v.len() == 1;
+        self.commits += 1;
+        Ok(Message::Committed { first })
     }
 
     /// The blocks of partitions `start..end` that the winners wrote, in
@@ -462,6 +472,7 @@ impl Store {
                 });
             }
         }
+        self.reads += 1;
         Ok(plan)
     }
 
@@ -520,12 +531,15 @@ impl Store {
         Ok(true)
     }
 
-    pub(crate) fn stats(&self) -> Message {
-        Message::StatsReply {
+    pub(crate) fn stats(&self) -> DaemonStats {
+        DaemonStats {
             held_bytes: self.held,
             peak_bytes: self.peak,
             spilled_bytes: self.spilled,
             budget_bytes: self.budget,
+            chunks: self.chunks,
+            commits: self.commits,
+            reads: self.reads,
         }
     }
 }

@@ -125,8 +125,45 @@ pub enum Message {
     SlowDown { retry_after_ms: u32 },
     /// Asks the daemon for its byte accounting.
     Stats,
-    /// The daemon's own accounting (not the allocator's).
-    StatsReply { held_bytes: u64, peak_bytes: u64, spilled_bytes: u64, budget_bytes: u64 },
+    /// The daemon's own accounting (not the allocator's) and its work since
+    /// it started.
+    StatsReply(DaemonStats),
+}
+
+/// A daemon's byte accounting and the work it has done since it started,
+/// summed over every application: what an operator or a benchmark reads
+/// (`sluice stats`). The counts only grow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DaemonStats {
+    /// Bytes of staged chunks and partition blocks in memory now.
+    pub held_bytes: u64,
+    /// The most `held_bytes` has been.
+    pub peak_bytes: u64,
+    /// Bytes written to spill files.
+    pub spilled_bytes: u64,
+    /// The memory budget.
+    pub budget_bytes: u64,
+    /// Chunks staged (a repeated chunk counted once).
+    pub chunks: u64,
+    /// Map attempts committed (a repeated commit counted once).
+    pub commits: u64,
+    /// Reads served: one stream per request, whatever its partitions.
+    pub reads: u64,
+}
+
+impl DaemonStats {
+    /// The fields in wire order.
+    fn fields(&self) -> [u64; 7] {
+        [
+            self.held_bytes,
+            self.peak_bytes,
+            self.spilled_bytes,
+            self.budget_bytes,
+            self.chunks,
+            self.commits,
+            self.reads,
+        ]
+    }
 }
 
 /// Kind codes, one per message.
@@ -188,7 +225,7 @@ impl Message {
             Message::Error { .. } => kind::ERROR,
             Message::SlowDown { .. } => kind::SLOW_DOWN,
             Message::Stats => kind::STATS,
-            Message::StatsReply { .. } => kind::STATS_REPLY,
+            Message::StatsReply(_) => kind::STATS_REPLY,
         }
     }
 
@@ -287,8 +324,8 @@ impl Message {
                 out.extend_from_slice(&message.as_bytes()[..end]);
             }
             Message::SlowDown { retry_after_ms } => u32s(out, &[*retry_after_ms]),
-            Message::StatsReply { held_bytes, peak_bytes, spilled_bytes, budget_bytes } => {
-                for v in [held_bytes, peak_bytes, spilled_bytes, budget_bytes] {
+            Message::StatsReply(stats) => {
+                for v in stats.fields() {
                     out.extend_from_slice(&v.to_le_bytes());
                 }
             }
@@ -394,12 +431,15 @@ impl Message {
             }
             kind::SLOW_DOWN => Message::SlowDown { retry_after_ms: r.u32("retry after")? },
             kind::STATS => Message::Stats,
-            kind::STATS_REPLY => Message::StatsReply {
+            kind::STATS_REPLY => Message::StatsReply(DaemonStats {
                 held_bytes: r.u64("held bytes")?,
                 peak_bytes: r.u64("peak bytes")?,
                 spilled_bytes: r.u64("spilled bytes")?,
                 budget_bytes: r.u64("budget bytes")?,
-            },
+                chunks: r.u64("chunks")?,
+                commits: r.u64("commits")?,
+                reads: r.u64("reads")?,
+            }),
             other => return Err(ProtocolError::UnknownKind { frame, kind: other }),
         };
         r.finish()?;
