@@ -476,7 +476,8 @@ def report(a, runs):
     first, rows = a.managers[0], []
     for partitions in a.partitions:
         print(f"\n{a.suite} shuffle partitions {partitions}, scale factor {a.sf}, "
-              f"{a.protocol} protocol, best of {a.reps * a.processes} "
+              f"{a.protocol} protocol, best of "
+              f"{a.processes if a.protocol == 'power' else a.reps * a.processes} "
               f"({a.processes} processes per manager)")
         head = "".join(f" {m + ' s':>10} {'ratio':>6} {'tCPU':>6} {'drv':>5} {'MB':>7} "
                        f"{'paths':>10}" for m in a.managers)

@@ -4,8 +4,9 @@ pushed to the daemons, each reduce task's partitions read from the daemon
 that owns them as one stream, answers equal to Spark's sort shuffle's
 (local[2]); an executor killed after its map tasks committed costs no map
 rerun (a standalone cluster with a worker on each address), where the same
-kill in embedded mode does; a daemon that refuses the application's key
-leaves its shuffles embedded; the daemons hold nothing once the
+kill in embedded mode does; a daemon that refuses the application's key,
+or one that cannot be reached when a shuffle registers, leaves its
+shuffles embedded; the daemons hold nothing once the
 application ends."""
 
 import os
@@ -16,7 +17,7 @@ import threading
 import pytest
 
 import workloads
-from standalone import executor_pids, standalone_cluster
+from standalone import executor_pids, free_port, standalone_cluster
 from conftest import SLUICE, SPECULATION, session, slow_first_attempt
 from test_9_executors import _executors, _map_tasks_run, _wait
 
@@ -272,6 +273,28 @@ def test_a_refused_key_leaves_the_shuffles_embedded(daemons, tmp_path):
         n = s.sparkContext.parallelize(range(1000), 3).map(lambda x: (x % 10, x)).partitionBy(4).count()
         assert n == 1000
         assert m.serviceMapOutputs() == outputs0, "a shuffle went to daemons that refused the key"
+    finally:
+        s.stop()
+
+
+def test_a_daemon_unreachable_at_registration_leaves_the_shuffles_embedded(daemons, tmp_path):
+    # The driver registers a shuffle at every daemon at once; one that cannot
+    # be reached (nothing listens at its address) keeps the shuffle embedded,
+    # though the other daemon took the registration.
+    ds, key = daemons
+    conf = {**service_conf(ds, key),
+            "spark.sluice.service.daemons": f"{ds[0].addr},127.0.0.2:{free_port()}"}
+    s = session("local[2]", SLUICE, tmp_path / "unreachable", extra=conf)
+    try:
+        m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
+        outputs0, fallbacks0 = m.serviceMapOutputs(), m.serviceFallbacks()
+        got = sorted(s.sparkContext.parallelize(range(1000), 3).map(lambda x: (x % 10, x))
+                     .reduceByKey(lambda a, b: a + b, 4).collect())
+        assert got == [(k, sum(range(k, 1000, 10))) for k in range(10)]
+        # Registered as a service shuffle, its map tasks would have tried to
+        # push and fallen back.
+        assert (m.serviceMapOutputs(), m.serviceFallbacks()) == (outputs0, fallbacks0), \
+            "a shuffle went to a daemon set with one down"
     finally:
         s.stop()
 

@@ -4,11 +4,18 @@ import dev.sluice.spark.jni.ServiceNative;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import org.slf4j.Logger;
@@ -18,7 +25,9 @@ import org.slf4j.LoggerFactory;
  * The connections of one JVM to an application's daemons: authenticated connections kept for
  * reuse per daemon (a task borrows one, gives it back when its request or read ended cleanly, and
  * a connection left mid-read is closed, never reused), and the driver's requests to every daemon
- * (register, unregister, renew the lease on a timer, end the application).
+ * (register, unregister, renew the lease on a timer, end the application), sent to up to {@link
+ * #REQUEST_THREADS} daemons at once: a shuffle's registration costs the driver about one round
+ * trip, not one per daemon in turn.
  */
 public final class Daemons {
   private static final Logger LOG = LoggerFactory.getLogger(Daemons.class);
@@ -32,6 +41,9 @@ public final class Daemons {
    * so that a borrowed connection is never one the daemon has closed.
    */
   public static final long IDLE_KEEP_NANOS = 120_000_000_000L;
+
+  /** Daemons that a request to every daemon goes to at once, at most (a driver thread each). */
+  public static final int REQUEST_THREADS = 16;
 
   /** 2026-01-01T00:00:00Z in milliseconds: generations count seconds from it. */
   private static final long GENERATION_EPOCH_MS = 1_767_225_600_000L;
@@ -57,6 +69,7 @@ public final class Daemons {
 
   private final AtomicReferenceArray<String> downWhy;
   private ScheduledExecutorService renewer;
+  private ExecutorService requests;
   private volatile boolean closed;
 
   private Daemons(ServiceConf conf) {
@@ -136,25 +149,77 @@ public final class Daemons {
     }
   }
 
-  /** Sends one request to every daemon; the first failure, after trying all. */
+  /**
+   * Sends one request to every daemon, to up to {@link #REQUEST_THREADS} at once; the first
+   * failure in daemon order, after every daemon answered or failed (each wait is bounded by the
+   * client's connect and reply timeouts).
+   */
   public void onEvery(int what, int shuffle, int partitions) throws IOException {
+    int nodes = conf.nodes();
+    List<Future<IOException>> answers = new ArrayList<>(nodes);
+    ExecutorService pool = nodes > 1 ? requestPool() : null;
+    for (int d = 0; d < nodes; d++) {
+      int daemon = d;
+      answers.add(
+          pool == null
+              ? CompletableFuture.completedFuture(request(daemon, what, shuffle, partitions))
+              : pool.submit(() -> request(daemon, what, shuffle, partitions)));
+    }
     IOException first = null;
-    for (int d = 0; d < conf.nodes(); d++) {
-      long c = 0;
+    for (Future<IOException> answer : answers) {
+      IOException e;
       try {
-        c = borrow(d);
-        ServiceNative.request(c, what, shuffle, generation, partitions);
-        giveBack(d, c);
-      } catch (IOException | RuntimeException e) {
-        discard(c);
-        if (first == null) {
-          first = e instanceof IOException io ? io : new IOException(e.getMessage(), e);
-        }
+        e = answer.get();
+      } catch (InterruptedException ie) {
+        Thread.currentThread().interrupt();
+        e = new IOException("interrupted while waiting on the daemons", ie);
+      } catch (ExecutionException ee) {
+        e = new IOException(ee.getCause().getMessage(), ee.getCause());
+      }
+      if (first == null) {
+        first = e;
       }
     }
     if (first != null) {
       throw first;
     }
+  }
+
+  /** One request to daemon {@code d}; its failure, or null. */
+  private IOException request(int d, int what, int shuffle, int partitions) {
+    long c = 0;
+    try {
+      c = borrow(d);
+      ServiceNative.request(c, what, shuffle, generation, partitions);
+      giveBack(d, c);
+      return null;
+    } catch (IOException | RuntimeException e) {
+      discard(c);
+      return e instanceof IOException io ? io : new IOException(e.getMessage(), e);
+    }
+  }
+
+  private synchronized ExecutorService requestPool() {
+    if (requests == null) {
+      AtomicInteger n = new AtomicInteger();
+      int threads = Math.min(REQUEST_THREADS, conf.nodes());
+      ThreadPoolExecutor pool =
+          new ThreadPoolExecutor(
+              threads,
+              threads,
+              60,
+              TimeUnit.SECONDS,
+              new LinkedBlockingQueue<>(),
+              r -> {
+                Thread t = new Thread(r, "sluice-service-request-" + n.incrementAndGet());
+                t.setDaemon(true);
+                return t;
+              });
+      // Idle between shuffles: the threads go after a minute and come back on the next request.
+      pool.allowCoreThreadTimeOut(true);
+      requests = pool;
+    }
+    return requests;
   }
 
   /** On the driver: renews the application's lease at every daemon every {@code RENEW_MS}. */
@@ -198,6 +263,10 @@ public final class Daemons {
             conf.app,
             e.getMessage());
       }
+    }
+    if (requests != null) {
+      requests.shutdown();
+      requests = null;
     }
     for (ConcurrentLinkedDeque<long[]> q : idle) {
       long[] c;
