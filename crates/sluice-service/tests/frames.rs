@@ -190,4 +190,14 @@ proptest! {
             prop_assert_eq!(used, bytes.len());
         }
     }
+
+    #[test]
+    fn a_data_frame_written_without_a_copy_is_the_encoded_one(
+        partition in any::<u32>(), map in any::<u32>(), records in any::<u64>(),
+        data in proptest::collection::vec(any::<u8>(), 0..3000),
+    ) {
+        let mut bytes = frame::data_frame_head(partition, map, records, &data).to_vec();
+        bytes.extend_from_slice(&data);
+        prop_assert_eq!(&bytes, &frame::encode(&Message::Data { partition, map, records, data }));
+    }
 }

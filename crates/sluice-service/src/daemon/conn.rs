@@ -178,8 +178,9 @@ async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), 
         blocks += 1;
         records += b.records;
         bytes += data.len() as u64;
-        let m = Message::Data { partition: b.partition, map: b.map, records: b.records, data };
-        frame::write_within(out, &m, STREAM_STALL_TIMEOUT).await?;
+        // The block's bytes go out as they are held (no frame built around a copy).
+        frame::write_data_within(out, b.partition, b.map, b.records, &data, STREAM_STALL_TIMEOUT)
+            .await?;
     }
     send(out, &Message::End { blocks, records, bytes }).await
 }

@@ -122,9 +122,9 @@ impl Loc {
 
     /// The block's bytes; from disk, checked against the CRC32C kept when
     /// it was written.
-    pub(crate) fn fetch(&self) -> Result<Vec<u8>, Refusal> {
+    pub(crate) fn fetch(&self) -> Result<Arc<Vec<u8>>, Refusal> {
         match self {
-            Loc::Mem(b) => Ok(b.to_vec()),
+            Loc::Mem(b) => Ok(Arc::clone(b)),
             Loc::Disk { file, offset, len, crc } => {
                 let mut buf = vec![0u8; *len as usize];
                 file.file.read_exact_at(&mut buf, *offset).map_err(|e| {
@@ -144,7 +144,7 @@ impl Loc {
                         ),
                     ));
                 }
-                Ok(buf)
+                Ok(Arc::new(buf))
             }
         }
     }
@@ -237,7 +237,7 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).expect("file").len(), a + b);
         for (i, loc) in locs.iter().enumerate() {
             assert_eq!(loc.mem_bytes(), 0, "block {i} left in memory");
-            assert_eq!(loc.fetch().expect("read back"), make(i, sizes[i]), "block {i}");
+            assert_eq!(*loc.fetch().expect("read back"), make(i, sizes[i]), "block {i}");
         }
     }
 }

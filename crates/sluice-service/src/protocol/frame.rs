@@ -49,6 +49,41 @@ pub fn encode(m: &Message) -> Vec<u8> {
     out
 }
 
+/// Bytes of a `Data` frame's payload before its data: partition u32, map
+/// u32, records u64, data length u32.
+pub const DATA_FIELDS_BYTES: usize = 20;
+
+/// The header and fixed fields of a `Data` frame carrying `data`; on the
+/// wire `data` follows them unchanged. Together they are the bytes of
+/// `encode(&Message::Data { .. })`, made without copying `data` (the
+/// daemon streams the blocks it holds so). Panics, as `encode` does, if the
+/// payload exceeds the frame limit.
+pub fn data_frame_head(
+    partition: u32,
+    map: u32,
+    records: u64,
+    data: &[u8],
+) -> [u8; FRAME_HEADER_BYTES + DATA_FIELDS_BYTES] {
+    let len = DATA_FIELDS_BYTES + data.len();
+    assert!(len <= MAX_FRAME_PAYLOAD_BYTES as usize, "a Data frame of {len} bytes");
+    let mut head = [0u8; FRAME_HEADER_BYTES + DATA_FIELDS_BYTES];
+    head[..4].copy_from_slice(&MAGIC);
+    head[4] = VERSION;
+    head[5] = kind::DATA;
+    head[8..12].copy_from_slice(&(len as u32).to_le_bytes());
+    let f = &mut head[FRAME_HEADER_BYTES..];
+    f[..4].copy_from_slice(&partition.to_le_bytes());
+    f[4..8].copy_from_slice(&map.to_le_bytes());
+    f[8..16].copy_from_slice(&records.to_le_bytes());
+    f[16..20].copy_from_slice(&(data.len() as u32).to_le_bytes());
+    let mut c = Crc32c::new();
+    c.update(&head[..12]);
+    c.update(&head[FRAME_HEADER_BYTES..]);
+    c.update(data);
+    head[12..16].copy_from_slice(&c.value().to_le_bytes());
+    head
+}
+
 fn frame_crc(head: &[u8], payload: &[u8]) -> u32 {
     let mut c = Crc32c::new();
     c.update(head);
@@ -216,6 +251,29 @@ pub async fn write_within<W: AsyncWrite + Unpin>(
     let bytes = encode(m);
     tokio::time::timeout(limit, w.write_all(&bytes)).await.map_err(|_| {
         ProtocolError::Timeout { what: "a frame's write", after_ms: limit.as_millis() as u64 }
+    })??;
+    Ok(())
+}
+
+/// Writes one `Data` frame of `data` without copying it (see
+/// [`data_frame_head`]), bounded by `limit` as [`write_within`] is.
+pub async fn write_data_within<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    partition: u32,
+    map: u32,
+    records: u64,
+    data: &[u8],
+    limit: Duration,
+) -> Result<(), ProtocolError> {
+    let head = data_frame_head(partition, map, records, data);
+    tokio::time::timeout(limit, async {
+        w.write_all(&head).await?;
+        w.write_all(data).await
+    })
+    .await
+    .map_err(|_| ProtocolError::Timeout {
+        what: "a frame's write",
+        after_ms: limit.as_millis() as u64,
     })??;
     Ok(())
 }
