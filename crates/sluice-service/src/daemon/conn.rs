@@ -14,11 +14,11 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::store::Refusal;
+use super::store::{Pushed, Refusal, SLOW_DOWN_MS};
 use super::{shutting_down, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STALL_TIMEOUT};
 use crate::auth;
 use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
-use crate::protocol::{frame, ErrorCode, Message, ProtocolError};
+use crate::protocol::{frame, ErrorCode, Message, ProtocolError, Section};
 
 type Out = BufWriter<OwnedWriteHalf>;
 
@@ -127,12 +127,8 @@ async fn handle(
         Message::RegisterShuffle { shuffle, generation, partitions } => {
             shared.store().register(app, shuffle, generation, partitions)
         }
-        Message::Push { shuffle, generation, map, attempt, seq, sections } => {
-            // A spill writes to disk under the store's lock; tell the
-            // runtime this worker blocks.
-            tokio::task::block_in_place(|| {
-                shared.store().push(app, shuffle, generation, map, attempt, seq, sections, crc)
-            })
+        Message::Push { shuffle, generation, map, attempt, seq, mut sections } => {
+            push(shared, app, shuffle, generation, map, attempt, seq, &mut sections, crc)
         }
         Message::Commit { shuffle, generation, map, attempt, chunks, acks_crc, records } => {
             shared.store().commit(app, shuffle, generation, map, attempt, chunks, acks_crc, records)
@@ -166,6 +162,38 @@ async fn handle(
         Ok(m) => send(out, &m).await,
         Err(r) => refuse(out, r).await,
     }
+}
+
+/// Spills one push may write before it is answered `SlowDown` instead
+/// (each frees an owner; other pushes may take the room meanwhile).
+const MAX_SPILLS_PER_PUSH: u32 = 16;
+
+/// Stages a push, first writing spills without the store's lock (the
+/// runtime told this worker blocks) until it fits.
+#[allow(clippy::too_many_arguments)]
+fn push(
+    shared: &Shared,
+    app: &str,
+    shuffle: u32,
+    generation: u32,
+    map: u32,
+    attempt: u64,
+    seq: u32,
+    sections: &mut Vec<Section>,
+    crc: u32,
+) -> Result<Message, Refusal> {
+    for _ in 0..MAX_SPILLS_PER_PUSH {
+        let step =
+            shared.store().push(app, shuffle, generation, map, attempt, seq, sections, crc)?;
+        match step {
+            Pushed::Reply(m) => return Ok(m),
+            Pushed::Spill(mut job) => {
+                let written = tokio::task::block_in_place(|| job.write());
+                shared.store().finish_spill(job, written)?;
+            }
+        }
+    }
+    Ok(Message::SlowDown { retry_after_ms: SLOW_DOWN_MS })
 }
 
 async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), ProtocolError> {

@@ -17,12 +17,13 @@
 //! partition blocks in memory. A push that would take `held` over the
 //! budget first spills the owner with the most bytes in memory, a reduce
 //! partition or a map attempt's staged chunks (all of its blocks in one
-//! sequential write, see `spill`); staged chunks spill too, so map tasks
-//! that push more than the budget before they commit never wait on each
-//! other. Only when nothing in memory can go (an impossible push larger
-//! than the budget) does a push get [`Message::SlowDown`]. A failed spill
-//! (a full disk) refuses the push with [`ErrorCode::Storage`]; nothing
-//! already acknowledged is dropped.
+//! sequential write, see `spill`), written without the store's lock
+//! (`spill_job`); staged chunks spill too, so map tasks that push more
+//! than the budget before they commit never wait on each other. Only when
+//! nothing in memory can go (every owner spilling already, or an
+//! impossible push larger than the budget) does a push get
+//! [`Message::SlowDown`]. A failed spill (a full disk) refuses the push
+//! with [`ErrorCode::Storage`]; nothing already acknowledged is dropped.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -31,8 +32,11 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::spill::{spill, Appender, Loc};
+use super::spill::{Appender, Loc};
 use crate::protocol::{acks_checksum, DaemonStats, ErrorCode, Message, Section, Winner};
+
+mod spill_job;
+pub(crate) use spill_job::SpillJob;
 
 /// A refusal: the code and a message naming what and where.
 pub(crate) type Refusal = (ErrorCode, String);
@@ -89,6 +93,8 @@ struct Staged {
     chunks: BTreeMap<u32, (u32, Vec<StagedSection>)>,
     mem_bytes: u64,
     file: Option<Appender>,
+    /// A spill of these chunks is being written (see `spill_job`).
+    spilling: bool,
 }
 
 #[derive(Debug)]
@@ -103,6 +109,8 @@ struct Part {
     blocks: Vec<Block>,
     mem_bytes: u64,
     file: Option<Appender>,
+    /// A spill of this partition is being written (see `spill_job`).
+    spilling: bool,
 }
 
 #[derive(Debug)]
@@ -120,6 +128,14 @@ pub(crate) struct BlockRef {
     pub(crate) map: u32,
     pub(crate) records: u64,
     pub(crate) at: Loc,
+}
+
+/// What a push comes to: a reply, or a spill to write (without the store's
+/// lock) before the push is tried again.
+#[derive(Debug)]
+pub(crate) enum Pushed {
+    Reply(Message),
+    Spill(SpillJob),
 }
 
 /// What a spill empties: a partition, or a map attempt's staged chunks.
@@ -296,7 +312,9 @@ impl Store {
         Ok(s)
     }
 
-    /// Stages one chunk; its acknowledgement, a slow-down, or a refusal.
+    /// Stages one chunk (taking `sections`): its acknowledgement, a
+    /// slow-down or a refusal; or, when it does not fit, a spill to write
+    /// before it is tried again (`sections` left in place).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn push(
         &mut self,
@@ -306,9 +324,9 @@ impl Store {
         map: u32,
         attempt: u64,
         seq: u32,
-        sections: Vec<Section>,
+        sections: &mut Vec<Section>,
         crc: u32,
-    ) -> Result<Message, Refusal> {
+    ) -> Result<Pushed, Refusal> {
         let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
         if let Some(bad) = sections.iter().find(|x| x.partition >= s.partitions) {
             return refuse(
@@ -327,7 +345,7 @@ impl Store {
         }
         if let Some((old, _)) = s.staged.get(&(map, attempt)).and_then(|st| st.chunks.get(&seq)) {
             if *old == crc {
-                return Ok(Message::PushAck { seq, crc });
+                return Ok(Pushed::Reply(Message::PushAck { seq, crc }));
             }
             return refuse(
                 ErrorCode::BadRequest,
@@ -337,16 +355,15 @@ impl Store {
             );
         }
         let bytes: u64 = sections.iter().map(|x| x.data.len() as u64).sum();
-        while self.held + bytes > self.budget {
-            match self.spill_largest() {
-                Ok(true) => {}
-                Ok(false) => return Ok(Message::SlowDown { retry_after_ms: SLOW_DOWN_MS }),
-                Err(e) => return Err(e),
-            }
+        if self.held + bytes > self.budget {
+            return Ok(match self.begin_spill() {
+                Some(job) => Pushed::Spill(job),
+                None => Pushed::Reply(Message::SlowDown { retry_after_ms: SLOW_DOWN_MS }),
+            });
         }
         let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
         let st = s.staged.entry((map, attempt)).or_default();
-        let sections = sections
+        let sections = std::mem::take(sections)
             .into_iter()
             .map(|x| StagedSection {
                 partition: x.partition,
@@ -359,7 +376,7 @@ impl Store {
         self.held += bytes;
         self.peak = self.peak.max(self.held);
         self.chunks += 1;
-        Ok(Message::PushAck { seq, crc })
+        Ok(Pushed::Reply(Message::PushAck { seq, crc }))
     }
 
     /// Commits a map attempt after checking what it proves against what is
@@ -474,61 +491,6 @@ impl Store {
         }
         self.reads += 1;
         Ok(plan)
-    }
-
-    /// Spills the owner with the most bytes in memory (a partition, or an
-    /// attempt's staged chunks); false when nothing is in memory.
-    fn spill_largest(&mut self) -> Result<bool, Refusal> {
-        let mut best: Option<(u64, String, u32, Owner)> = None;
-        let mut consider = |bytes: u64, app: &String, sh: u32, owner: Owner| {
-            if bytes > best.as_ref().map_or(0, |b| b.0) {
-                best = Some((bytes, app.clone(), sh, owner));
-            }
-        };
-        for (id, a) in &self.apps {
-            for (&sh, s) in &a.shuffles {
-                for (&p, part) in &s.parts {
-                    consider(part.mem_bytes, id, sh, Owner::Part(p));
-                }
-                for (&(map, attempt), st) in &s.staged {
-                    consider(st.mem_bytes, id, sh, Owner::Staged(map, attempt));
-                }
-            }
-        }
-        let Some((_, app, sh, owner)) = best else { return Ok(false) };
-        self.files += 1;
-        let n = self.files;
-        let dirs = &self.dirs;
-        let vanished = || (ErrorCode::Storage, "the spill's owner vanished".to_owned());
-        let a = self.apps.get_mut(&app).ok_or_else(vanished)?;
-        let s = a.shuffles.get_mut(&sh).ok_or_else(vanished)?;
-        let dir = dirs[(n as usize) % dirs.len()].join(&a.tag);
-        let generation = s.generation;
-        let freed = match owner {
-            Owner::Part(p) => {
-                let part = s.parts.get_mut(&p).ok_or_else(vanished)?;
-                let name = format!("s{sh}-g{generation}-p{p}-{n}.data");
-                let freed = spill(
-                    &mut part.file,
-                    || dir.join(name),
-                    part.blocks.iter_mut().map(|b| &mut b.at),
-                )?;
-                part.mem_bytes -= freed;
-                freed
-            }
-            Owner::Staged(map, attempt) => {
-                let st = s.staged.get_mut(&(map, attempt)).ok_or_else(vanished)?;
-                let name = format!("s{sh}-g{generation}-m{map}-a{attempt}-{n}.staged");
-                let blocks =
-                    st.chunks.values_mut().flat_map(|(_, x)| x.iter_mut().map(|x| &mut x.at));
-                let freed = spill(&mut st.file, || dir.join(name), blocks)?;
-                st.mem_bytes -= freed;
-                freed
-            }
-        };
-        self.held -= freed;
-        self.spilled += freed;
-        Ok(true)
     }
 
     pub(crate) fn stats(&self) -> DaemonStats {

@@ -1,0 +1,306 @@
+//! Spills without the store's lock. A push that does not fit the budget
+//! takes a [`SpillJob`] out of the store ([`Store::begin_spill`]): the
+//! owner with the most bytes in memory (a reduce partition, or a map
+//! attempt's staged chunks), marked as spilling so that no other push
+//! picks it, its file's appender, and a reference to each of its blocks in
+//! memory. The job writes them (one sequential write, `spill`) with the
+//! lock released, so pushes, commits and reads of every other connection
+//! go on meanwhile; then [`Store::finish_spill`] takes the lock again and
+//! moves to disk each block that is still the one written. What changed
+//! in between stays correct:
+//!
+//! - blocks added to the owner during the write are not in the job and
+//!   stay in memory;
+//! - a staged attempt that committed during the write took its blocks to
+//!   their partitions, in memory: nothing is swapped, and the written
+//!   copy's file goes with the job;
+//! - a shuffle unregistered (or replaced by a newer generation, or its
+//!   application ended) during the write freed its memory then: nothing is
+//!   swapped, and the file goes with the job.
+//!
+//! `held` counts the spilling blocks until they are swapped, so the
+//! budget is never overrun while a write is in flight; a push that finds
+//! every owner in memory already spilling gets `SlowDown`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::super::spill::{spill, Appender, Loc};
+use super::{Owner, Refusal, Store};
+
+/// Where a spilled block sits in its owner: a partition's block index, or
+/// a staged chunk's sequence number and section index.
+#[derive(Debug, Clone, Copy)]
+enum BlockKey {
+    Part(usize),
+    Staged(u32, usize),
+}
+
+/// An owner's in-memory blocks taken out to be written without the lock.
+#[derive(Debug)]
+pub(crate) struct SpillJob {
+    app: String,
+    shuffle: u32,
+    generation: u32,
+    owner: Owner,
+    /// Each block's place and the bytes it held when the job was taken.
+    blocks: Vec<(BlockKey, Arc<Vec<u8>>)>,
+    /// The same blocks, in memory until `write` puts them on disk.
+    locs: Vec<Loc>,
+    appender: Option<Appender>,
+    path: PathBuf,
+}
+
+impl SpillJob {
+    /// Writes the blocks to the owner's file (made on its first spill);
+    /// the bytes written. Runs without the store's lock.
+    pub(crate) fn write(&mut self) -> Result<u64, Refusal> {
+        let path = self.path.clone();
+        spill(&mut self.appender, || path, self.locs.iter_mut())
+    }
+}
+
+impl Store {
+    /// The largest owner in memory that is not spilling already, taken out
+    /// as a job; None when there is none.
+    pub(crate) fn begin_spill(&mut self) -> Option<SpillJob> {
+        let mut best: Option<(u64, String, u32, Owner)> = None;
+        let mut consider = |bytes: u64, spilling: bool, app: &String, sh: u32, owner: Owner| {
+            if !spilling && bytes > best.as_ref().map_or(0, |b| b.0) {
+                best = Some((bytes, app.clone(), sh, owner));
+            }
+        };
+        for (id, a) in &self.apps {
+            for (&sh, s) in &a.shuffles {
+                for (&p, part) in &s.parts {
+                    consider(part.mem_bytes, part.spilling, id, sh, Owner::Part(p));
+                }
+                for (&(map, attempt), st) in &s.staged {
+                    consider(st.mem_bytes, st.spilling, id, sh, Owner::Staged(map, attempt));
+                }
+            }
+        }
+        let (_, app, sh, owner) = best?;
+        self.files += 1;
+        let n = self.files;
+        let a = self.apps.get_mut(&app)?;
+        let dir = self.dirs[(n as usize) % self.dirs.len()].join(&a.tag);
+        let s = a.shuffles.get_mut(&sh)?;
+        let generation = s.generation;
+        let mut blocks = Vec::new();
+        let (appender, path) = match owner {
+            Owner::Part(p) => {
+                let part = s.parts.get_mut(&p)?;
+                part.spilling = true;
+                for (i, b) in part.blocks.iter().enumerate() {
+                    if let Loc::Mem(d) = &b.at {
+                        blocks.push((BlockKey::Part(i), Arc::clone(d)));
+                    }
+                }
+                (part.file.take(), dir.join(format!("s{sh}-g{generation}-p{p}-{n}.data")))
+            }
+            Owner::Staged(map, attempt) => {
+                let st = s.staged.get_mut(&(map, attempt))?;
+                st.spilling = true;
+                for (&seq, (_, sections)) in &st.chunks {
+                    for (j, x) in sections.iter().enumerate() {
+                        if let Loc::Mem(d) = &x.at {
+                            blocks.push((BlockKey::Staged(seq, j), Arc::clone(d)));
+                        }
+                    }
+                }
+                let name = format!("s{sh}-g{generation}-m{map}-a{attempt}-{n}.staged");
+                (st.file.take(), dir.join(name))
+            }
+        };
+        let locs = blocks.iter().map(|(_, d)| Loc::Mem(Arc::clone(d))).collect();
+        Some(SpillJob { app, shuffle: sh, generation, owner, blocks, locs, appender, path })
+    }
+
+    /// Takes a written job back: the owner, if it is still there, gets its
+    /// appender back and its blocks that are still the ones written move
+    /// to disk. A failed write (a full disk) swaps nothing and is the
+    /// push's refusal.
+    pub(crate) fn finish_spill(
+        &mut self,
+        job: SpillJob,
+        written: Result<u64, Refusal>,
+    ) -> Result<(), Refusal> {
+        let SpillJob { app, shuffle, generation, owner, blocks, locs, appender, .. } = job;
+        let s = self
+            .apps
+            .get_mut(&app)
+            .and_then(|a| a.shuffles.get_mut(&shuffle))
+            .filter(|s| s.generation == generation);
+        let Some(s) = s else { return written.map(|_| ()) };
+        let ok = written.is_ok();
+        let mut freed = 0u64;
+        let mut swap = |at: Option<&mut Loc>, held: &Arc<Vec<u8>>, loc: Loc| {
+            if let Some(at) = at {
+                if ok && matches!(&*at, Loc::Mem(d) if Arc::ptr_eq(d, held)) {
+                    *at = loc;
+                    freed += held.len() as u64;
+                }
+            }
+        };
+        match owner {
+            Owner::Part(p) => {
+                if let Some(part) = s.parts.get_mut(&p) {
+                    part.spilling = false;
+                    part.file = appender;
+                    for ((key, held), loc) in blocks.iter().zip(locs) {
+                        if let BlockKey::Part(i) = *key {
+                            swap(part.blocks.get_mut(i).map(|b| &mut b.at), held, loc);
+                        }
+                    }
+                    part.mem_bytes -= freed;
+                }
+            }
+            Owner::Staged(map, attempt) => {
+                if let Some(st) = s.staged.get_mut(&(map, attempt)) {
+                    st.spilling = false;
+                    st.file = appender;
+                    for ((key, held), loc) in blocks.iter().zip(locs) {
+                        if let BlockKey::Staged(seq, j) = *key {
+                            let at = st.chunks.get_mut(&seq).and_then(|(_, x)| x.get_mut(j));
+                            swap(at.map(|x| &mut x.at), held, loc);
+                        }
+                    }
+                    st.mem_bytes -= freed;
+                }
+            }
+        }
+        self.held -= freed;
+        self.spilled += freed;
+        written.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::Pushed;
+    use super::*;
+    use crate::protocol::{acks_checksum, Message, Section, Winner};
+
+    const APP: &str = "app";
+
+    fn store(dir: &std::path::Path, budget: u64) -> Store {
+        let mut s = Store::new(vec![dir.to_path_buf()], budget, Duration::from_secs(60));
+        s.open_app(APP, Duration::from_secs(60));
+        s.register(APP, 0, 1, 2).expect("register");
+        s
+    }
+
+    fn bytes(map: u32, n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i as u32 * 7 + map) as u8).collect()
+    }
+
+    /// Pushes map `map`'s one chunk (all to `partition`, CRC `map`).
+    fn push(s: &mut Store, map: u32, partition: u32, n: usize) -> Pushed {
+        let mut sections = vec![Section { partition, records: 1, data: bytes(map, n) }];
+        s.push(APP, 0, 1, map, 1, 0, &mut sections, map).expect("push")
+    }
+
+    fn acked(p: Pushed) {
+        assert!(matches!(p, Pushed::Reply(Message::PushAck { .. })), "{p:?}");
+    }
+
+    fn commit(s: &mut Store, map: u32) {
+        s.commit(APP, 0, 1, map, 1, 1, acks_checksum([(0, map)]), 1).expect("commit");
+    }
+
+    fn job(p: Pushed) -> SpillJob {
+        match p {
+            Pushed::Spill(j) => j,
+            other => panic!("expected a spill, got {other:?}"),
+        }
+    }
+
+    fn mem_held(s: &Store) -> u64 {
+        let sh = &s.apps[APP].shuffles[&0];
+        sh.parts.values().map(|p| p.mem_bytes).sum::<u64>()
+            + sh.staged.values().map(|st| st.mem_bytes).sum::<u64>()
+    }
+
+    /// Partition `p` as read by the winners `maps` (attempt 1 each).
+    fn read(s: &mut Store, p: u32, maps: &[u32]) -> Vec<Vec<u8>> {
+        let winners: Vec<Winner> = maps.iter().map(|&map| Winner { map, attempt: 1 }).collect();
+        let plan = s.read_plan(APP, 0, 1, p, p + 1, &winners).expect("plan");
+        plan.iter().map(|b| b.at.fetch().expect("fetch").to_vec()).collect()
+    }
+
+    #[test]
+    fn what_changes_while_a_spill_is_written_stays_exact() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 3000);
+        acked(push(&mut s, 0, 0, 1000));
+        commit(&mut s, 0);
+        acked(push(&mut s, 1, 0, 1500));
+        // Map 2 does not fit: the largest owner, map 1's staged chunk, is
+        // taken out; map 1 commits before the write ends, taking its block
+        // to partition 0 in memory.
+        let mut j = job(push(&mut s, 2, 1, 1000));
+        assert!(matches!(j.owner, Owner::Staged(1, 1)), "{:?}", j.owner);
+        commit(&mut s, 1);
+        let w = j.write();
+        s.finish_spill(j, w).expect("finish");
+        assert_eq!((s.held, s.spilled), (2500, 0), "nothing swapped: the block moved on");
+        assert_eq!(s.held, mem_held(&s));
+        // Now partition 0 (2,500 bytes) is taken out; while it is written a
+        // push fits and map 3 commits a block to partition 0 that stays in
+        // memory, and a push that does not fit finds nothing else to take
+        // (a slow-down).
+        let mut j = job(push(&mut s, 2, 1, 1000));
+        assert!(matches!(j.owner, Owner::Part(0)), "{:?}", j.owner);
+        acked(push(&mut s, 3, 0, 400));
+        commit(&mut s, 3);
+        let slow = push(&mut s, 4, 1, 1000);
+        assert!(matches!(slow, Pushed::Reply(Message::SlowDown { .. })), "{slow:?}");
+        let w = j.write();
+        assert_eq!(w, Ok(2500));
+        s.finish_spill(j, w).expect("finish");
+        assert_eq!((s.held, s.spilled), (400, 2500));
+        assert_eq!(s.held, mem_held(&s));
+        acked(push(&mut s, 2, 1, 1000));
+        commit(&mut s, 2);
+        assert_eq!(
+            read(&mut s, 0, &[0, 1, 3]),
+            vec![bytes(0, 1000), bytes(1, 1500), bytes(3, 400)]
+        );
+        assert_eq!(read(&mut s, 1, &[2]), vec![bytes(2, 1000)]);
+        let part = &s.apps[APP].shuffles[&0].parts[&0];
+        let on_disk = part.blocks.iter().filter(|b| b.at.mem_bytes() == 0).count();
+        assert_eq!((on_disk, part.mem_bytes, part.spilling), (2, 400, false));
+    }
+
+    #[test]
+    fn a_shuffle_unregistered_while_its_spill_is_written_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 1000);
+        acked(push(&mut s, 0, 0, 800));
+        commit(&mut s, 0);
+        let mut j = job(push(&mut s, 1, 0, 800));
+        s.unregister(APP, 0).expect("unregister");
+        assert_eq!(s.held, 0);
+        let w = j.write();
+        assert_eq!(w, Ok(800));
+        s.finish_spill(j, w).expect("finish");
+        assert_eq!((s.held, s.spilled), (0, 0));
+        let files: Vec<_> = walk(dir.path());
+        assert!(files.is_empty(), "the spill file outlived its job: {files:?}");
+    }
+
+    fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).expect("dir").flatten() {
+            if e.path().is_dir() {
+                out.extend(walk(&e.path()));
+            } else {
+                out.push(e.path());
+            }
+        }
+        out
+    }
+}
