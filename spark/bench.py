@@ -539,6 +539,8 @@ def add_cluster_args(ap):
                          "them")
     ap.add_argument("--executor-memory", default="2g",
                     help="each executor's memory with --cluster (default 2g)")
+    ap.add_argument("--daemon-memory", default="4g",
+                    help="each sluice daemon's --memory for the sluice-service manager (default 4g)")
     ap.add_argument("--master", help=argparse.SUPPRESS)
 
 
@@ -650,7 +652,8 @@ def main():
     with contextlib.ExitStack() as stack:
         enter_cluster(stack, a)
         if SERVICE in a.managers:
-            a.daemons = stack.enter_context(daemons.service_daemons(a.tmp / "service"))
+            a.daemons = stack.enter_context(
+                daemons.service_daemons(a.tmp / "service", memory=a.daemon_memory))
             a.service_conf = a.daemons.conf
         runs = run_interleaved(a)
     results = {name: {m: min(rs, key=lambda r: r["seconds"]) for m, rs in by.items()}

@@ -643,7 +643,8 @@ def main():
     with contextlib.ExitStack() as stack:
         bench.enter_cluster(stack, a)
         if SERVICE in a.managers:
-            a.service_conf = stack.enter_context(daemons.service_daemons(a.tmp / "service")).conf
+            a.service_conf = stack.enter_context(
+                daemons.service_daemons(a.tmp / "service", memory=a.daemon_memory)).conf
         runs, wrong = run_power(a) if a.protocol == "power" else run_interleaved(a)
     rows = report(a, runs)
     print(f"\n{len(a.queries) * len(a.partitions)} query settings, {len(wrong)} wrong answers, "

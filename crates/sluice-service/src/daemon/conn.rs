@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 
 use super::store::{Pushed, Refusal, SLOW_DOWN_MS};
-use super::{shutting_down, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STALL_TIMEOUT};
+use super::{shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STALL_TIMEOUT};
 use crate::auth;
 use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError, Section};
@@ -128,7 +128,11 @@ async fn handle(
             shared.store().register(app, shuffle, generation, partitions)
         }
         Message::Push { shuffle, generation, map, attempt, seq, mut sections } => {
-            push(shared, app, shuffle, generation, map, attempt, seq, &mut sections, crc)
+            let bytes = sections.iter().map(|x| x.data.len() as u64).sum();
+            let r = push(shared, app, shuffle, generation, map, attempt, seq, &mut sections, crc);
+            // The frame the sections were read from is gone.
+            trim::freed(bytes);
+            r
         }
         Message::Commit { shuffle, generation, map, attempt, chunks, acks_crc, records } => {
             shared.store().commit(app, shuffle, generation, map, attempt, chunks, acks_crc, records)
@@ -140,7 +144,11 @@ async fn handle(
                 Err(r) => refuse(out, r).await,
             };
         }
-        Message::Unregister { shuffle } => shared.store().unregister(app, shuffle),
+        Message::Unregister { shuffle } => {
+            let r = shared.store().unregister(app, shuffle);
+            trim::give_back();
+            r
+        }
         Message::Renew => {
             if shared.store().renew(app, *lease) {
                 Ok(Message::Ok)
@@ -150,6 +158,7 @@ async fn handle(
         }
         Message::EndApplication => {
             shared.store().end_app(app);
+            trim::give_back();
             Ok(Message::Ok)
         }
         Message::Stats => Ok(Message::StatsReply(shared.store().stats())),
@@ -189,7 +198,9 @@ fn push(
             Pushed::Reply(m) => return Ok(m),
             Pushed::Spill(mut job) => {
                 let written = tokio::task::block_in_place(|| job.write());
+                let bytes = *written.as_ref().unwrap_or(&0);
                 shared.store().finish_spill(job, written)?;
+                trim::freed(bytes);
             }
         }
     }
@@ -206,6 +217,10 @@ async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), 
         blocks += 1;
         records += b.records;
         bytes += data.len() as u64;
+        if b.at.mem_bytes() == 0 {
+            // Read back from disk for this stream only.
+            trim::freed(data.len() as u64);
+        }
         // The block's bytes go out as they are held (no frame built around a copy).
         frame::write_data_within(out, b.partition, b.map, b.records, &data, STREAM_STALL_TIMEOUT)
             .await?;

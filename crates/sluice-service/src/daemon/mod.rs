@@ -23,6 +23,7 @@ mod conn;
 mod spill;
 pub use spill::SPILL_WRITE_BYTES;
 mod store;
+mod trim;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -219,7 +220,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch
                 }
             }
             _ = sweep.tick() => {
-                shared.store().expire(Instant::now());
+                let lapsed = shared.store().expire(Instant::now());
+                if !lapsed.is_empty() {
+                    trim::give_back();
+                }
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             _ = stop.changed() => break,
