@@ -2,13 +2,16 @@
 //! push, commit, read), and [`AttemptPusher`], which gathers a map
 //! attempt's records per reduce partition into chunks of about
 //! [`PUSH_CHUNK_BYTES`], pushes them while the map still runs, and commits
-//! with the proof of what was acknowledged.
+//! with the proof of what was acknowledged. A pusher keeps up to
+//! [`PUSH_WINDOW`] chunks unacknowledged (the daemon answers a connection's
+//! frames in order), so a chunk crosses the network while the daemon
+//! stages the one before; a chunk slowed down is sent again after the wait.
 //!
 //! Every wait is bounded: connecting by [`CONNECT_TIMEOUT`], each reply by
 //! [`REPLY_TIMEOUT`], and a push the daemon slows down is retried at most
 //! [`MAX_SLOW_DOWNS`] times before it fails.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -30,6 +33,10 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How many slow-down answers one push takes before it fails.
 pub const MAX_SLOW_DOWNS: u32 = 500;
+
+/// Chunks an [`AttemptPusher`] sends before it waits for the oldest one's
+/// acknowledgement (at most this many chunks' frames held per pusher).
+pub const PUSH_WINDOW: usize = 4;
 
 /// What went wrong talking to a daemon.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +91,8 @@ pub struct Client {
     frames: u64,
     lease: Duration,
     reading: Option<ReadState>,
+    /// Pushes sent whose answers have not been read yet.
+    unanswered: usize,
     /// A request failed on this connection: its stream may be anywhere.
     broken: bool,
 }
@@ -109,6 +118,7 @@ impl Client {
             frames: 0,
             lease,
             reading: None,
+            unanswered: 0,
             broken: false,
         };
         let nonce = match c.recv("waiting for the challenge").await? {
@@ -265,6 +275,22 @@ impl Client {
         Err(ClientError::TooSlow { addr: self.addr })
     }
 
+    /// Sends an encoded push frame without waiting for its answer
+    /// ([`Client::push_answer`] reads the answers in order).
+    async fn push_send(&mut self, frame: &[u8]) -> Result<(), ClientError> {
+        self.not_reading()?;
+        self.send_frame(frame).await?;
+        self.unanswered += 1;
+        Ok(())
+    }
+
+    /// The answer to the oldest push sent by [`Client::push_send`].
+    async fn push_answer(&mut self) -> Result<Message, ClientError> {
+        let m = self.recv("pushing").await?;
+        self.unanswered -= 1;
+        Ok(m)
+    }
+
     /// Commits a map attempt; true when it was the first of its map index
     /// to commit here.
     #[allow(clippy::too_many_arguments)]
@@ -375,10 +401,21 @@ impl Client {
     /// and nothing failed on it (a refusal answered in full leaves it
     /// usable; a broken stream does not).
     pub fn is_idle(&self) -> bool {
-        self.reading.is_none() && !self.broken
+        self.reading.is_none() && !self.broken && self.unanswered == 0
     }
 
     fn idle(&self) -> Result<(), ClientError> {
+        if self.unanswered > 0 {
+            return Err(ClientError::Unexpected {
+                addr: self.addr,
+                what: "sending a request",
+                got: "pushes still unanswered on this connection",
+            });
+        }
+        self.not_reading()
+    }
+
+    fn not_reading(&self) -> Result<(), ClientError> {
         if self.reading.is_some() {
             return Err(ClientError::Unexpected {
                 addr: self.addr,
@@ -411,8 +448,22 @@ pub struct AttemptPusher {
     pub attempt: u64,
     pending: BTreeMap<u32, (u64, Vec<u8>)>,
     pending_bytes: usize,
+    /// The next chunk's sequence number.
+    seq: u32,
+    /// Chunks sent and not yet acknowledged, oldest first.
+    in_flight: VecDeque<InFlight>,
     acks: Vec<(u32, u32)>,
     records: u64,
+}
+
+/// A chunk sent and not yet acknowledged: its frame (sent again if slowed
+/// down), the frame's CRC, and how often it was slowed down.
+#[derive(Debug)]
+struct InFlight {
+    seq: u32,
+    frame: Vec<u8>,
+    crc: u32,
+    slowed: u32,
 }
 
 impl AttemptPusher {
@@ -424,6 +475,8 @@ impl AttemptPusher {
             attempt,
             pending: BTreeMap::new(),
             pending_bytes: 0,
+            seq: 0,
+            in_flight: VecDeque::new(),
             acks: Vec::new(),
             records: 0,
         }
@@ -463,7 +516,8 @@ impl AttemptPusher {
         Ok(())
     }
 
-    /// Pushes what is pending as one chunk.
+    /// Pushes what is pending as one chunk, waiting for the oldest chunk's
+    /// answer when [`PUSH_WINDOW`] are unacknowledged.
     pub async fn flush(&mut self, client: &mut Client) -> Result<(), ClientError> {
         if self.pending.is_empty() {
             return Ok(());
@@ -473,7 +527,8 @@ impl AttemptPusher {
             .map(|(partition, (records, data))| Section { partition, records, data })
             .collect();
         self.pending_bytes = 0;
-        let seq = self.acks.len() as u32;
+        let seq = self.seq;
+        self.seq += 1;
         let m = Message::Push {
             shuffle: self.shuffle,
             generation: self.generation,
@@ -482,14 +537,56 @@ impl AttemptPusher {
             seq,
             sections,
         };
-        let crc = client.push(&m).await?;
-        self.acks.push((seq, crc));
+        let frame = frame::encode(&m);
+        let crc = frame::crc_of(&frame);
+        client.push_send(&frame).await?;
+        self.in_flight.push_back(InFlight { seq, frame, crc, slowed: 0 });
+        while self.in_flight.len() >= PUSH_WINDOW {
+            self.settle(client).await?;
+        }
         Ok(())
     }
 
-    /// Flushes and commits; true when first for its map index here.
+    /// Reads the oldest unacknowledged chunk's answer: its acknowledgement
+    /// (checked against the CRC sent), or a slow-down (the chunk is sent
+    /// again after the wait, at most [`MAX_SLOW_DOWNS`] times).
+    async fn settle(&mut self, client: &mut Client) -> Result<(), ClientError> {
+        let Some(mut f) = self.in_flight.pop_front() else { return Ok(()) };
+        match client.push_answer().await? {
+            Message::PushAck { seq, crc } if seq == f.seq && crc == f.crc => {
+                self.acks.push((seq, crc));
+            }
+            Message::PushAck { crc, .. } => {
+                return Err(ClientError::BadAck {
+                    addr: client.addr,
+                    seq: f.seq,
+                    sent: f.crc,
+                    got: crc,
+                });
+            }
+            Message::SlowDown { retry_after_ms } => {
+                f.slowed += 1;
+                if f.slowed > MAX_SLOW_DOWNS {
+                    return Err(ClientError::TooSlow { addr: client.addr });
+                }
+                tokio::time::sleep(Duration::from_millis(u64::from(retry_after_ms))).await;
+                client.push_send(&f.frame).await?;
+                self.in_flight.push_back(f);
+            }
+            other => return Err(client.unexpected("pushing", &other)),
+        }
+        Ok(())
+    }
+
+    /// Flushes, waits for every chunk's acknowledgement and commits; true
+    /// when first for its map index here.
     pub async fn commit(mut self, client: &mut Client) -> Result<bool, ClientError> {
         self.flush(client).await?;
+        while !self.in_flight.is_empty() {
+            self.settle(client).await?;
+        }
+        // A chunk sent again after a slow-down is acknowledged after later ones.
+        self.acks.sort_unstable_by_key(|&(seq, _)| seq);
         let acks_crc = acks_checksum(self.acks.iter().copied());
         client
             .commit(

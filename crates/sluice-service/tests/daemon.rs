@@ -403,3 +403,24 @@ async fn a_large_add_is_pushed_in_chunks_and_read_back_whole() {
     let got: Vec<u8> = blocks.into_iter().flat_map(|b| b.data).collect();
     assert!(got == data, "the pieces concatenate to the data");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunks_in_flight_keep_the_connection_busy_until_the_commit() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let mut c = client(n.addr(), "app-window").await;
+    c.register_shuffle(0, 0, 2).await.expect("register");
+    // About ten chunks: more than the pusher's window, so it waits on the
+    // oldest answers while it sends.
+    let data: Vec<u8> = (0..10_000_000u32).map(|i| (i % 253) as u8).collect();
+    let mut p = AttemptPusher::new(0, 0, 0, 1);
+    p.add(&mut c, 1, 5, &data).await.expect("add");
+    assert!(!c.is_idle(), "chunks in flight, yet the connection looks idle");
+    assert!(c.stats().await.is_err(), "a request sent among unanswered pushes");
+    assert!(p.commit(&mut c).await.expect("commit"));
+    assert!(c.is_idle(), "every answer read by the commit");
+    assert_eq!(c.stats().await.expect("stats").chunks, 10);
+    let blocks = c.read(0, 0, 0, 2, vec![Winner { map: 0, attempt: 1 }]).await.expect("read");
+    assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), 5);
+    let got: Vec<u8> = blocks.into_iter().flat_map(|b| b.data).collect();
+    assert!(got == data, "the chunks concatenate to the data");
+}
