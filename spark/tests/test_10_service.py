@@ -4,9 +4,10 @@ pushed to the daemons, each reduce task's partitions read from the daemon
 that owns them as one stream, answers equal to Spark's sort shuffle's
 (local[2]); an executor killed after its map tasks committed costs no map
 rerun (a standalone cluster with a worker on each address), where the same
-kill in embedded mode does; a daemon that refuses the application's key,
-or one that cannot be reached when a shuffle registers, leaves its
-shuffles embedded; the daemons hold nothing once the
+kill in embedded mode does; a daemon that refuses the application's key
+leaves its shuffles embedded, one that cannot be reached when a shuffle
+registers is left out of it, and a read that fails at a daemon has the
+rerun assigned over the live daemons; the daemons hold nothing once the
 application ends."""
 
 import os
@@ -277,24 +278,25 @@ def test_a_refused_key_leaves_the_shuffles_embedded(daemons, tmp_path):
         s.stop()
 
 
-def test_a_daemon_unreachable_at_registration_leaves_the_shuffles_embedded(daemons, tmp_path):
+def test_a_daemon_unreachable_at_registration_is_left_out_of_the_shuffle(daemons, tmp_path):
     # The driver registers a shuffle at every daemon at once; one that cannot
-    # be reached (nothing listens at its address) keeps the shuffle embedded,
-    # though the other daemon took the registration.
+    # be reached (nothing listens at its address) is left out of the
+    # shuffle's assignment, and the daemon that took the registration owns
+    # every partition: each map output is pushed there (a push to the
+    # unreachable one would fail and keep the output on the executor).
     ds, key = daemons
     conf = {**service_conf(ds, key),
             "spark.sluice.service.daemons": f"{ds[0].addr},127.0.0.2:{free_port()}"}
     s = session("local[2]", SLUICE, tmp_path / "unreachable", extra=conf)
     try:
-        m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
-        outputs0, fallbacks0 = m.serviceMapOutputs(), m.serviceFallbacks()
+        counts = _metrics(s)
+        before = counts()
         got = sorted(s.sparkContext.parallelize(range(1000), 3).map(lambda x: (x % 10, x))
                      .reduceByKey(lambda a, b: a + b, 4).collect())
+        after = counts()
         assert got == [(k, sum(range(k, 1000, 10))) for k in range(10)]
-        # Registered as a service shuffle, its map tasks would have tried to
-        # push and fallen back.
-        assert (m.serviceMapOutputs(), m.serviceFallbacks()) == (outputs0, fallbacks0), \
-            "a shuffle went to a daemon set with one down"
+        assert after[0] - before[0] == 3 and after[1] == before[1], (before, after)
+        assert after[2] > before[2], "no reduce task read from the daemon"
     finally:
         s.stop()
 
@@ -383,9 +385,10 @@ def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path
     # SIGKILL and restarted, empty, on its address and directory. The next
     # job over the same shuffle: the restarted daemon does not know the
     # shuffle (it serves nothing stale), the read becomes a fetch failure,
-    # Spark reruns the map stage, and the rerun's pushes, refused there, keep
-    # each output on the executor that wrote it. Spark's answer, and no task
-    # retried against the dead daemon until the job gave up.
+    # the driver registers a new generation at both daemons (the restarted
+    # one answers), Spark reruns the map stage, and the rerun's outputs are
+    # pushed to the daemons again. Spark's answer, and no task retried
+    # against the dead daemon until the job gave up.
     ds, key = own_daemons()
     s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
     try:
@@ -404,8 +407,39 @@ def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path
         after = counts()
         mapped, _ = _map_tasks_run(sc, "after-restart")
         assert mapped == 4, "the map stage was not rerun after the daemon lost its output"
-        assert after[1] - first[1] == 4, "the rerun's outputs did not stay on the executor"
-        assert after[0] == first[0]
+        assert after[0] - first[0] == 4 and after[1] == first[1], \
+            f"the rerun's outputs were not pushed to the new generation: {first} -> {after}"
+    finally:
+        s.stop()
+
+
+def test_a_daemon_killed_for_good_after_the_map_stage(own_daemons, tmp_path):
+    # As above, but the second daemon stays dead: the new generation goes to
+    # the first daemon alone, which owns every partition from then on; the
+    # rerun's outputs and a later shuffle's are pushed there, none kept on
+    # an executor for want of a daemon.
+    ds, key = own_daemons()
+    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    try:
+        sc, counts = s.sparkContext, _metrics(s)
+        shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
+        sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+        want = sizes()
+        first = counts()
+        ds[1].kill()
+        sc.setJobGroup("after-death", "read the shuffle after a daemon died")
+        assert sizes() == want
+        after = counts()
+        mapped, _ = _map_tasks_run(sc, "after-death")
+        assert mapped == 4, "the map stage was not rerun after the daemon died"
+        assert after[0] - first[0] == 4 and after[1] == first[1], \
+            f"the rerun's outputs did not go to the live daemon: {first} -> {after}"
+        got = sorted(sc.parallelize(range(3000), 3).map(lambda x: (x % 7, x)).partitionBy(5)
+                     .mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+        later = counts()
+        assert sum(got) == sum(range(3000))
+        assert later[0] - after[0] == 3 and later[1] == after[1], \
+            f"a later shuffle was not assigned to the live daemon: {after} -> {later}"
     finally:
         s.stop()
 

@@ -9,11 +9,16 @@
 
 use sluice_core::reorg::ReorgError;
 use sluice_engine::EngineError;
+use sluice_service::protocol::ErrorCode;
 
 /// Java class of engine misuse and internal failures.
 pub const SLUICE_EXCEPTION: &str = "dev/sluice/spark/api/SluiceException";
 /// Java class of corrupt data and I/O failures.
 pub const IO_EXCEPTION: &str = "java/io/IOException";
+/// Java class of a daemon's refusal of an older generation of a shuffle
+/// than it holds: the driver assigned the shuffle anew meanwhile, and the
+/// daemon, alive, is not to be left out of pushes for it.
+pub const STALE_GENERATION: &str = "dev/sluice/spark/service/StaleGenerationException";
 /// Java class of bad arguments from the Java side.
 pub const ILLEGAL_ARGUMENT: &str = "java/lang/IllegalArgumentException";
 
@@ -72,11 +77,15 @@ pub enum BridgeError {
 
 impl BridgeError {
     /// The Java exception class this error is thrown as: the engine's data
-    /// faults ([`EngineError::is_data_fault`]) are `IOException`s, its
-    /// argument errors and the bridge's `IllegalArgumentException`s, the
-    /// rest `SluiceException`s.
+    /// faults ([`EngineError::is_data_fault`]) and the service's failures are
+    /// `IOException`s (a stale generation its own subclass), its argument
+    /// errors and the bridge's `IllegalArgumentException`s, the rest
+    /// `SluiceException`s.
     pub fn java_class(&self) -> &'static str {
         match self {
+            BridgeError::Service(e) if e.code() == Some(ErrorCode::StaleGeneration) => {
+                STALE_GENERATION
+            }
             BridgeError::Engine(e) if e.is_data_fault() => IO_EXCEPTION,
             BridgeError::Fetched { .. } | BridgeError::Service(_) => IO_EXCEPTION,
             BridgeError::Engine(EngineError::Argument(_))
@@ -166,5 +175,19 @@ mod tests {
         let r = cut.reading(&WHAT);
         assert_eq!(r.java_class(), IO_EXCEPTION);
         assert!(matches!(r, BridgeError::Engine(EngineError::Misplaced { .. })), "{r}");
+    }
+
+    #[test]
+    fn a_stale_generation_is_its_own_io_exception() {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 7340));
+        let refused = |code| {
+            BridgeError::Service(sluice_service::ClientError::Refused {
+                addr,
+                code,
+                message: "shuffle 3 generation 7: generation 8 is registered".into(),
+            })
+        };
+        assert_eq!(refused(ErrorCode::StaleGeneration).java_class(), STALE_GENERATION);
+        assert_eq!(refused(ErrorCode::UnknownShuffle).java_class(), IO_EXCEPTION);
     }
 }

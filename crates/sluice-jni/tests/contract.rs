@@ -349,3 +349,17 @@ fn the_service_request_codes_agree_with_java() {
         assert_eq!(java_value(&source, name).parse::<i32>(), Ok(code), "{name}");
     }
 }
+
+#[test]
+fn the_exception_classes_the_bridge_throws_exist_with_a_message_constructor() {
+    use sluice_jni::error::{SLUICE_EXCEPTION, STALE_GENERATION};
+    for (class, parent) in
+        [(SLUICE_EXCEPTION, "RuntimeException"), (STALE_GENERATION, "IOException")]
+    {
+        let path = class.strip_prefix("dev/sluice/spark/").expect(class);
+        let source = java_source(path);
+        let name = path.rsplit('/').next().expect(class);
+        assert!(source.contains(&format!("class {name} extends {parent}")), "{class}");
+        assert!(source.contains(&format!("public {name}(String message)")), "{class}");
+    }
+}

@@ -11,9 +11,11 @@ import dev.sluice.spark.ops.OpSpec;
 import dev.sluice.spark.ops.SluiceOpReader;
 import dev.sluice.spark.ops.SluiceOpSerializer;
 import dev.sluice.spark.ops.SluiceOpWriter;
+import dev.sluice.spark.service.Assignment;
 import dev.sluice.spark.service.Daemons;
 import dev.sluice.spark.service.ReduceLocality;
 import dev.sluice.spark.service.ServiceConf;
+import dev.sluice.spark.service.ServiceFailures;
 import dev.sluice.spark.shuffle.Coverage;
 import dev.sluice.spark.shuffle.EngineShuffles;
 import dev.sluice.spark.shuffle.RowShuffleReader;
@@ -134,8 +136,7 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       // checked the settings before it built the shuffle.
       OpSpec op = ((SluiceOpSerializer) dependency.serializer()).op;
       ShuffleKind kind = new ShuffleKind.Operator(op, operatorSpill);
-      return new SluiceShuffleHandle<>(
-          shuffleId, dependency, maps, kind, toService(shuffleId, kind, dependency));
+      return handle(shuffleId, dependency, maps, kind);
     }
     String reason = Coverage.fallbackReason(conf, dependency);
     if (dependency.serializer() instanceof SortedRowSerializer) {
@@ -147,8 +148,7 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       }
       LOG.info("Sluice: shuffle {} (Spark SQL rows) is sorted by the engine", shuffleId);
       ShuffleKind kind = new ShuffleKind.Ordered(SortKind.ROWS);
-      return new SluiceShuffleHandle<>(
-          shuffleId, dependency, maps, kind, toService(shuffleId, kind, dependency));
+      return handle(shuffleId, dependency, maps, kind);
     }
     if (reason != null) {
       LOG.info("Sluice: shuffle {} runs on Spark's sort shuffle: {}", shuffleId, reason);
@@ -170,39 +170,57 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
     }
     ShuffleKind kind =
         sortKind == SortKind.NONE ? new ShuffleKind.Plain() : new ShuffleKind.Ordered(sortKind);
-    return new SluiceShuffleHandle<>(
-        shuffleId, dependency, maps, kind, toService(shuffleId, kind, dependency));
+    return handle(shuffleId, dependency, maps, kind);
   }
 
   /**
-   * The generation a shuffle has at the service's daemons, or -1 when it stays embedded: in
-   * service mode, for the shuffles the daemons cover ({@link SluiceShuffleHandle#serviceCovers}),
-   * once every daemon registered it. A daemon that cannot be reached leaves the shuffle embedded,
-   * and the log says why.
+   * The handle of a Sluice shuffle: in service mode, for the shuffles the daemons cover ({@link
+   * SluiceShuffleHandle#serviceCovers}), with its generation and owners at the daemons that
+   * registered it, watched for failed reads ({@link ServiceFailures}); else embedded. No daemon
+   * taking it leaves the shuffle embedded, and the log says why.
    */
-  private int toService(int shuffleId, ShuffleKind kind, ShuffleDependency<?, ?, ?> dep) {
+  private <K, V, C> SluiceShuffleHandle<K, V, C> handle(
+      int shuffleId, ShuffleDependency<K, V, C> dep, int maps, ShuffleKind kind) {
+    Assignment service = toService(shuffleId, kind, dep);
+    SluiceShuffleHandle<K, V, C> h = new SluiceShuffleHandle<>(shuffleId, dep, maps, kind, service);
+    if (service != null) {
+      ServiceFailures.watch(
+          dep.rdd().context(),
+          Daemons.of(ServiceConf.of(conf)),
+          shuffleId,
+          dep.partitioner().numPartitions(),
+          h::assignment,
+          h::reassign);
+    }
+    return h;
+  }
+
+  /** The shuffle's first assignment at the service's daemons, or null when it stays embedded. */
+  private Assignment toService(int shuffleId, ShuffleKind kind, ShuffleDependency<?, ?, ?> dep) {
     ServiceConf service = ServiceConf.of(conf);
     if (service == null) {
-      return -1;
+      return null;
     }
     if (!SluiceShuffleHandle.serviceCovers(kind, dep)) {
       LOG.info(
           "Sluice: shuffle {} stays embedded: Spark's own aggregator or ordering reads it",
           shuffleId);
-      return -1;
+      return null;
     }
     Daemons daemons = Daemons.of(service);
+    Assignment a;
     try {
-      daemons.onEvery(ServiceNative.REGISTER, shuffleId, dep.partitioner().numPartitions());
+      a = daemons.register(shuffleId, daemons.generation, dep.partitioner().numPartitions());
     } catch (IOException | RuntimeException e) {
       LOG.warn("Sluice: shuffle {} stays embedded: {}", shuffleId, e.getMessage());
-      return -1;
+      return null;
     }
     daemons.renewLeases();
     ReduceLocality.off();
     serviceShuffles.add(shuffleId);
-    LOG.info("Sluice: shuffle {} goes to the service's {} daemons", shuffleId, service.nodes());
-    return daemons.generation;
+    LOG.info(
+        "Sluice: shuffle {} goes to the service's daemons {}", shuffleId, a.addresses(service));
+    return a;
   }
 
   @Override
@@ -275,6 +293,7 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
   public boolean unregisterShuffle(int shuffleId) {
     if (serviceShuffles.remove(shuffleId)) {
       // Registered by this (driver) process: the daemons delete the shuffle's data.
+      ServiceFailures.forget(shuffleId);
       try {
         Daemons.of(ServiceConf.of(conf)).onEvery(ServiceNative.UNREGISTER, shuffleId, 0);
       } catch (IOException | RuntimeException e) {

@@ -58,8 +58,10 @@ public final class Daemons {
   public final int generation;
 
   /**
-   * How long a daemon that failed a push is left out of this JVM's pushes: map outputs written
-   * meanwhile stay on their executors rather than each waiting on the same failure.
+   * How long a daemon that failed a push or a registration is left out of this JVM's pushes and
+   * registrations: map outputs written meanwhile for shuffles it owns part of stay on their
+   * executors rather than each waiting on the same failure, and shuffles registered meanwhile are
+   * assigned over the other daemons.
    */
   public static final long DOWN_NANOS = 30_000_000_000L;
 
@@ -74,8 +76,7 @@ public final class Daemons {
 
   private Daemons(ServiceConf conf) {
     this.conf = conf;
-    this.generation =
-        (int) Math.max(0, (System.currentTimeMillis() - GENERATION_EPOCH_MS) / 1000);
+    this.generation = secondsSince2026();
     for (int i = 0; i < conf.nodes(); i++) {
       idle.add(new ConcurrentLinkedDeque<>());
     }
@@ -84,8 +85,8 @@ public final class Daemons {
   }
 
   /**
-   * Leaves daemon {@code d} out of this JVM's pushes for {@link #DOWN_NANOS} after it failed one
-   * ({@code why}); the first failure after it was up is logged.
+   * Leaves daemon {@code d} out of this JVM's pushes and registrations for {@link #DOWN_NANOS}
+   * after it failed one ({@code why}); the first failure after it was up is logged.
    */
   public void markDown(int d, String why) {
     long now = System.nanoTime();
@@ -93,20 +94,24 @@ public final class Daemons {
     long before = downUntil.getAndSet(d, Math.max(1, now + DOWN_NANOS));
     if (before == 0 || before - now < 0) {
       LOG.warn(
-          "Sluice: daemon {} failed a push ({}); map outputs stay on their executors for {} s",
+          "Sluice: daemon {} failed ({}); left out of pushes and new registrations for {} s",
           conf.daemons.get(d),
           why,
           DOWN_NANOS / 1_000_000_000L);
     }
   }
 
-  /** Why a push now would go to a daemon that failed one lately, or null when none did. */
-  public String downReason() {
+  /**
+   * Why a push now under {@code a} would go to an owner that failed lately, or null when none
+   * did.
+   */
+  public String downReason(Assignment a) {
     long now = System.nanoTime();
-    for (int d = 0; d < conf.nodes(); d++) {
+    for (int k = 0; k < a.nodes(); k++) {
+      int d = a.daemon(k);
       long until = downUntil.get(d);
       if (until != 0 && until - now > 0) {
-        return "daemon " + conf.daemons.get(d) + " failed a push: " + downWhy.get(d);
+        return "daemon " + conf.daemons.get(d) + " failed lately: " + downWhy.get(d);
       }
     }
     return null;
@@ -142,10 +147,23 @@ public final class Daemons {
     }
   }
 
-  /** Closes a connection that failed. */
+  /** Closes a connection that is not to be reused (a read left mid-stream). */
   public void discard(long connection) {
     if (connection != 0) {
       ServiceNative.close(connection);
+    }
+  }
+
+  /**
+   * Closes {@code connection} to daemon {@code d}, which failed, and every idle one to that daemon:
+   * a daemon killed or restarted broke them all, and the next request to it is to open a fresh
+   * connection (to the restarted process) rather than fail on the next stale one.
+   */
+  public void failed(int d, long connection) {
+    discard(connection);
+    long[] c;
+    while ((c = idle.get(d).pollFirst()) != null) {
+      ServiceNative.close(c[0]);
     }
   }
 
@@ -155,46 +173,123 @@ public final class Daemons {
    * client's connect and reply timeouts).
    */
   public void onEvery(int what, int shuffle, int partitions) throws IOException {
+    IOException[] failed = each(what, shuffle, generation, partitions, false);
+    for (IOException e : failed) {
+      if (e != null) {
+        throw e;
+      }
+    }
+  }
+
+  /**
+   * Registers generation {@code generation} of a shuffle of {@code partitions} partitions at every
+   * daemon that has not failed lately ({@link #markDown}), at once; its assignment over those that
+   * took it. A daemon that fails the registration is marked down and left out (the log names it);
+   * none taking it is the first failure.
+   *
+   * @throws IOException when no daemon registered the generation
+   */
+  public Assignment register(int shuffle, int generation, int partitions) throws IOException {
+    IOException[] failed = each(ServiceNative.REGISTER, shuffle, generation, partitions, true);
+    int[] owners = new int[failed.length];
+    int n = 0;
+    IOException first = null;
+    for (int d = 0; d < failed.length; d++) {
+      if (failed[d] == null) {
+        owners[n++] = d;
+      } else {
+        if (first == null) {
+          first = failed[d];
+        }
+        if (!(failed[d] instanceof LeftOut)) {
+          markDown(d, failed[d].getMessage());
+        }
+      }
+    }
+    if (n == 0) {
+      throw first;
+    }
+    if (first != null) {
+      LOG.warn(
+          "Sluice: shuffle {} generation {} goes to {} of {} daemons: {}",
+          shuffle,
+          generation,
+          n,
+          failed.length,
+          first.getMessage());
+    }
+    return new Assignment(generation, java.util.Arrays.copyOf(owners, n));
+  }
+
+  /**
+   * The generation after {@code previous} for a shuffle's new assignment: above it, and at least
+   * the seconds since 2026 now, so that it stays above any earlier run's under the same name.
+   */
+  public static int nextGeneration(int previous) {
+    return Math.max(previous + 1, secondsSince2026());
+  }
+
+  private static int secondsSince2026() {
+    return (int) Math.max(0, (System.currentTimeMillis() - GENERATION_EPOCH_MS) / 1000);
+  }
+
+  /** A daemon not asked, as it failed lately ({@link #markDown}). */
+  private static final class LeftOut extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    LeftOut(String why) {
+      super(why);
+    }
+  }
+
+  /**
+   * One request to every daemon (those down lately left out when {@code skipDown}), to up to
+   * {@link #REQUEST_THREADS} at once; each daemon's failure, or null, after all answered or failed.
+   */
+  private IOException[] each(int what, int shuffle, int gen, int partitions, boolean skipDown) {
     int nodes = conf.nodes();
+    long now = System.nanoTime();
     List<Future<IOException>> answers = new ArrayList<>(nodes);
     ExecutorService pool = nodes > 1 ? requestPool() : null;
     for (int d = 0; d < nodes; d++) {
       int daemon = d;
-      answers.add(
-          pool == null
-              ? CompletableFuture.completedFuture(request(daemon, what, shuffle, partitions))
-              : pool.submit(() -> request(daemon, what, shuffle, partitions)));
+      long until = downUntil.get(d);
+      if (skipDown && until != 0 && until - now > 0) {
+        answers.add(
+            CompletableFuture.completedFuture(
+                new LeftOut(
+                    "daemon " + conf.daemons.get(d) + " failed lately: " + downWhy.get(d))));
+      } else {
+        answers.add(
+            pool == null
+                ? CompletableFuture.completedFuture(request(daemon, what, shuffle, gen, partitions))
+                : pool.submit(() -> request(daemon, what, shuffle, gen, partitions)));
+      }
     }
-    IOException first = null;
-    for (Future<IOException> answer : answers) {
-      IOException e;
+    IOException[] failed = new IOException[nodes];
+    for (int d = 0; d < nodes; d++) {
       try {
-        e = answer.get();
+        failed[d] = answers.get(d).get();
       } catch (InterruptedException ie) {
         Thread.currentThread().interrupt();
-        e = new IOException("interrupted while waiting on the daemons", ie);
+        failed[d] = new IOException("interrupted while waiting on the daemons", ie);
       } catch (ExecutionException ee) {
-        e = new IOException(ee.getCause().getMessage(), ee.getCause());
-      }
-      if (first == null) {
-        first = e;
+        failed[d] = new IOException(ee.getCause().getMessage(), ee.getCause());
       }
     }
-    if (first != null) {
-      throw first;
-    }
+    return failed;
   }
 
   /** One request to daemon {@code d}; its failure, or null. */
-  private IOException request(int d, int what, int shuffle, int partitions) {
+  private IOException request(int d, int what, int shuffle, int gen, int partitions) {
     long c = 0;
     try {
       c = borrow(d);
-      ServiceNative.request(c, what, shuffle, generation, partitions);
+      ServiceNative.request(c, what, shuffle, gen, partitions);
       giveBack(d, c);
       return null;
     } catch (IOException | RuntimeException e) {
-      discard(c);
+      failed(d, c);
       return e instanceof IOException io ? io : new IOException(e.getMessage(), e);
     }
   }

@@ -8,12 +8,12 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * A map attempt's output pushed to the daemons: its data file (each partition's segment of Sluice
- * blocks and trailer, back to back in partition order) read once by the native side, daemon by
- * daemon (each owns a contiguous range of partitions), each segment pushed in chunks of about 1
- * MiB and the attempt committed there before the next daemon's part; every daemon gets a commit,
- * those without data included, so that each can tell a winner that committed from one it never
- * saw.
+ * A map attempt's output pushed to the daemons of its shuffle's {@link Assignment}: its data file
+ * (each partition's segment of Sluice blocks and trailer, back to back in partition order) read
+ * once by the native side, owner by owner (each owns a contiguous range of partitions), each
+ * segment pushed in chunks of about 1 MiB and the attempt committed there before the next owner's
+ * part; every owner gets a commit, those without data included, so that each can tell a winner
+ * that committed from one it never saw.
  *
  * <p>An output smaller than {@link ServiceConf#minPushBytes} is not pushed: it stays on the
  * executor like a failed push's (below), without marking any daemon down, and is counted in {@code
@@ -27,7 +27,10 @@ import org.slf4j.LoggerFactory;
  * daemons is never read (reads name only the attempts registered at the service's location). The
  * failed daemon is left out of this JVM's pushes for {@link Daemons#DOWN_NANOS}, so that later map
  * tasks do not wait on the same failure; a map task never fails, nor retries, for the service. A
- * data file that cannot be read is the task's own fault and fails it.
+ * push refused as of a stale generation (the driver assigned the shuffle anew while this attempt
+ * ran: {@link StaleGenerationException}) keeps the output here too, without marking the daemon
+ * down: it is alive and serves the newer generation. A data file that cannot be read is the task's
+ * own fault and fails it.
  */
 public final class ServicePush {
   private static final Logger LOG = LoggerFactory.getLogger(ServicePush.class);
@@ -42,7 +45,7 @@ public final class ServicePush {
   public static boolean pushOrKeep(
       ServiceConf conf,
       int shuffle,
-      int generation,
+      Assignment assignment,
       int mapIndex,
       long attempt,
       File data,
@@ -63,10 +66,10 @@ public final class ServicePush {
       return false;
     }
     Daemons daemons = Daemons.of(conf);
-    String why = daemons.downReason();
+    String why = daemons.downReason(assignment);
     if (why == null) {
       try {
-        push(daemons, shuffle, generation, mapIndex, attempt, data, lengths);
+        push(daemons, shuffle, assignment, mapIndex, attempt, data, lengths);
         return true;
       } catch (IOException e) {
         why = e.getMessage();
@@ -83,53 +86,55 @@ public final class ServicePush {
   }
 
   /**
-   * Pushes and commits at one daemon after another, starting at the daemon {@code mapIndex} picks
+   * Pushes and commits at one owner after another, starting at the owner {@code mapIndex} picks
    * (so that map tasks starting together spread over the daemons), each with one connection
    * borrowed for its part only: a map task holds one connection at a time, not one per daemon.
    */
   static void push(
       Daemons daemons,
       int shuffle,
-      int generation,
+      Assignment assignment,
       int mapIndex,
       long attempt,
       File data,
       long[] lengths)
       throws IOException {
-    int nodes = daemons.conf.nodes();
+    int nodes = assignment.nodes();
     int partitions = lengths.length;
     long[] offsets = new long[partitions + 1];
     for (int p = 0; p < partitions; p++) {
       offsets[p + 1] = offsets[p] + lengths[p];
     }
-    for (int k = 0; k < nodes; k++) {
-      int d = (mapIndex + k) % nodes;
+    for (int i = 0; i < nodes; i++) {
+      int k = (mapIndex + i) % nodes;
       try {
-        pushTo(daemons, d, shuffle, generation, mapIndex, attempt, data, offsets);
+        pushTo(daemons, assignment, k, shuffle, mapIndex, attempt, data, offsets);
+      } catch (StaleGenerationException e) {
+        throw e;
       } catch (IOException e) {
-        daemons.markDown(d, e.getMessage());
+        daemons.markDown(assignment.daemon(k), e.getMessage());
         throw e;
       }
     }
   }
 
-  /** Daemon {@code d}'s partitions of the attempt's output, pushed and committed there. */
+  /** Owner {@code k}'s partitions of the attempt's output, pushed and committed there. */
   private static void pushTo(
       Daemons daemons,
-      int d,
+      Assignment assignment,
+      int k,
       int shuffle,
-      int generation,
       int mapIndex,
       long attempt,
       File data,
       long[] offsets)
       throws IOException {
     int partitions = offsets.length - 1;
-    int nodes = daemons.conf.nodes();
-    int lo = Nodes.first(d, partitions, nodes);
-    int hi = Nodes.first(d + 1, partitions, nodes);
+    int d = assignment.daemon(k);
+    int lo = assignment.first(k, partitions);
+    int hi = assignment.first(k + 1, partitions);
     long connection = daemons.borrow(d);
-    long push = ServiceNative.pushOpen(shuffle, generation, mapIndex, attempt);
+    long push = ServiceNative.pushOpen(shuffle, assignment.generation, mapIndex, attempt);
     boolean ok = false;
     try {
       if (lo < hi) {
@@ -151,7 +156,7 @@ public final class ServicePush {
       if (ok) {
         daemons.giveBack(d, connection);
       } else {
-        daemons.discard(connection);
+        daemons.failed(d, connection);
       }
     }
   }

@@ -42,7 +42,7 @@ public final class ServiceStreams
 
   private final Daemons daemons;
   private final int shuffle;
-  private final int generation;
+  private final Assignment assignment;
   private final int start;
   private final int end;
   private final int partitions;
@@ -52,8 +52,11 @@ public final class ServiceStreams
   private final BiFunction<BlockId, InputStream, InputStream> wrap;
   private final ShuffleReadMetricsReporter metrics;
 
-  /** The daemon being read, or -1 before the first; its connection while its read is open. */
-  private int daemon = -1;
+  /**
+   * The owner being read ({@link Assignment}), or -1 before the first; its connection while its
+   * read is open.
+   */
+  private int owner = -1;
 
   private long connection;
   /** The next block, read ahead; null when none is waiting. */
@@ -67,7 +70,7 @@ public final class ServiceStreams
   public ServiceStreams(
       Daemons daemons,
       int shuffle,
-      int generation,
+      Assignment assignment,
       int start,
       int end,
       int partitions,
@@ -76,7 +79,7 @@ public final class ServiceStreams
       ShuffleReadMetricsReporter metrics) {
     this.daemons = daemons;
     this.shuffle = shuffle;
-    this.generation = generation;
+    this.assignment = assignment;
     this.start = start;
     this.end = end;
     this.partitions = partitions;
@@ -102,7 +105,8 @@ public final class ServiceStreams
    * so that call sites read {@code throw failed(...)}.
    */
   private RuntimeException failed(int reduce, Throwable cause) {
-    String where = daemon >= 0 ? daemons.conf.daemons.get(daemon) : "no daemon";
+    String where =
+        owner >= 0 ? daemons.conf.daemons.get(assignment.daemon(owner)) : "no daemon";
     throw ServiceStreams.<RuntimeException>unchecked(
         new FetchFailedException(
         location(shuffle),
@@ -110,8 +114,7 @@ public final class ServiceStreams
         -1L,
         -1,
         reduce,
-        "Sluice service: reading partitions " + start + ".." + end + " from " + where + ": "
-            + cause.getMessage(),
+        readFailure(start, end, where, assignment.generation, cause.getMessage()),
             cause));
   }
 
@@ -132,26 +135,28 @@ public final class ServiceStreams
             ahead = b;
             return;
           }
-          daemons.giveBack(daemon, connection);
+          daemons.giveBack(assignment.daemon(owner), connection);
           connection = 0;
         }
-        int from = daemon < 0 ? Nodes.of(start, partitions, daemons.conf.nodes()) : daemon + 1;
-        int nodes = daemons.conf.nodes();
-        if (from >= nodes || Nodes.first(from, partitions, nodes) >= end) {
+        int from = owner < 0 ? assignment.ownerOf(start, partitions) : owner + 1;
+        if (from >= assignment.nodes() || assignment.first(from, partitions) >= end) {
           done = true;
           return;
         }
-        daemon = from;
-        int lo = Math.max(start, Nodes.first(daemon, partitions, nodes));
-        int hi = Math.min(end, Nodes.first(daemon + 1, partitions, nodes));
+        owner = from;
+        int lo = Math.max(start, assignment.first(owner, partitions));
+        int hi = Math.min(end, assignment.first(owner + 1, partitions));
         if (lo >= hi) {
           continue;
         }
-        connection = daemons.borrow(daemon);
-        ServiceNative.readStart(connection, shuffle, generation, lo, hi, maps, attempts);
+        connection = daemons.borrow(assignment.daemon(owner));
+        ServiceNative.readStart(
+            connection, shuffle, assignment.generation, lo, hi, maps, attempts);
         dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
       } catch (IOException e) {
-        daemons.discard(connection);
+        if (owner >= 0) {
+          daemons.failed(assignment.daemon(owner), connection);
+        }
         connection = 0;
         throw failed(start, e);
       }
@@ -264,6 +269,53 @@ public final class ServiceStreams
     @Override
     public int available() {
       return block == null ? 0 : block.length - pos;
+    }
+  }
+
+  /** The message of a failed read, naming the generation read ({@link #generationIn}). */
+  static String readFailure(int start, int end, String where, int generation, String cause) {
+    return "Sluice service: reading partitions " + start + ".." + end + " from " + where + " ("
+        + GENERATION_WORD + generation + "): " + cause;
+  }
+
+  /** What names the generation read in a fetch failure's message: {@code (generation 123)}. */
+  private static final String GENERATION_WORD = "generation ";
+
+  /**
+   * The generation a fetch failure of a service read names in its message ({@link #failed}), or
+   * -1 when it names none (not a read of this class's).
+   */
+  public static int generationIn(String message) {
+    if (message == null) {
+      return -1;
+    }
+    int at = message.indexOf("(" + GENERATION_WORD);
+    if (at < 0) {
+      return -1;
+    }
+    int from = at + 1 + GENERATION_WORD.length();
+    int to = from;
+    while (to < message.length() && Character.isDigit(message.charAt(to))) {
+      to++;
+    }
+    try {
+      return to > from && to < message.length() && message.charAt(to) == ')'
+          ? Integer.parseInt(message.substring(from, to))
+          : -1;
+    } catch (NumberFormatException e) {
+      return -1;
+    }
+  }
+
+  /** The shuffle a service location names ({@link #location}), or -1 for any other. */
+  public static int shuffleOf(BlockManagerId id) {
+    if (id == null || !isService(id)) {
+      return -1;
+    }
+    try {
+      return Integer.parseInt(id.executorId().substring(LOCATION_PREFIX.length()));
+    } catch (NumberFormatException e) {
+      return -1;
     }
   }
 

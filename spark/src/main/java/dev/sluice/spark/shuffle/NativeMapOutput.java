@@ -5,6 +5,7 @@ import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
+import dev.sluice.spark.service.Assignment;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServicePush;
 import dev.sluice.spark.service.ServiceStreams;
@@ -85,8 +86,8 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** Spark's row checksums of the attempt (Spark 4.1 and later), or null when it has none. */
   private final RowChecksums rows;
 
-  /** The shuffle's generation at the service's daemons, or -1: the output stays here. */
-  private final int serviceGeneration;
+  /** The shuffle's generation and owners at the service's daemons, or null: the output stays. */
+  private final Assignment service;
 
   NativeMapOutput(
       int engineShuffle,
@@ -99,7 +100,7 @@ public final class NativeMapOutput extends MemoryConsumer {
       SluiceConf settings,
       IndexShuffleBlockResolver resolver,
       RowChecksums rows,
-      int serviceGeneration) {
+      Assignment service) {
     super(
         context.taskMemoryManager(),
         context.taskMemoryManager().pageSizeBytes(),
@@ -112,7 +113,7 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.owner = Thread.currentThread();
     this.context = context;
     this.rows = rows;
-    this.serviceGeneration = serviceGeneration;
+    this.service = service;
     this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
     this.task =
         SluiceNative.mapOpen(
@@ -313,11 +314,11 @@ public final class NativeMapOutput extends MemoryConsumer {
     metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
     BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
-    if (serviceGeneration >= 0
+    if (service != null
         && ServicePush.pushOrKeep(
             ServiceConf.of(SparkEnv.get().conf()),
             shuffleId,
-            serviceGeneration,
+            service,
             context.partitionId(),
             mapId,
             dataFile,

@@ -76,7 +76,7 @@ public abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             settings,
             resolver,
             rows,
-            handle.serviceGeneration());
+            handle.assignment());
     output = opened;
     context.addTaskCompletionListener(
         (org.apache.spark.util.TaskCompletionListener) ctx -> opened.abort());

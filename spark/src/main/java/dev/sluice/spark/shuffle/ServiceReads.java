@@ -78,7 +78,7 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
         new ServiceStreams(
             Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
             handle.shuffleId(),
-            handle.serviceGeneration(),
+            handle.assignment(),
             start,
             end,
             handle.dependency().partitioner().numPartitions(),

@@ -1,13 +1,14 @@
 package dev.sluice.spark.shuffle;
 
 import dev.sluice.spark.jni.EngineOp;
+import dev.sluice.spark.service.Assignment;
 import dev.sluice.spark.sort.SortKind;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.shuffle.BaseShuffleHandle;
 
 /** The handle of a shuffle that runs through the Sluice engine (others keep Spark's handles). */
 public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, C> {
-  private static final long serialVersionUID = 3L;
+  private static final long serialVersionUID = 4L;
 
   /** Map tasks of the shuffle (the dependency's RDD is not shipped to executors). */
   private final int numMaps;
@@ -15,14 +16,17 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
   private final ShuffleKind kind;
 
   /**
-   * The generation the driver registered the shuffle with at the service's daemons, or -1 when its
-   * map output stays embedded.
+   * The generation the driver registered the shuffle with at the service's daemons and the daemons
+   * that own its partitions in it, or null when its map output stays embedded. The driver replaces
+   * it with a new generation after a fetch failure at the daemons ({@code ServiceFailures}); Spark
+   * serializes a stage's tasks with the handle when it submits the stage, so every task of a stage
+   * attempt sees one assignment, and a rerun stage the new one.
    */
-  private final int serviceGeneration;
+  private volatile Assignment service;
 
   public SluiceShuffleHandle(
       int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps, ShuffleKind kind) {
-    this(shuffleId, dependency, numMaps, kind, -1);
+    this(shuffleId, dependency, numMaps, kind, null);
   }
 
   public SluiceShuffleHandle(
@@ -30,21 +34,26 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
       ShuffleDependency<K, V, C> dependency,
       int numMaps,
       ShuffleKind kind,
-      int serviceGeneration) {
+      Assignment service) {
     super(shuffleId, dependency);
     this.numMaps = numMaps;
     this.kind = kind;
-    this.serviceGeneration = serviceGeneration;
+    this.service = service;
   }
 
   /** Whether the shuffle's map output goes to the service's daemons. */
   public boolean service() {
-    return serviceGeneration >= 0;
+    return service != null;
   }
 
-  /** The shuffle's generation at the daemons (see {@link #service}). */
-  public int serviceGeneration() {
-    return serviceGeneration;
+  /** The shuffle's generation and owners at the daemons, or null (see {@link #service}). */
+  public Assignment assignment() {
+    return service;
+  }
+
+  /** On the driver: the shuffle's new generation at the daemons, for the stages submitted next. */
+  public void reassign(Assignment next) {
+    service = next;
   }
 
   /**
