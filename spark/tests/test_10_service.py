@@ -10,10 +10,13 @@ registers is left out of it, and a read that fails at a daemon has the
 rerun assigned over the live daemons; the daemons hold nothing once the
 application ends."""
 
+import gc
+import json
 import os
 import pathlib
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -63,6 +66,13 @@ class Daemon:
 
     def data_files(self):
         return [p for p in self.dir.rglob("*.data")]
+
+    def held(self):
+        """Bytes the daemon holds in memory now (`sluice stats`)."""
+        out = subprocess.run([str(self.binary), "stats", "--daemon", self.addr,
+                              "--secret-file", str(self.secret)],
+                             check=True, capture_output=True, text=True).stdout
+        return json.loads(out)["held_bytes"]
 
 
 def start_daemons(tmp, directories=(None, None)):
@@ -262,6 +272,30 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     assert reads > 0, "no reduce task read the pushed output from the daemons"
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c1, c2))
     assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
+
+
+def test_a_shuffle_spark_cleans_up_is_deleted_at_the_daemons(own_daemons, tmp_path):
+    # The driver watches each service shuffle for failed reads without
+    # holding its dependency: once the RDD is gone, Spark's context cleaner
+    # unregisters the shuffle and the daemons let its data go while the
+    # application still runs.
+    ds, key = own_daemons()
+    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    try:
+        sc = s.sparkContext
+        rdd = sc.parallelize(range(20000), 4).map(lambda x: (x % 97, x)).partitionBy(5)
+        assert rdd.count() == 20000
+        held = lambda: sum(d.held() for d in ds)
+        assert held() > 0, "the shuffle's data is not at the daemons"
+        del rdd
+        gc.collect()
+        deadline = time.time() + 60
+        while held() > 0 and time.time() < deadline:
+            sc._jvm.System.gc()
+            time.sleep(0.5)
+        assert held() == 0, "the daemons still hold a shuffle Spark cleaned up"
+    finally:
+        s.stop()
 
 
 def test_a_refused_key_leaves_the_shuffles_embedded(daemons, tmp_path):

@@ -12,6 +12,7 @@ import dev.sluice.spark.ops.SluiceOpReader;
 import dev.sluice.spark.ops.SluiceOpSerializer;
 import dev.sluice.spark.ops.SluiceOpWriter;
 import dev.sluice.spark.service.Assignment;
+import dev.sluice.spark.service.CurrentAssignment;
 import dev.sluice.spark.service.Daemons;
 import dev.sluice.spark.service.ReduceLocality;
 import dev.sluice.spark.service.ServiceConf;
@@ -181,18 +182,18 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
    */
   private <K, V, C> SluiceShuffleHandle<K, V, C> handle(
       int shuffleId, ShuffleDependency<K, V, C> dep, int maps, ShuffleKind kind) {
-    Assignment service = toService(shuffleId, kind, dep);
-    SluiceShuffleHandle<K, V, C> h = new SluiceShuffleHandle<>(shuffleId, dep, maps, kind, service);
-    if (service != null) {
-      ServiceFailures.watch(
-          dep.rdd().context(),
-          Daemons.of(ServiceConf.of(conf)),
-          shuffleId,
-          dep.partitioner().numPartitions(),
-          h::assignment,
-          h::reassign);
+    Assignment first = toService(shuffleId, kind, dep);
+    if (first == null) {
+      return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind);
     }
-    return h;
+    CurrentAssignment service = new CurrentAssignment(first);
+    ServiceFailures.watch(
+        dep.rdd().context(),
+        Daemons.of(ServiceConf.of(conf)),
+        shuffleId,
+        dep.partitioner().numPartitions(),
+        service);
+    return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind, service);
   }
 
   /** The shuffle's first assignment at the service's daemons, or null when it stays embedded. */

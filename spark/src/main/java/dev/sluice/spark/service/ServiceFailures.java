@@ -6,8 +6,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
-import java.util.function.Consumer;
-import java.util.function.Supplier;
 import org.apache.spark.FetchFailed;
 import org.apache.spark.SparkContext;
 import org.apache.spark.scheduler.SparkListener;
@@ -25,9 +23,11 @@ import org.slf4j.LoggerFactory;
  * later, resubmits the map stage and the failed one, serializing their tasks with the shuffle's
  * handle. This listener sees the task's end first: when the failure names the shuffle's current
  * generation, it registers the next one ({@link Daemons#nextGeneration}) at every daemon that has
- * not failed lately and puts the new {@link Assignment} in the handle, so the rerun map tasks push
- * to the live daemons (a daemon that died is left out; one restarted empty is taken back), and the
- * rerun reduce tasks read them there. A daemon registering a newer generation drops the older's
+ * not failed lately and puts the new {@link Assignment} in the handle's {@link
+ * CurrentAssignment} (the cell, not the handle, is held here, so Spark's context cleaner still
+ * sees the shuffle's dependency go), so the rerun map tasks push to the live daemons (a daemon
+ * that died is left out; one restarted empty is taken back), and the rerun reduce tasks read them
+ * there. A daemon registering a newer generation drops the older's
  * data, which no registered map output names any more. Failures naming an older generation (more
  * tasks of the same failed stage, a stale stage's stragglers) change nothing, so one failure opens
  * one generation.
@@ -70,8 +70,8 @@ public final class ServiceFailures extends SparkListener {
     this.worker = pool;
   }
 
-  /** A service shuffle's partitions and its handle's assignment, read and replaced. */
-  private record Watched(int partitions, Supplier<Assignment> get, Consumer<Assignment> set) {}
+  /** A service shuffle's partitions and its handle's assignment. */
+  private record Watched(int partitions, CurrentAssignment cell) {}
 
   /**
    * Watches service shuffle {@code shuffle} of {@code partitions} partitions for failed reads,
@@ -82,13 +82,12 @@ public final class ServiceFailures extends SparkListener {
       Daemons daemons,
       int shuffle,
       int partitions,
-      Supplier<Assignment> get,
-      Consumer<Assignment> set) {
+      CurrentAssignment cell) {
     if (current == null || current.context != context || current.daemons != daemons) {
       current = new ServiceFailures(context, daemons);
       context.addSparkListener(current);
     }
-    current.shuffles.put(shuffle, new Watched(partitions, get, set));
+    current.shuffles.put(shuffle, new Watched(partitions, cell));
   }
 
   /** Stops watching {@code shuffle} (Spark unregistered it). */
@@ -114,14 +113,16 @@ public final class ServiceFailures extends SparkListener {
 
   /** Opens the next generation of {@code shuffle} when a read of its current one failed. */
   private void reassign(int shuffle, Watched w, int failed) {
-    Assignment now = w.get().get();
+    Assignment now = w.cell().get();
     if (now == null || now.generation != failed || shuffles.get(shuffle) != w) {
       return;
     }
     try {
       Assignment next =
           daemons.register(shuffle, Daemons.nextGeneration(now.generation), w.partitions());
-      w.set().accept(next);
+      if (!w.cell().replace(now, next)) {
+        return;
+      }
       LOG.warn(
           "Sluice: a read of shuffle {} at generation {} failed; its rerun goes to {} ({})",
           shuffle,

@@ -2,6 +2,7 @@ package dev.sluice.spark.shuffle;
 
 import dev.sluice.spark.jni.EngineOp;
 import dev.sluice.spark.service.Assignment;
+import dev.sluice.spark.service.CurrentAssignment;
 import dev.sluice.spark.sort.SortKind;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.shuffle.BaseShuffleHandle;
@@ -16,13 +17,12 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
   private final ShuffleKind kind;
 
   /**
-   * The generation the driver registered the shuffle with at the service's daemons and the daemons
-   * that own its partitions in it, or null when its map output stays embedded. The driver replaces
-   * it with a new generation after a fetch failure at the daemons ({@code ServiceFailures}); Spark
-   * serializes a stage's tasks with the handle when it submits the stage, so every task of a stage
-   * attempt sees one assignment, and a rerun stage the new one.
+   * The shuffle's generation and owning daemons at the service, or null when its map output stays
+   * embedded. On the driver, {@code ServiceFailures} replaces the assignment in the cell after a
+   * failed read at the daemons; Spark serializes a stage's tasks with the handle when it submits
+   * the stage, so every task of a stage attempt sees one assignment, and a rerun stage the new one.
    */
-  private volatile Assignment service;
+  private final CurrentAssignment service;
 
   public SluiceShuffleHandle(
       int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps, ShuffleKind kind) {
@@ -34,7 +34,7 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
       ShuffleDependency<K, V, C> dependency,
       int numMaps,
       ShuffleKind kind,
-      Assignment service) {
+      CurrentAssignment service) {
     super(shuffleId, dependency);
     this.numMaps = numMaps;
     this.kind = kind;
@@ -46,14 +46,9 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
     return service != null;
   }
 
-  /** The shuffle's generation and owners at the daemons, or null (see {@link #service}). */
+  /** The shuffle's generation and owners at the daemons now, or null (see {@link #service}). */
   public Assignment assignment() {
-    return service;
-  }
-
-  /** On the driver: the shuffle's new generation at the daemons, for the stages submitted next. */
-  public void reassign(Assignment next) {
-    service = next;
+    return service == null ? null : service.get();
   }
 
   /**
