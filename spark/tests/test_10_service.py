@@ -67,12 +67,16 @@ class Daemon:
     def data_files(self):
         return [p for p in self.dir.rglob("*.data")]
 
-    def held(self):
-        """Bytes the daemon holds in memory now (`sluice stats`)."""
+    def stats(self):
+        """The daemon's accounting and counts (`sluice stats`)."""
         out = subprocess.run([str(self.binary), "stats", "--daemon", self.addr,
                               "--secret-file", str(self.secret)],
                              check=True, capture_output=True, text=True).stdout
-        return json.loads(out)["held_bytes"]
+        return json.loads(out)
+
+    def held(self):
+        """Bytes the daemon holds in memory now."""
+        return self.stats()["held_bytes"]
 
 
 def start_daemons(tmp, directories=(None, None)):
@@ -443,6 +447,31 @@ def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path
         assert mapped == 4, "the map stage was not rerun after the daemon lost its output"
         assert after[0] - first[0] == 4 and after[1] == first[1], \
             f"the rerun's outputs were not pushed to the new generation: {first} -> {after}"
+    finally:
+        s.stop()
+
+
+def test_a_restarted_daemon_takes_the_next_shuffle(own_daemons, tmp_path):
+    # A job leaves connections to both daemons in the pool; the second
+    # daemon is killed and restarted before anything reads from it. The
+    # next shuffle's registration meets a pooled connection to the dead
+    # process, tries once more on a fresh one, and the restarted daemon
+    # takes the shuffle: map tasks commit there.
+    ds, key = own_daemons()
+    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    try:
+        sc, counts = s.sparkContext, _metrics(s)
+        job = lambda n: sorted(sc.parallelize(range(n), 4).map(lambda x: (x % 13, x))
+                               .partitionBy(4).mapPartitions(lambda it: [sum(v for _, v in it)])
+                               .collect())
+        assert sum(job(4000)) == sum(range(4000))
+        ds[1].kill()
+        ds[1] = ds[1].restarted()
+        before = counts()
+        assert sum(job(5000)) == sum(range(5000))
+        after = counts()
+        assert after[0] - before[0] == 4 and after[1] == before[1], (before, after)
+        assert ds[1].stats()["commits"] == 4, "the restarted daemon was left out of the shuffle"
     finally:
         s.stop()
 

@@ -15,9 +15,13 @@ use sluice_service::protocol::ErrorCode;
 pub const SLUICE_EXCEPTION: &str = "dev/sluice/spark/api/SluiceException";
 /// Java class of corrupt data and I/O failures.
 pub const IO_EXCEPTION: &str = "java/io/IOException";
+/// Java class of a daemon's answer refusing a request (an `IOException`):
+/// the daemon is alive and the connection still usable, unlike a failed
+/// connection, which stays a plain `IOException`.
+pub const DAEMON_REFUSED: &str = "dev/sluice/spark/service/DaemonRefusedException";
 /// Java class of a daemon's refusal of an older generation of a shuffle
-/// than it holds: the driver assigned the shuffle anew meanwhile, and the
-/// daemon, alive, is not to be left out of pushes for it.
+/// than it holds (a `DaemonRefusedException`): the driver assigned the
+/// shuffle anew meanwhile, and the daemon is not to be left out of pushes.
 pub const STALE_GENERATION: &str = "dev/sluice/spark/service/StaleGenerationException";
 /// Java class of bad arguments from the Java side.
 pub const ILLEGAL_ARGUMENT: &str = "java/lang/IllegalArgumentException";
@@ -78,16 +82,19 @@ pub enum BridgeError {
 impl BridgeError {
     /// The Java exception class this error is thrown as: the engine's data
     /// faults ([`EngineError::is_data_fault`]) and the service's failures are
-    /// `IOException`s (a stale generation its own subclass), its argument
+    /// `IOException`s (a daemon's refusal, and among them a stale
+    /// generation, subclasses of their own), its argument
     /// errors and the bridge's `IllegalArgumentException`s, the rest
     /// `SluiceException`s.
     pub fn java_class(&self) -> &'static str {
         match self {
-            BridgeError::Service(e) if e.code() == Some(ErrorCode::StaleGeneration) => {
-                STALE_GENERATION
-            }
+            BridgeError::Service(e) => match e.code() {
+                Some(ErrorCode::StaleGeneration) => STALE_GENERATION,
+                Some(_) => DAEMON_REFUSED,
+                None => IO_EXCEPTION,
+            },
             BridgeError::Engine(e) if e.is_data_fault() => IO_EXCEPTION,
-            BridgeError::Fetched { .. } | BridgeError::Service(_) => IO_EXCEPTION,
+            BridgeError::Fetched { .. } => IO_EXCEPTION,
             BridgeError::Engine(EngineError::Argument(_))
             | BridgeError::Argument(_)
             | BridgeError::SettingsChanged(_) => ILLEGAL_ARGUMENT,
@@ -188,6 +195,11 @@ mod tests {
             })
         };
         assert_eq!(refused(ErrorCode::StaleGeneration).java_class(), STALE_GENERATION);
-        assert_eq!(refused(ErrorCode::UnknownShuffle).java_class(), IO_EXCEPTION);
+        assert_eq!(refused(ErrorCode::UnknownShuffle).java_class(), DAEMON_REFUSED);
+        let closed = BridgeError::Service(sluice_service::ClientError::Closed {
+            addr,
+            what: "reading an answer",
+        });
+        assert_eq!(closed.java_class(), IO_EXCEPTION);
     }
 }

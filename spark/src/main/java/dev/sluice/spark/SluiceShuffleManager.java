@@ -327,6 +327,7 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
     ServiceConf service = serviceConf();
     if (service != null) {
       // The driver (which registered shuffles) ends the application at the daemons.
+      ServiceFailures.stop();
       Daemons.of(service).close("driver".equals(executorId()));
     }
     super.stop();

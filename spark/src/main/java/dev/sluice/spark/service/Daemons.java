@@ -124,6 +124,12 @@ public final class Daemons {
 
   /** A connection to daemon {@code d}: an idle one, or a new one. */
   public long borrow(int d) throws IOException {
+    long c = idleOne(d);
+    return c != 0 ? c : connect(d);
+  }
+
+  /** An idle connection to daemon {@code d} young enough to reuse, or 0. */
+  private long idleOne(int d) {
     long now = System.nanoTime();
     long[] c;
     while ((c = idle.get(d).pollFirst()) != null) {
@@ -132,6 +138,11 @@ public final class Daemons {
       }
       ServiceNative.close(c[0]);
     }
+    return 0;
+  }
+
+  /** A new authenticated connection to daemon {@code d}. */
+  private long connect(int d) throws IOException {
     return ServiceNative.connect(conf.daemons.get(d), conf.app, conf.key, ServiceConf.LEASE_MS);
   }
 
@@ -155,12 +166,17 @@ public final class Daemons {
   }
 
   /**
-   * Closes {@code connection} to daemon {@code d}, which failed, and every idle one to that daemon:
-   * a daemon killed or restarted broke them all, and the next request to it is to open a fresh
-   * connection (to the restarted process) rather than fail on the next stale one.
+   * Closes {@code connection} to daemon {@code d}, whose request failed with {@code why}; when the
+   * connection itself failed (not a {@link DaemonRefusedException}, an answer of a live daemon),
+   * every idle one to that daemon too: a daemon killed or restarted broke them all, and the next
+   * request to it is to open a fresh connection (to the restarted process) rather than fail on
+   * the next stale one.
    */
-  public void failed(int d, long connection) {
+  public void failed(int d, long connection, Throwable why) {
     discard(connection);
+    if (why instanceof DaemonRefusedException) {
+      return;
+    }
     long[] c;
     while ((c = idle.get(d).pollFirst()) != null) {
       ServiceNative.close(c[0]);
@@ -184,8 +200,9 @@ public final class Daemons {
   /**
    * Registers generation {@code generation} of a shuffle of {@code partitions} partitions at every
    * daemon that has not failed lately ({@link #markDown}), at once; its assignment over those that
-   * took it. A daemon that fails the registration is marked down and left out (the log names it);
-   * none taking it is the first failure.
+   * took it. A daemon that fails the registration is left out (the log names it), and marked down
+   * when its connection failed (not when it refused: it is alive); none taking it is the first
+   * failure.
    *
    * @throws IOException when no daemon registered the generation
    */
@@ -201,7 +218,7 @@ public final class Daemons {
         if (first == null) {
           first = failed[d];
         }
-        if (!(failed[d] instanceof LeftOut)) {
+        if (!(failed[d] instanceof LeftOut) && !(failed[d] instanceof DaemonRefusedException)) {
           markDown(d, failed[d].getMessage());
         }
       }
@@ -280,16 +297,33 @@ public final class Daemons {
     return failed;
   }
 
-  /** One request to daemon {@code d}; its failure, or null. */
+  /**
+   * One request to daemon {@code d}; its failure, or null. A pooled connection that fails (the
+   * daemon restarted since it was opened) is followed by one try on a fresh connection: these
+   * requests (register, unregister, renew, end) can be repeated.
+   */
   private IOException request(int d, int what, int shuffle, int gen, int partitions) {
-    long c = 0;
+    long c = idleOne(d);
+    if (c != 0) {
+      try {
+        ServiceNative.request(c, what, shuffle, gen, partitions);
+        giveBack(d, c);
+        return null;
+      } catch (IOException | RuntimeException e) {
+        failed(d, c, e);
+        if (e instanceof DaemonRefusedException refused) {
+          return refused;
+        }
+      }
+    }
+    c = 0;
     try {
-      c = borrow(d);
+      c = connect(d);
       ServiceNative.request(c, what, shuffle, gen, partitions);
       giveBack(d, c);
       return null;
     } catch (IOException | RuntimeException e) {
-      failed(d, c);
+      failed(d, c, e);
       return e instanceof IOException io ? io : new IOException(e.getMessage(), e);
     }
   }

@@ -1,5 +1,6 @@
 package dev.sluice.spark.service;
 
+import dev.sluice.spark.jni.ServiceNative;
 import java.io.IOException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutorService;
@@ -32,11 +33,18 @@ import org.slf4j.LoggerFactory;
  * tasks of the same failed stage, a stale stage's stragglers) change nothing, so one failure opens
  * one generation.
  *
- * <p>Spark's listener bus is asynchronous: a rerun stage submitted before the new assignment is in
- * place runs on the old one, and its map tasks keep their outputs on their executors where an owner
- * is gone (or, pushed at a generation replaced meanwhile, are read as missing, which fails the
- * read once more and opens another generation). Every such path reruns or keeps data; the daemons'
- * generations and commit checks keep an old assignment's data from ever being read as a new one's.
+ * <p>The listener begins the replacement in the handle's cell as it sees the task's end (no I/O
+ * there) and registers on a thread of its own; Spark's serialization of the rerun stage waits for
+ * the registration ({@link CurrentAssignment#PENDING_WAIT_MS} at most). Only a listener bus
+ * delivering the task's end later than Spark resubmits (about 200 ms) lets a rerun start on the old
+ * assignment: its map tasks then keep their outputs on their executors where an owner is gone, or,
+ * pushed at a generation replaced meanwhile, are found missing at the next read, which fails once
+ * more and opens another generation. A fetch failure Spark ignores (from a stage attempt already
+ * superseded) still opens a generation when it names the current one, and the live attempt's next
+ * read fails once more the same way. Every such path reruns or keeps data; the daemons' generation
+ * and commit checks keep an old assignment's data from ever being read as a new one's. A daemon
+ * left out of the new generation keeps the older one's data until Spark unregisters the shuffle
+ * or the application ends.
  */
 public final class ServiceFailures extends SparkListener {
   private static final Logger LOG = LoggerFactory.getLogger(ServiceFailures.class);
@@ -97,6 +105,15 @@ public final class ServiceFailures extends SparkListener {
     }
   }
 
+  /** Stops watching (the context stops): queued registrations are dropped. */
+  public static synchronized void stop() {
+    if (current != null) {
+      current.worker.shutdownNow();
+      current.shuffles.clear();
+      current = null;
+    }
+  }
+
   @Override
   public void onTaskEnd(SparkListenerTaskEnd end) {
     if (!(end.reason() instanceof FetchFailed f)) {
@@ -104,29 +121,27 @@ public final class ServiceFailures extends SparkListener {
     }
     int shuffle = ServiceStreams.shuffleOf(f.bmAddress());
     Watched w = shuffle < 0 ? null : shuffles.get(shuffle);
-    if (w == null) {
+    if (w == null || !w.cell().begin(ServiceStreams.generationIn(f.message()))) {
       return;
     }
-    int failed = ServiceStreams.generationIn(f.message());
-    worker.execute(() -> reassign(shuffle, w, failed));
+    Assignment failed = w.cell().get();
+    try {
+      worker.execute(() -> reassign(shuffle, w, failed));
+    } catch (RuntimeException e) {
+      // Stopped meanwhile.
+      w.cell().end(null);
+    }
   }
 
-  /** Opens the next generation of {@code shuffle} when a read of its current one failed. */
-  private void reassign(int shuffle, Watched w, int failed) {
-    Assignment now = w.cell().get();
-    if (now == null || now.generation != failed || shuffles.get(shuffle) != w) {
-      return;
-    }
+  /** Registers the next generation of {@code shuffle} after a read of {@code failed} failed. */
+  private void reassign(int shuffle, Watched w, Assignment failed) {
+    Assignment next = null;
     try {
-      Assignment next =
-          daemons.register(shuffle, Daemons.nextGeneration(now.generation), w.partitions());
-      if (!w.cell().replace(now, next)) {
-        return;
-      }
+      next = daemons.register(shuffle, Daemons.nextGeneration(failed.generation), w.partitions());
       LOG.warn(
           "Sluice: a read of shuffle {} at generation {} failed; its rerun goes to {} ({})",
           shuffle,
-          now.generation,
+          failed.generation,
           next.addresses(daemons.conf),
           next);
     } catch (IOException | RuntimeException e) {
@@ -134,8 +149,19 @@ public final class ServiceFailures extends SparkListener {
           "Sluice: a read of shuffle {} at generation {} failed and no daemon took a new one ({});"
               + " its rerun's map outputs stay on their executors",
           shuffle,
-          now.generation,
+          failed.generation,
           e.getMessage());
+    } finally {
+      w.cell().end(next);
+    }
+    if (next != null && shuffles.get(shuffle) != w) {
+      // Spark unregistered the shuffle while the new generation was being registered.
+      try {
+        daemons.onEvery(ServiceNative.UNREGISTER, shuffle, 0);
+      } catch (IOException | RuntimeException e) {
+        LOG.warn(
+            "Sluice: unregistering shuffle {}: {} (the lease deletes it)", shuffle, e.getMessage());
+      }
     }
   }
 }

@@ -135,7 +135,6 @@ public final class ServicePush {
     int hi = assignment.first(k + 1, partitions);
     long connection = daemons.borrow(d);
     long push = ServiceNative.pushOpen(shuffle, assignment.generation, mapIndex, attempt);
-    boolean ok = false;
     try {
       if (lo < hi) {
         ServiceNative.pushFile(
@@ -148,16 +147,14 @@ public final class ServicePush {
       long committing = push;
       push = 0;
       ServiceNative.pushCommit(committing, connection);
-      ok = true;
+    } catch (Throwable e) {
+      daemons.failed(d, connection, e);
+      throw e;
     } finally {
       if (push != 0) {
         ServiceNative.pushAbandon(push);
       }
-      if (ok) {
-        daemons.giveBack(d, connection);
-      } else {
-        daemons.failed(d, connection);
-      }
     }
+    daemons.giveBack(d, connection);
   }
 }

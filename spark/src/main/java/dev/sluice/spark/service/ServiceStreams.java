@@ -155,7 +155,7 @@ public final class ServiceStreams
         dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
       } catch (IOException e) {
         if (owner >= 0) {
-          daemons.failed(assignment.daemon(owner), connection);
+          daemons.failed(assignment.daemon(owner), connection, e);
         }
         connection = 0;
         throw failed(start, e);
