@@ -454,6 +454,8 @@ pub struct AttemptPusher {
     in_flight: VecDeque<InFlight>,
     acks: Vec<(u32, u32)>,
     records: u64,
+    /// Slow-down answers met so far, over every chunk.
+    slow_downs: u32,
 }
 
 /// A chunk sent and not yet acknowledged: its frame (sent again if slowed
@@ -479,7 +481,14 @@ impl AttemptPusher {
             in_flight: VecDeque::new(),
             acks: Vec::new(),
             records: 0,
+            slow_downs: 0,
         }
+    }
+
+    /// Slow-down answers the attempt's chunks met so far (each chunk sent
+    /// again after its wait).
+    pub fn slow_downs(&self) -> u32 {
+        self.slow_downs
     }
 
     /// Adds `records` records of partition `partition` (encoded bytes),
@@ -547,6 +556,16 @@ impl AttemptPusher {
         Ok(())
     }
 
+    /// Flushes and waits for every chunk's acknowledgement (those slowed
+    /// down sent again until acknowledged).
+    pub async fn settle_all(&mut self, client: &mut Client) -> Result<(), ClientError> {
+        self.flush(client).await?;
+        while !self.in_flight.is_empty() {
+            self.settle(client).await?;
+        }
+        Ok(())
+    }
+
     /// Reads the oldest unacknowledged chunk's answer: its acknowledgement
     /// (checked against the CRC sent), or a slow-down (the chunk is sent
     /// again after the wait, at most [`MAX_SLOW_DOWNS`] times).
@@ -566,6 +585,7 @@ impl AttemptPusher {
             }
             Message::SlowDown { retry_after_ms } => {
                 f.slowed += 1;
+                self.slow_downs += 1;
                 if f.slowed > MAX_SLOW_DOWNS {
                     return Err(ClientError::TooSlow { addr: client.addr });
                 }
@@ -581,10 +601,7 @@ impl AttemptPusher {
     /// Flushes, waits for every chunk's acknowledgement and commits; true
     /// when first for its map index here.
     pub async fn commit(mut self, client: &mut Client) -> Result<bool, ClientError> {
-        self.flush(client).await?;
-        while !self.in_flight.is_empty() {
-            self.settle(client).await?;
-        }
+        self.settle_all(client).await?;
         // A chunk sent again after a slow-down is acknowledged after later ones.
         self.acks.sort_unstable_by_key(|&(seq, _)| seq);
         let acks_crc = acks_checksum(self.acks.iter().copied());

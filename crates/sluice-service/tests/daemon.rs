@@ -424,3 +424,39 @@ async fn chunks_in_flight_keep_the_connection_busy_until_the_commit() {
     let got: Vec<u8> = blocks.into_iter().flat_map(|b| b.data).collect();
     assert!(got == data, "the chunks concatenate to the data");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slowed_down_chunk_is_sent_again_after_its_wait_and_committed() {
+    let budget = sluice_service::daemon::MIN_MEMORY_BYTES;
+    let n = node("127.0.0.1", budget).await;
+    let mut c = client(n.addr(), "app-slowed").await;
+    c.register_shuffle(0, 0, 2).await.expect("register");
+    // The budget filled with 200 small owners: attempts that staged 40 KiB
+    // each and never commit. A chunk of about 1 MiB needs more of them
+    // spilled than one push may spill (16) before it is answered SlowDown.
+    let small = 40 << 10;
+    let owners = (budget / small - 4) as u32;
+    for map in 0..owners {
+        let m = Message::Push {
+            shuffle: 0,
+            generation: 0,
+            map,
+            attempt: 1,
+            seq: 0,
+            sections: vec![Section { partition: 0, records: 1, data: vec![7; small as usize] }],
+        };
+        c.push(&m).await.expect("stage a small owner");
+    }
+    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i % 241) as u8).collect();
+    let mut p = AttemptPusher::new(0, 0, owners, 1);
+    p.add(&mut c, 1, 9, &data).await.expect("add");
+    p.settle_all(&mut c).await.expect("every chunk acknowledged");
+    assert!(p.slow_downs() >= 1, "no chunk was slowed down");
+    assert!(p.commit(&mut c).await.expect("commit"), "first commit of its map");
+    let st = c.stats().await.expect("stats");
+    assert!(st.peak_bytes <= budget && st.spilled_bytes > 0, "{st:?}");
+    let blocks = c.read(0, 0, 1, 2, vec![Winner { map: owners, attempt: 1 }]).await.expect("read");
+    assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), 9);
+    let got: Vec<u8> = blocks.into_iter().flat_map(|b| b.data).collect();
+    assert!(got == data, "the chunks, one sent twice, concatenate to the data in order");
+}
