@@ -10,6 +10,7 @@ registers is left out of it, and a read that fails at a daemon has the
 rerun assigned over the live daemons; the daemons hold nothing once the
 application ends."""
 
+import contextlib
 import gc
 import json
 import os
@@ -418,15 +419,12 @@ def _metrics(s):
     return lambda: (m.serviceMapOutputs(), m.serviceFallbacks(), m.serviceReads())
 
 
-def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path):
-    # The map stage commits at both daemons; the second is killed with
-    # SIGKILL and restarted, empty, on its address and directory. The next
-    # job over the same shuffle: the restarted daemon does not know the
-    # shuffle (it serves nothing stale), the read becomes a fetch failure,
-    # the driver registers a new generation at both daemons (the restarted
-    # one answers), Spark reruns the map stage, and the rerun's outputs are
-    # pushed to the daemons again. Spark's answer, and no task retried
-    # against the dead daemon until the job gave up.
+@contextlib.contextmanager
+def _read_again_after(own_daemons, tmp_path, lose):
+    """A partitionBy read once, its four map outputs pushed to both daemons;
+    `lose(ds)` takes the second daemon's data away; the same shuffle read
+    again, Spark's answer and its map stage rerun once. Yields the context,
+    the metrics' reader and the metrics before and after the second read."""
     ds, key = own_daemons()
     s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
     try:
@@ -438,17 +436,33 @@ def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path
         assert sum(want) == sum(range(40000))
         first = counts()
         assert first[0] - before[0] == 4 and first[1] == before[1], (before, first)
-        ds[1].kill()
-        ds[1] = ds[1].restarted()
-        sc.setJobGroup("after-restart", "read the shuffle after a daemon's restart")
+        lose(ds)
+        sc.setJobGroup("again", "read the shuffle after a daemon lost its data")
         assert sizes() == want
         after = counts()
-        mapped, _ = _map_tasks_run(sc, "after-restart")
+        mapped, _ = _map_tasks_run(sc, "again")
         assert mapped == 4, "the map stage was not rerun after the daemon lost its output"
-        assert after[0] - first[0] == 4 and after[1] == first[1], \
-            f"the rerun's outputs were not pushed to the new generation: {first} -> {after}"
+        yield sc, counts, first, after
     finally:
         s.stop()
+
+
+def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path):
+    # The map stage commits at both daemons; the second is killed with
+    # SIGKILL and restarted, empty, on its address and directory. The next
+    # job over the same shuffle: the restarted daemon does not know the
+    # shuffle (it serves nothing stale), the read becomes a fetch failure,
+    # the driver registers a new generation at both daemons (the restarted
+    # one answers), Spark reruns the map stage, and the rerun's outputs are
+    # pushed to the daemons again. Spark's answer, and no task retried
+    # against the dead daemon until the job gave up.
+    def restart(ds):
+        ds[1].kill()
+        ds[1] = ds[1].restarted()
+
+    with _read_again_after(own_daemons, tmp_path, restart) as (_, _, first, after):
+        assert after[0] - first[0] == 4 and after[1] == first[1], \
+            f"the rerun's outputs were not pushed to the new generation: {first} -> {after}"
 
 
 def test_a_restarted_daemon_takes_the_next_shuffle(own_daemons, tmp_path):
@@ -481,20 +495,8 @@ def test_a_daemon_killed_for_good_after_the_map_stage(own_daemons, tmp_path):
     # the first daemon alone, which owns every partition from then on; the
     # rerun's outputs and a later shuffle's are pushed there, none kept on
     # an executor for want of a daemon.
-    ds, key = own_daemons()
-    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
-    try:
-        sc, counts = s.sparkContext, _metrics(s)
-        shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
-        sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
-        want = sizes()
-        first = counts()
-        ds[1].kill()
-        sc.setJobGroup("after-death", "read the shuffle after a daemon died")
-        assert sizes() == want
-        after = counts()
-        mapped, _ = _map_tasks_run(sc, "after-death")
-        assert mapped == 4, "the map stage was not rerun after the daemon died"
+    with _read_again_after(own_daemons, tmp_path, lambda ds: ds[1].kill()) as (
+            sc, counts, first, after):
         assert after[0] - first[0] == 4 and after[1] == first[1], \
             f"the rerun's outputs did not go to the live daemon: {first} -> {after}"
         got = sorted(sc.parallelize(range(3000), 3).map(lambda x: (x % 7, x)).partitionBy(5)
@@ -503,8 +505,6 @@ def test_a_daemon_killed_for_good_after_the_map_stage(own_daemons, tmp_path):
         assert sum(got) == sum(range(3000))
         assert later[0] - after[0] == 3 and later[1] == after[1], \
             f"a later shuffle was not assigned to the live daemon: {after} -> {later}"
-    finally:
-        s.stop()
 
 
 def test_a_repartition_that_deals_anew_hit_by_a_fetch_failure(own_daemons, tmp_path):
