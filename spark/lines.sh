@@ -4,8 +4,9 @@
 # (spark/suites/run.sh --line L, which installs that line's pyspark into
 # spark/.venv-suites-L), the local-mode pytest file (spark/tests/test_1_local.py: every
 # workload record for record against Spark's sort shuffle, the SQL rules' plan shapes) and
-# two of the service's (spark/tests/test_10_service.py: every kind of shuffle through two
-# daemons, a daemon restarted under a job) in the same venv, with the pytest of
+# four of the service's (spark/tests/test_10_service.py: every kind of shuffle through two
+# daemons, small outputs kept on executors, a daemon restarted under a job and the rerun
+# assigned anew, a restarted daemon taking the next shuffle) in the same venv, with the pytest of
 # spark/requirements.txt.
 #
 #   bash spark/lines.sh [LINE ...]        (default: 3.5 4.0 4.2)
