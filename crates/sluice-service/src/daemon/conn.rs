@@ -14,7 +14,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::store::{Pushed, Refusal, SLOW_DOWN_MS};
+use super::store::{ChunkId, Pushed, Refusal, SLOW_DOWN_MS};
 use super::{shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STALL_TIMEOUT};
 use crate::auth;
 use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
@@ -129,7 +129,8 @@ async fn handle(
         }
         Message::Push { shuffle, generation, map, attempt, seq, mut sections } => {
             let bytes = sections.iter().map(|x| x.data.len() as u64).sum();
-            let r = push(shared, app, shuffle, generation, map, attempt, seq, &mut sections, crc);
+            let id = ChunkId { shuffle, generation, map, attempt, seq, crc };
+            let r = push(shared, app, &id, &mut sections);
             // The frame the sections were read from is gone.
             trim::freed(bytes);
             r
@@ -179,21 +180,14 @@ const MAX_SPILLS_PER_PUSH: u32 = 16;
 
 /// Stages a push, first writing spills without the store's lock (the
 /// runtime told this worker blocks) until it fits.
-#[allow(clippy::too_many_arguments)]
 fn push(
     shared: &Shared,
     app: &str,
-    shuffle: u32,
-    generation: u32,
-    map: u32,
-    attempt: u64,
-    seq: u32,
+    id: &ChunkId,
     sections: &mut Vec<Section>,
-    crc: u32,
 ) -> Result<Message, Refusal> {
     for _ in 0..MAX_SPILLS_PER_PUSH {
-        let step =
-            shared.store().push(app, shuffle, generation, map, attempt, seq, sections, crc)?;
+        let step = shared.store().push(app, id, sections)?;
         match step {
             Pushed::Reply(m) => return Ok(m),
             Pushed::Spill(mut job) => {

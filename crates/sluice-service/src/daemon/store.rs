@@ -130,6 +130,19 @@ pub(crate) struct BlockRef {
     pub(crate) at: Loc,
 }
 
+/// Which chunk a push stages: its shuffle and generation, its map attempt,
+/// its sequence number in the attempt and the push frame's CRC (returned in
+/// the acknowledgement).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChunkId {
+    pub(crate) shuffle: u32,
+    pub(crate) generation: u32,
+    pub(crate) map: u32,
+    pub(crate) attempt: u64,
+    pub(crate) seq: u32,
+    pub(crate) crc: u32,
+}
+
 /// What a push comes to: a reply, or a spill to write (without the store's
 /// lock) before the push is tried again.
 #[derive(Debug)]
@@ -312,21 +325,16 @@ impl Store {
         Ok(s)
     }
 
-    /// Stages one chunk (taking `sections`): its acknowledgement, a
+    /// Stages chunk `id` (taking `sections`): its acknowledgement, a
     /// slow-down or a refusal; or, when it does not fit, a spill to write
     /// before it is tried again (`sections` left in place).
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn push(
         &mut self,
         app: &str,
-        shuffle: u32,
-        generation: u32,
-        map: u32,
-        attempt: u64,
-        seq: u32,
+        id: &ChunkId,
         sections: &mut Vec<Section>,
-        crc: u32,
     ) -> Result<Pushed, Refusal> {
+        let ChunkId { shuffle, generation, map, attempt, seq, crc } = *id;
         let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
         if let Some(bad) = sections.iter().find(|x| x.partition >= s.partitions) {
             return refuse(

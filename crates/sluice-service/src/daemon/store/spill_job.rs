@@ -180,7 +180,7 @@ impl Store {
 mod tests {
     use std::time::Duration;
 
-    use super::super::Pushed;
+    use super::super::{ChunkId, Pushed};
     use super::*;
     use crate::protocol::{acks_checksum, Message, Section, Winner};
 
@@ -200,7 +200,8 @@ mod tests {
     /// Pushes map `map`'s one chunk (all to `partition`, CRC `map`).
     fn push(s: &mut Store, map: u32, partition: u32, n: usize) -> Pushed {
         let mut sections = vec![Section { partition, records: 1, data: bytes(map, n) }];
-        s.push(APP, 0, 1, map, 1, 0, &mut sections, map).expect("push")
+        let id = ChunkId { shuffle: 0, generation: 1, map, attempt: 1, seq: 0, crc: map };
+        s.push(APP, &id, &mut sections).expect("push")
     }
 
     fn acked(p: Pushed) {
