@@ -121,7 +121,7 @@ pub struct Daemon {
     stop: watch::Sender<bool>,
     accept: tokio::task::JoinHandle<()>,
     /// Each directory's lock file, held while the daemon runs.
-    _locks: Vec<std::fs::File>,
+    _locks: Vec<spill::DirLock>,
     stale: (u64, u64),
 }
 

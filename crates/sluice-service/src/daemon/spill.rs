@@ -29,8 +29,25 @@ pub const SPILL_WRITE_BYTES: usize = 1 << 20;
 /// The file in each directory a running daemon holds locked.
 pub(crate) const LOCK_FILE: &str = ".sluice-daemon.lock";
 
-/// Takes `dir`'s lock, held while the returned file stays open.
-pub(crate) fn lock_dir(dir: &Path) -> Result<File, String> {
+/// A directory's lock, released when dropped.
+///
+/// The lock belongs to the open file, which a child process forked by
+/// another thread shares until it executes its program (the descriptor is
+/// close-on-exec, not close-on-fork): closing our descriptor alone would
+/// leave the directory locked for that moment, and a daemon started right
+/// after this one stopped would find it in use. Unlocking explicitly
+/// releases it for every holder of the open file.
+#[derive(Debug)]
+pub(crate) struct DirLock(File);
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        let _ = rustix::fs::flock(&self.0, rustix::fs::FlockOperation::Unlock);
+    }
+}
+
+/// Takes `dir`'s lock, held until the returned lock is dropped.
+pub(crate) fn lock_dir(dir: &Path) -> Result<DirLock, String> {
     let path = dir.join(LOCK_FILE);
     let file = File::options()
         .create(true)
@@ -39,7 +56,7 @@ pub(crate) fn lock_dir(dir: &Path) -> Result<File, String> {
         .open(&path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(DirLock(file)),
         Err(rustix::io::Errno::WOULDBLOCK) => {
             Err("another daemon is using it (its lock file is held)".into())
         }
