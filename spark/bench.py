@@ -90,6 +90,26 @@ SERVICE = "sluice-service"
 DATA = pathlib.Path("/tmp/sluice-bench-spark")
 
 
+def baseline_in_service(a):
+    """Whether the baseline runs in service mode (--baseline-conf
+    spark.sluice.mode=service): against the same daemons, as an application
+    of its own."""
+    return "spark.sluice.mode=service" in a.baseline_conf
+
+
+def needs_daemons(a):
+    return SERVICE in a.managers or (BASELINE in a.managers and baseline_in_service(a))
+
+
+def service_conf(a, manager):
+    """The service settings `manager`'s session adds (none for the others)."""
+    if manager == SERVICE:
+        return a.service_conf
+    if manager == BASELINE and baseline_in_service(a):
+        return a.baseline_service_conf
+    return []
+
+
 def session(manager, cores, tmp, sluice_conf=(), jar=JAR, app="sluice-bench", settings=None,
             master=None):
     """A Spark session for `manager` (its own JVM: one per process): local
@@ -350,8 +370,7 @@ class Worker:
         DATA = a.tmp
         self.a, self.manager = a, manager
         jar = a.baseline_jar if manager == BASELINE and a.baseline_jar else JAR
-        conf = (a.sluice_conf + (a.baseline_conf if manager == BASELINE else [])
-                + (a.service_conf if manager == SERVICE else []))
+        conf = a.sluice_conf + (a.baseline_conf if manager == BASELINE else []) + service_conf(a, manager)
         settings = dict(kv.partition("=")[::2] for kv in a.conf)
         if a.master:
             settings = {"spark.executor.memory": a.executor_memory, **settings}
@@ -428,6 +447,8 @@ def start_worker(a, manager):
         args += ["--baseline-conf", kv]
     for kv in a.service_conf:
         args += ["--service-conf", kv]
+    for kv in a.baseline_service_conf:
+        args += ["--baseline-service-conf", kv]
     if a.baseline_jar:
         args += ["--baseline-jar", str(a.baseline_jar)]
     p = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -567,11 +588,12 @@ def print_cluster(managers, results):
     time, the CPU of its JVMs and of the daemons, and what each task asked
     for: blocks per reduce task (each one read where it is stored under
     Spark's shuffle), daemon reads per reduce task and chunks and commits
-    per map task (the service's)."""
+    per map task (the service's), and the records the daemons' reduced
+    reads took in and handed out."""
     print("CPU: the application's JVMs (driver, executors) + the daemons over the run.")
     print(f"{'workload':17} {'manager':15} {'s':>7} {'JVM CPU s':>9} {'daemon CPU s':>12} "
           f"{'shuffle GB':>10} {'blocks/reduce':>13} {'reads/reduce':>12} "
-          f"{'chunks/map':>10} {'commits/map':>11}")
+          f"{'chunks/map':>10} {'commits/map':>11} {'reduced in/out':>15}")
     for name, r in results.items():
         for m in managers:
             x = r[m]
@@ -580,7 +602,8 @@ def print_cluster(managers, results):
             print(f"{name:17} {m:15} {x['seconds']:7.2f} {x['process_cpu_s']:9.2f} "
                   f"{d.get('cpu_s', 0):12.2f} {x['shuffle_bytes'] / 1e9:10.3f} "
                   f"{x['blocks'] / reduces:13.1f} {d.get('reads', 0) / reduces:12.2f} "
-                  f"{d.get('chunks', 0) / maps:10.2f} {d.get('commits', 0) / maps:11.2f}")
+                  f"{d.get('chunks', 0) / maps:10.2f} {d.get('commits', 0) / maps:11.2f} "
+                  f"{d.get('reduced_in', 0):>7}/{d.get('reduced_out', 0):<7}")
     print()
 
 
@@ -610,13 +633,16 @@ def main():
                          f"'{BASELINE}' (with --managers, e.g. sluice,{BASELINE})")
     ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
                     help=f"a Spark setting for the '{BASELINE}' runs only (repeatable); without "
-                         "--baseline-jar it runs this build's jar with those settings")
+                         "--baseline-jar it runs this build's jar with those settings; with "
+                         "spark.sluice.mode=service it runs against the daemons, as an "
+                         "application of its own")
     ap.add_argument("--managers", default="sort,sluice",
                     help=f"which of sort, sluice, {BASELINE}, {SERVICE} to run (default "
                          f"sort,sluice; {SERVICE} starts two sluice daemons on loopback)")
     add_cluster_args(ap)
     ap.add_argument("--manager", choices=[*MANAGERS, BASELINE, SERVICE], help=argparse.SUPPRESS)
     ap.add_argument("--service-conf", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-service-conf", action="append", default=[], help=argparse.SUPPRESS)
     a = ap.parse_args()
     bad = [kv for kv in a.conf + a.sluice_conf if "=" not in kv or not kv.startswith("spark.")]
     if bad:
@@ -651,10 +677,12 @@ def main():
     a.daemons = None
     with contextlib.ExitStack() as stack:
         enter_cluster(stack, a)
-        if SERVICE in a.managers:
+        if needs_daemons(a):
             a.daemons = stack.enter_context(
                 daemons.service_daemons(a.tmp / "service", memory=a.daemon_memory))
             a.service_conf = a.daemons.conf
+            if BASELINE in a.managers:
+                a.baseline_service_conf = a.daemons.conf_of(daemons.APP + "-base")
         runs = run_interleaved(a)
     results = {name: {m: min(rs, key=lambda r: r["seconds"]) for m, rs in by.items()}
                for name, by in runs.items()}

@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The application name the benchmarks' Spark applications present to the daemons.
 APP = "sluice-bench"
 # The daemons' counters that only grow (a run's work is the difference).
-COUNTS = ("chunks", "commits", "reads")
+COUNTS = ("chunks", "commits", "reads", "reduced_reads", "reduced_in", "reduced_out")
 
 
 class Daemons:
@@ -25,8 +25,17 @@ class Daemons:
 
     def __init__(self, binary, secret, procs, addrs, key):
         self.binary, self.secret, self.procs, self.addrs = binary, secret, procs, addrs
-        self.conf = ["spark.sluice.mode=service", f"spark.sluice.service.daemons={','.join(addrs)}",
-                     f"spark.sluice.service.app={APP}", f"spark.sluice.service.appSecret={key}"]
+        self.conf = self.conf_of(APP, key)
+
+    def conf_of(self, app, key=None):
+        """The service settings of application `app` (its key derived from
+        the node secret unless given): two applications running side by side
+        (a build and its baseline) must not share an id."""
+        if key is None:
+            key = subprocess.run([str(self.binary), "app-key", "--secret-file", str(self.secret),
+                                  "--app", app], check=True, capture_output=True, text=True).stdout.strip()
+        return ["spark.sluice.mode=service", f"spark.sluice.service.daemons={','.join(self.addrs)}",
+                f"spark.sluice.service.app={app}", f"spark.sluice.service.appSecret={key}"]
 
     def stats(self, addr):
         out = subprocess.run([str(self.binary), "stats", "--daemon", addr,

@@ -239,8 +239,7 @@ def session(manager, a, jar):
     if a.master:
         settings["spark.executor.memory"] = a.executor_memory
     settings.update(kv.partition("=")[::2] for kv in a.conf)
-    extra = (a.baseline_conf if manager == BASELINE else []) + (
-        a.service_conf if manager == SERVICE else [])
+    extra = (a.baseline_conf if manager == BASELINE else []) + bench.service_conf(a, manager)
     return bench.session(manager, a.cores, a.tmp / manager, a.sluice_conf + extra, jar,
                          app="sluice-tpch", settings=settings, master=a.master)
 
@@ -369,6 +368,8 @@ def start_worker(a, manager):
         args += ["--baseline-conf", kv]
     for kv in a.service_conf:
         args += ["--service-conf", kv]
+    for kv in a.baseline_service_conf:
+        args += ["--baseline-service-conf", kv]
     if a.baseline_jar:
         args += ["--baseline-jar", str(a.baseline_jar)]
     if a.master:
@@ -591,7 +592,9 @@ def main():
                     help=f"another Sluice build's jar, run as '{BASELINE}' (with --managers)")
     ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
                     help=f"a Spark setting for the '{BASELINE}' runs only (repeatable); without "
-                         "--baseline-jar it runs this build's jar with those settings")
+                         "--baseline-jar it runs this build's jar with those settings; with "
+                         "spark.sluice.mode=service it runs against the daemons, as an "
+                         "application of its own")
     ap.add_argument("--managers", default="sort,sluice",
                     help=f"two or more of sort, sluice, {BASELINE}, {COMET}, {SERVICE} (this "
                          "build in service mode against two sluice daemons it starts on loopback); "
@@ -602,6 +605,7 @@ def main():
     bench.add_cluster_args(ap)
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     ap.add_argument("--service-conf", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-service-conf", action="append", default=[], help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.quick:
         a.sf, a.partitions, a.reps, a.warmup = 0.1, "16", 1, 0
@@ -642,9 +646,12 @@ def main():
     t = time.perf_counter()
     with contextlib.ExitStack() as stack:
         bench.enter_cluster(stack, a)
-        if SERVICE in a.managers:
-            a.service_conf = stack.enter_context(
-                daemons.service_daemons(a.tmp / "service", memory=a.daemon_memory)).conf
+        if bench.needs_daemons(a):
+            running = stack.enter_context(
+                daemons.service_daemons(a.tmp / "service", memory=a.daemon_memory))
+            a.service_conf = running.conf
+            if BASELINE in a.managers:
+                a.baseline_service_conf = running.conf_of(daemons.APP + "-base")
         runs, wrong = run_power(a) if a.protocol == "power" else run_interleaved(a)
     rows = report(a, runs)
     print(f"\n{len(a.queries) * len(a.partitions)} query settings, {len(wrong)} wrong answers, "

@@ -197,28 +197,40 @@ def kinds(spark, offloaded):
     return out
 
 
-def test_every_kind_of_shuffle_through_the_daemons(daemons, tmp_path):
+@pytest.mark.parametrize("at_daemon", [True, False], ids=["reduced_at_daemons", "reduced_in_tasks"])
+def test_every_kind_of_shuffle_through_the_daemons(daemons, tmp_path, at_daemon):
     # The reduce task reads each daemon's share as one stream and feeds a
     # sort's merge or an aggregate's final table with it as it would fetched
     # segments: the sort shuffle's answers, every map output at the daemons.
+    # With service.reduceAtDaemon (the default) the daemons run the native
+    # operators first (the SQL aggregates, the offloaded reduceByKey, the
+    # sorts): one segment per partition, fewer records than they took in.
     ds, key = daemons
     ref = session("local[2]", "sort", tmp_path / "sort")
     try:
         want = kinds(ref, offloaded=False)
     finally:
         ref.stop()
-    s = session("local[2]", SLUICE, tmp_path / "service", extra=service_conf(ds, key))
+    extra = dict(service_conf(ds, key), **{"spark.sluice.service.reduceAtDaemon": str(at_daemon).lower()})
+    s = session("local[2]", SLUICE, tmp_path / "service", extra=extra)
     try:
         counts = _metrics(s)
-        before = counts()
+        before, daemons_before = counts(), [d.stats() for d in ds]
         got = kinds(s, offloaded=True)
-        after = counts()
+        after, daemons_after = counts(), [d.stats() for d in ds]
     finally:
         s.stop()
     for name in want:
         assert got[name] == want[name], name
     pushed, kept, reads = (a - b for a, b in zip(after, before))
     assert pushed > 0 and kept == 0 and reads > 0, (pushed, kept, reads)
+    reduced, took, gave = (sum(a[f] - b[f] for a, b in zip(daemons_after, daemons_before))
+                           for f in ("reduced_reads", "reduced_in", "reduced_out"))
+    if at_daemon:
+        assert reduced > 0, "no read ran its operator at a daemon"
+        assert took > gave > 0, ("the daemons' aggregates combined nothing", took, gave)
+    else:
+        assert (reduced, took, gave) == (0, 0, 0)
 
 
 def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):

@@ -48,6 +48,9 @@ pub(crate) fn run(args: &StatsArgs) -> Result<(), Box<dyn std::error::Error>> {
         "chunks": s.chunks,
         "commits": s.commits,
         "reads": s.reads,
+        "reduced_reads": s.reduced_reads,
+        "reduced_in": s.reduced_in,
+        "reduced_out": s.reduced_out,
     });
     println!("{json}");
     Ok(())

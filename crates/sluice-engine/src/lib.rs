@@ -52,6 +52,7 @@ mod engine;
 mod error;
 pub mod file_task;
 pub mod host_keys;
+pub mod host_op;
 pub mod liquid;
 mod map_task;
 mod metrics;

@@ -9,50 +9,20 @@
 //! the host's key bytes`; values are little-endian numbers of the
 //! shuffle's value type (see [`agg_spec`]).
 
-use sluice_core::reorg::aggregate::{AggFn, AggSpec, Lanes, SpillStrategy, ValueType};
+use sluice_core::reorg::aggregate::{AggSpec, SpillStrategy};
 use sluice_core::reorg::StageSpec;
+use sluice_engine::host_op;
 
 use crate::error::{BridgeError, BridgeResult};
 use crate::fields;
 
-/// The aggregation a JVM names by two small codes: `func` 0 sum, 1 count,
-/// 2 min, 3 max, 4 exact sum (Spark SQL's ANSI `sum`: its result carries an
-/// overflow flag), with `value` 0 i64, 1 i32, 2 f64; or [`FUNC_LANES`], a
-/// Spark SQL aggregate of several functions, with `value` the lanes' code
-/// ([`Lanes::from_code`]).
+/// The aggregation a JVM names by two small codes (see
+/// [`sluice_engine::host_op::agg_spec`], where the codes are declared).
 pub fn agg_spec(func: i32, value: i32) -> BridgeResult<AggSpec> {
-    if func == FUNC_LANES {
-        let lanes = Lanes::from_code(value as u32)
-            .ok_or_else(|| BridgeError::Argument(format!("unknown aggregate lanes {value:#x}")))?;
-        return Ok(AggSpec::new(AggFn::Lanes(lanes), ValueType::I64));
-    }
-    let f = match func {
-        0 => AggFn::Sum,
-        1 => AggFn::Count,
-        2 => AggFn::Min,
-        3 => AggFn::Max,
-        4 => AggFn::SumExact,
-        other => return Err(BridgeError::Argument(format!("unknown aggregate function {other}"))),
-    };
-    let v = match value {
-        0 => ValueType::I64,
-        1 => ValueType::I32,
-        2 => ValueType::F64,
-        other => return Err(BridgeError::Argument(format!("unknown value type {other}"))),
-    };
-    Ok(AggSpec::new(f, v))
+    host_op::agg_spec(func, value).map_err(argument)
 }
 
-/// Function code of several aggregates over one record's values.
-pub const FUNC_LANES: i32 = 5;
-
-/// Operator code of a shuffle with no engine operator.
-pub const OP_NONE: i32 = -1;
-
-/// Operator code of a sorting shuffle (`sortByKey` with a natural key
-/// order); codes 0 and up are aggregations ([`agg_spec`]), [`OP_NONE`] is
-/// none.
-pub const OP_SORT: i32 = -2;
+pub use sluice_engine::host_op::{FUNC_LANES, OP_NONE, OP_SORT};
 
 /// The map-side spilling strategy of host code `code`
 /// (`jni/SpillStrategy.java`): 0 state, 1 input, 2 evict.
@@ -109,9 +79,13 @@ impl HostOp {
 /// (`func`, `value`): [`OP_NONE`], [`OP_SORT`], or an aggregation spilling by
 /// `spill`.
 pub fn stage_spec(func: i32, value: i32, spill: SpillStrategy) -> BridgeResult<StageSpec> {
-    match func {
-        OP_NONE => Ok(StageSpec::None),
-        OP_SORT => Ok(StageSpec::Sort),
-        _ => Ok(StageSpec::Aggregate(agg_spec(func, value)?, spill)),
+    host_op::stage_spec(func, value, spill).map_err(argument)
+}
+
+/// An engine's refusal of a host's codes, as the bridge's argument error.
+fn argument(e: sluice_engine::EngineError) -> BridgeError {
+    match e {
+        sluice_engine::EngineError::Argument(s) => BridgeError::Argument(s),
+        other => BridgeError::Engine(other),
     }
 }

@@ -348,6 +348,9 @@ fn the_service_request_codes_agree_with_java() {
     ] {
         assert_eq!(java_value(&source, name).parse::<i32>(), Ok(code), "{name}");
     }
+    // A reduced read's map index, u32::MAX on the wire, is -1 as a Java int.
+    let reduced = sluice_service::protocol::REDUCED_MAP;
+    assert_eq!(java_value(&source, "REDUCED_MAP").parse::<i32>(), Ok(reduced as i32));
 }
 
 #[test]

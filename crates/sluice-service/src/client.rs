@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use crate::auth::{self, Key};
 use crate::protocol::limits::{MAX_WINNERS_PER_READ, PUSH_CHUNK_BYTES};
 use crate::protocol::{
-    acks_checksum, frame, DaemonStats, ErrorCode, Message, ProtocolError, Section, Winner,
+    acks_checksum, frame, DaemonStats, ErrorCode, Message, ProtocolError, ReduceOp, Section, Winner,
 };
 
 /// How long connecting to a daemon may take.
@@ -321,7 +321,32 @@ impl Client {
         end: u32,
         winners: Vec<Winner>,
     ) -> Result<Vec<Block>, ClientError> {
-        self.read_start(shuffle, generation, start, end, winners).await?;
+        self.read_all(shuffle, generation, start, end, winners, None).await
+    }
+
+    /// [`Client::read`] with the daemon running the reduce-side operator
+    /// `op` over each partition first (see [`Client::read_start`]).
+    pub async fn read_reduced(
+        &mut self,
+        (shuffle, generation): (u32, u32),
+        start: u32,
+        end: u32,
+        winners: Vec<Winner>,
+        op: ReduceOp,
+    ) -> Result<Vec<Block>, ClientError> {
+        self.read_all(shuffle, generation, start, end, winners, Some(op)).await
+    }
+
+    async fn read_all(
+        &mut self,
+        shuffle: u32,
+        generation: u32,
+        start: u32,
+        end: u32,
+        winners: Vec<Winner>,
+        reduce: Option<ReduceOp>,
+    ) -> Result<Vec<Block>, ClientError> {
+        self.read_start(shuffle, generation, start, end, winners, reduce).await?;
         let mut blocks = Vec::new();
         while let Some(b) = self.read_next().await? {
             blocks.push(b);
@@ -329,8 +354,12 @@ impl Client {
         Ok(blocks)
     }
 
-    /// Sends a read; its blocks come from [`Client::read_next`]. Until the
-    /// stream has ended, no other request may be sent on this connection.
+    /// Sends a read; its blocks come from [`Client::read_next`]. With
+    /// `reduce`, the daemon runs that reduce-side operator over each
+    /// partition first ([`Message::ReadReduced`]): each partition comes as
+    /// one segment of map [`REDUCED_MAP`](crate::protocol::REDUCED_MAP).
+    /// Until the stream has ended, no other request may be sent on this
+    /// connection.
     pub async fn read_start(
         &mut self,
         shuffle: u32,
@@ -338,6 +367,7 @@ impl Client {
         start: u32,
         end: u32,
         winners: Vec<Winner>,
+        reduce: Option<ReduceOp>,
     ) -> Result<(), ClientError> {
         self.idle()?;
         if winners.len() > MAX_WINNERS_PER_READ as usize {
@@ -346,7 +376,10 @@ impl Client {
                 limit: MAX_WINNERS_PER_READ,
             });
         }
-        let m = Message::Read { shuffle, generation, start, end, winners };
+        let m = match reduce {
+            None => Message::Read { shuffle, generation, start, end, winners },
+            Some(op) => Message::ReadReduced { shuffle, generation, start, end, op, winners },
+        };
         self.send_frame(&frame::encode(&m)).await?;
         self.reading = Some(ReadState { start, end, blocks: 0, records: 0, bytes: 0 });
         Ok(())

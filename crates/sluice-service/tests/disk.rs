@@ -135,13 +135,19 @@ async fn a_directory_serves_one_daemon_and_a_killed_ones_spills_are_removed() {
     std::fs::write(app.join("s3-g7-p12-0.data"), vec![1u8; 1000]).expect("spill");
     std::fs::write(app.join("s3-g7-m1-a9-0.staged"), vec![2u8; 24]).expect("staged");
     std::fs::write(app.join("notes.txt"), b"mine").expect("other");
+    // A reduced read's spill directory and its run.
+    std::fs::create_dir(app.join("r41")).expect("reduce dir");
+    std::fs::write(app.join("r41").join("run-0"), vec![3u8; 100]).expect("reduce spill");
+    std::fs::create_dir(app.join("results")).expect("a directory that is not the daemon's");
     let other = dir.path().join("not-an-app");
     std::fs::create_dir(&other).expect("other dir");
     std::fs::write(other.join("s1-g1-p1-0.data"), b"mine too").expect("other spill-like");
     let d = Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20))
         .await
         .expect("daemon");
-    assert_eq!(d.stale_removed(), (2, 1024));
+    assert_eq!(d.stale_removed(), (3, 1124));
+    assert!(!app.join("r41").exists(), "a reduced read's directory was left");
+    assert!(app.join("results").exists(), "a directory that is not a reduced read's was removed");
     assert!(!app.join("s3-g7-p12-0.data").exists());
     assert!(!app.join("s3-g7-m1-a9-0.staged").exists());
     assert!(app.join("notes.txt").exists(), "a file that is not a spill was removed");

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use sluice_service::protocol::limits::FRAME_HEADER_BYTES;
-use sluice_service::protocol::{frame, DaemonStats, ErrorCode, Message, Section, Winner};
+use sluice_service::protocol::{frame, DaemonStats, ErrorCode, Message, ReduceOp, Section, Winner};
 
 fn corpus_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/frames")
@@ -69,6 +69,17 @@ fn seeds() -> Vec<(&'static str, Message)> {
             },
         ),
         (
+            "read_reduced",
+            Message::ReadReduced {
+                shuffle: 3,
+                generation: 1,
+                start: 4,
+                end: 6,
+                op: ReduceOp { function: 5, value_type: 0x0102 },
+                winners: vec![Winner { map: 0, attempt: 1 }, Winner { map: 1, attempt: 9 }],
+            },
+        ),
+        (
             "data",
             Message::Data { partition: 5, map: 17, records: 1, data: b"key-c\x00val-c".to_vec() },
         ),
@@ -95,6 +106,9 @@ fn seeds() -> Vec<(&'static str, Message)> {
                 chunks: 5,
                 commits: 6,
                 reads: 7,
+                reduced_reads: 8,
+                reduced_in: 9,
+                reduced_out: 10,
             }),
         ),
     ]

@@ -14,11 +14,14 @@
 //! - `task`: [`ReduceTask`], a host-owned reduce task fed the blocks the
 //!   host fetched, its memory granted by the host.
 //! - `block`: a fetched block's name, header, checks and values.
+//! - `segments`: a map's segment fed a piece at a time, and results
+//!   written back out as a segment (the service daemon's reduce side).
 
 pub mod block;
 pub mod drain;
 pub mod final_op;
 pub(crate) mod partition;
+pub mod segments;
 pub mod task;
 
 pub use block::{
@@ -26,4 +29,5 @@ pub use block::{
 };
 pub use drain::Drain;
 pub use final_op::{FinalOp, Finished, RUN_BATCH_BYTES};
+pub use segments::{SegmentEncoder, SegmentFeed};
 pub use task::{ReduceTask, REDUCE_STATE_FLOOR_BYTES};

@@ -26,7 +26,7 @@
 use std::ops::Range;
 use std::path::Path;
 
-use sluice_core::format::Layout;
+use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::{SpillConfig, StageSpec};
 
@@ -238,6 +238,19 @@ impl ReduceTask {
             self.finished_spill.1 += moved;
         }
         Ok(moved)
+    }
+
+    /// The next results as a whole batch of records (variable layout, each
+    /// key the partition id and the host's key bytes, each value as the
+    /// map side encodes it: an aggregate's state, a sort's record value),
+    /// for a reader that encodes them again as blocks (the service daemon,
+    /// when it runs the reduce side's operator); `None` at the end. Not to
+    /// be mixed with [`ReduceTask::next_records`].
+    pub fn next_batch(&mut self) -> EngineResult<Option<RecordBatch>> {
+        let Phase::Draining(drain) = &mut self.phase else {
+            return Err(EngineError::Argument("results read before finish".into()));
+        };
+        drain.next_batch()
     }
 
     /// Copies the next results into `out`: whole records

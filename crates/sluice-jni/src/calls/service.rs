@@ -11,16 +11,17 @@ use std::os::unix::fs::FileExt;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use jni::objects::{JClass, JIntArray, JLongArray, JString};
+use jni::objects::{JClass, JIntArray, JLongArray, JObject, JString};
 use jni::sys::{jboolean, jbyteArray, jint, jlong};
 use jni::JNIEnv;
 use sluice_service::auth::Key;
-use sluice_service::protocol::Winner;
+use sluice_service::protocol::{ReduceOp, Winner};
 use sluice_service::{AttemptPusher, Client};
 
 use super::{guard, non_negative};
 use crate::error::{BridgeError, BridgeResult};
 use crate::handles::Registry;
+use crate::ops::HostOp;
 
 /// `request`'s codes (Java's `ServiceNative.REGISTER` ...; a contract test
 /// checks both sides).
@@ -249,7 +250,9 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushAbandon<'l>(
     })
 }
 
-/// `static native void readStart(long connection, int shuffle, int generation, int start, int end, int[] maps, long[] attempts)`.
+/// `static native void readStart(long connection, int shuffle, int generation, int start, int end, int[] maps, long[] attempts, EngineOp reduce)`:
+/// with `reduce` not null, the daemon runs that reduce-side operator over
+/// each partition first (each comes as one segment of map -1).
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
@@ -262,8 +265,18 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
     end: jint,
     maps: JIntArray<'l>,
     attempts: JLongArray<'l>,
+    reduce: JObject<'l>,
 ) {
     guard(&mut env, (), |env| {
+        let reduce = if reduce.is_null() {
+            None
+        } else {
+            let op = HostOp::read(env, &reduce)?;
+            // Checked here, so a code the daemon would refuse fails the task
+            // as an argument error, not as a fetch failure.
+            op.reduce_spec()?;
+            Some(ReduceOp { function: op.function, value_type: op.value_type })
+        };
         let n = env.get_array_length(&maps)?;
         if n != env.get_array_length(&attempts)? {
             return Err(BridgeError::Argument("maps and attempts differ in length".into()));
@@ -287,7 +300,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
         let (start, end) = (u32_arg(start.into(), "start")?, u32_arg(end.into(), "end")?);
         let rt = runtime()?;
         CLIENTS.with(connection, |c| {
-            Ok(rt.block_on(c.read_start(shuffle, generation, start, end, winners))?)
+            Ok(rt.block_on(c.read_start(shuffle, generation, start, end, winners, reduce))?)
         })
     })
 }

@@ -19,10 +19,11 @@ use super::{shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STAL
 use crate::auth;
 use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError, Section};
+use sluice_engine::host_op;
 
 type Out = BufWriter<OwnedWriteHalf>;
 
-async fn send(out: &mut Out, m: &Message) -> Result<(), ProtocolError> {
+pub(super) async fn send(out: &mut Out, m: &Message) -> Result<(), ProtocolError> {
     frame::write(out, m).await
 }
 
@@ -35,7 +36,7 @@ async fn flush(out: &mut Out, limit: Duration) -> Result<(), ProtocolError> {
     Ok(())
 }
 
-async fn refuse(out: &mut Out, (code, message): Refusal) -> Result<(), ProtocolError> {
+pub(super) async fn refuse(out: &mut Out, (code, message): Refusal) -> Result<(), ProtocolError> {
     send(out, &Message::Error { code, message }).await?;
     flush(out, frame::FRAME_BODY_TIMEOUT).await
 }
@@ -142,6 +143,26 @@ async fn handle(
             let plan = shared.store().read_plan(app, shuffle, generation, start, end, &winners);
             return match plan {
                 Ok(plan) => stream(plan, out).await,
+                Err(r) => refuse(out, r).await,
+            };
+        }
+        Message::ReadReduced { shuffle, generation, start, end, op, winners } => {
+            let spec = match host_op::reduce_spec(op.function, op.value_type) {
+                Ok(spec) => spec,
+                Err(e) => return refuse(out, (ErrorCode::BadRequest, e.to_string())).await,
+            };
+            let planned = {
+                let mut store = shared.store();
+                store
+                    .read_plan(app, shuffle, generation, start, end, &winners)
+                    .and_then(|plan| Ok((plan, store.reduce_dir(app)?)))
+            };
+            return match planned {
+                Ok((plan, dir)) => {
+                    let r = super::reduce::stream(shared, shuffle, &spec, plan, &dir, out).await;
+                    let _ = std::fs::remove_dir_all(&dir);
+                    r
+                }
                 Err(r) => refuse(out, r).await,
             };
         }

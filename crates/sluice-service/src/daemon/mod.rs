@@ -6,6 +6,8 @@
 //!
 //! - `store`: applications, shuffles, staging, commits, partitions, spill.
 //! - `conn`: one connection: challenge, authentication, then requests.
+//! - `reduce`: a reduced read, the shuffle's reduce-side operator run at
+//!   the daemon over each partition before it is streamed.
 //! - `spill`: blocks in memory or in spill files, written in one write per
 //!   spill and checked by CRC32C when read back.
 //!
@@ -20,6 +22,7 @@
 //! lease lapses.
 
 mod conn;
+mod reduce;
 mod spill;
 pub use spill::SPILL_WRITE_BYTES;
 mod store;

@@ -74,9 +74,32 @@ fn is_spill_file(name: &str) -> bool {
     name.starts_with('s') && (name.ends_with(".data") || name.ends_with(".staged"))
 }
 
+/// Whether `name` is a reduced read's spill directory (`r12`).
+fn is_reduce_dir(name: &str) -> bool {
+    name.strip_prefix(super::store::REDUCE_DIR_PREFIX)
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Removes the plain files directly in `dir`; the files and bytes removed.
+fn remove_files(dir: &Path) -> (u64, u64) {
+    let (mut files, mut bytes) = (0, 0);
+    let Ok(entries) = std::fs::read_dir(dir) else { return (0, 0) };
+    for f in entries.flatten() {
+        if f.file_type().is_ok_and(|t| t.is_file()) {
+            let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+            if std::fs::remove_file(f.path()).is_ok() {
+                files += 1;
+                bytes += len;
+            }
+        }
+    }
+    (files, bytes)
+}
+
 /// Removes the spill files under `dir`'s application directories (and those
 /// directories once empty); the files and bytes removed. Only for a
-/// directory whose lock this daemon holds. Nothing else is touched.
+/// directory whose lock this daemon holds. Nothing else is touched but
+/// reduced reads' spill directories (`r<n>/`) and the files in them.
 pub(crate) fn remove_stale(dir: &Path) -> (u64, u64) {
     let (mut files, mut bytes) = (0, 0);
     let Ok(apps) = std::fs::read_dir(dir) else { return (0, 0) };
@@ -87,6 +110,15 @@ pub(crate) fn remove_stale(dir: &Path) -> (u64, u64) {
         }
         let Ok(entries) = std::fs::read_dir(app.path()) else { continue };
         for f in entries.flatten() {
+            let is_dir = f.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && f.file_name().to_str().is_some_and(is_reduce_dir) {
+                // A reduced read's spills (`r<n>/`): its files, then it.
+                let (n, b) = remove_files(&f.path());
+                files += n;
+                bytes += b;
+                let _ = std::fs::remove_dir(f.path());
+                continue;
+            }
             let is_file = f.file_type().is_ok_and(|t| t.is_file());
             if is_file && f.file_name().to_str().is_some_and(is_spill_file) {
                 let len = f.metadata().map(|m| m.len()).unwrap_or(0);

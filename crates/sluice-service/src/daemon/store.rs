@@ -35,7 +35,9 @@ use sha2::{Digest, Sha256};
 use super::spill::{Appender, Loc};
 use crate::protocol::{acks_checksum, DaemonStats, ErrorCode, Message, Section, Winner};
 
+mod reduced;
 mod spill_job;
+pub(crate) use reduced::REDUCE_DIR_PREFIX;
 pub(crate) use spill_job::SpillJob;
 
 /// A refusal: the code and a message naming what and where.
@@ -56,6 +58,10 @@ pub(crate) struct Store {
     chunks: u64,
     commits: u64,
     reads: u64,
+    /// Reads that ran the reduce-side operator, and their records in and out.
+    reduced_reads: u64,
+    reduced_in: u64,
+    reduced_out: u64,
     max_lease: Duration,
     /// Spill files made so far (each file's name is unique in the store).
     files: u64,
@@ -174,6 +180,9 @@ impl Store {
             chunks: 0,
             commits: 0,
             reads: 0,
+            reduced_reads: 0,
+            reduced_in: 0,
+            reduced_out: 0,
             max_lease,
             files: 0,
         }
@@ -510,6 +519,9 @@ impl Store {
             chunks: self.chunks,
             commits: self.commits,
             reads: self.reads,
+            reduced_reads: self.reduced_reads,
+            reduced_in: self.reduced_in,
+            reduced_out: self.reduced_out,
         }
     }
 }

@@ -27,6 +27,19 @@ pub struct Winner {
     pub attempt: u64,
 }
 
+/// A shuffle's reduce-side operator by the host's codes
+/// (`sluice_engine::host_op`: an aggregate function and value type, or the
+/// sort), for [`Message::ReadReduced`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReduceOp {
+    pub function: i32,
+    pub value_type: i32,
+}
+
+/// The map index a reduced read's `Data` frames name: the partition's
+/// results over every winner, not one map's segment.
+pub const REDUCED_MAP: u32 = u32::MAX;
+
 /// Why a daemon refused a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u16)]
@@ -109,6 +122,18 @@ pub enum Message {
     /// Reduce partitions `start..end` as one stream, each map index's data
     /// from the attempt `winners` names.
     Read { shuffle: u32, generation: u32, start: u32, end: u32, winners: Vec<Winner> },
+    /// A read whose partitions the daemon runs the shuffle's reduce-side
+    /// operator over first (`op`: an aggregate's final table, a sort's
+    /// merge), each partition's results coming out as one segment of
+    /// [`REDUCED_MAP`].
+    ReadReduced {
+        shuffle: u32,
+        generation: u32,
+        start: u32,
+        end: u32,
+        op: ReduceOp,
+        winners: Vec<Winner>,
+    },
     /// One stored block of the stream.
     Data { partition: u32, map: u32, records: u64, data: Vec<u8> },
     /// The stream's end, with its totals.
@@ -149,11 +174,18 @@ pub struct DaemonStats {
     pub commits: u64,
     /// Reads served: one stream per request, whatever its partitions.
     pub reads: u64,
+    /// Of those, reads whose partitions the daemon ran the reduce-side
+    /// operator over ([`Message::ReadReduced`]).
+    pub reduced_reads: u64,
+    /// Records those reads took in (the winners' records) and handed out
+    /// (the operator's results).
+    pub reduced_in: u64,
+    pub reduced_out: u64,
 }
 
 impl DaemonStats {
     /// The fields in wire order.
-    fn fields(&self) -> [u64; 7] {
+    fn fields(&self) -> [u64; 10] {
         [
             self.held_bytes,
             self.peak_bytes,
@@ -162,6 +194,9 @@ impl DaemonStats {
             self.chunks,
             self.commits,
             self.reads,
+            self.reduced_reads,
+            self.reduced_in,
+            self.reduced_out,
         ]
     }
 }
@@ -187,8 +222,9 @@ pub mod kind {
     pub const SLOW_DOWN: u8 = 17;
     pub const STATS: u8 = 18;
     pub const STATS_REPLY: u8 = 19;
+    pub const READ_REDUCED: u8 = 20;
     /// The highest kind code.
-    pub const LAST: u8 = STATS_REPLY;
+    pub const LAST: u8 = READ_REDUCED;
 }
 
 /// CRC32C over the acknowledgements of chunks `0..n` in order, each as
@@ -201,6 +237,13 @@ pub fn acks_checksum(acks: impl IntoIterator<Item = (u32, u32)>) -> u32 {
         c.update(&crc.to_le_bytes());
     }
     c.value()
+}
+
+fn encode_winners(out: &mut Vec<u8>, winners: &[Winner]) {
+    for w in winners {
+        out.extend_from_slice(&w.map.to_le_bytes());
+        out.extend_from_slice(&w.attempt.to_le_bytes());
+    }
 }
 
 impl Message {
@@ -226,6 +269,7 @@ impl Message {
             Message::SlowDown { .. } => kind::SLOW_DOWN,
             Message::Stats => kind::STATS,
             Message::StatsReply(_) => kind::STATS_REPLY,
+            Message::ReadReduced { .. } => kind::READ_REDUCED,
         }
     }
 
@@ -252,6 +296,7 @@ impl Message {
             "SlowDown",
             "Stats",
             "StatsReply",
+            "ReadReduced",
         ]
         .get(usize::from(kind))
         .copied()
@@ -297,10 +342,14 @@ impl Message {
             Message::Committed { first } => out.push(u8::from(*first)),
             Message::Read { shuffle, generation, start, end, winners } => {
                 u32s(out, &[*shuffle, *generation, *start, *end, winners.len() as u32]);
-                for w in winners {
-                    out.extend_from_slice(&w.map.to_le_bytes());
-                    out.extend_from_slice(&w.attempt.to_le_bytes());
-                }
+                encode_winners(out, winners);
+            }
+            Message::ReadReduced { shuffle, generation, start, end, op, winners } => {
+                u32s(out, &[*shuffle, *generation, *start, *end]);
+                out.extend_from_slice(&op.function.to_le_bytes());
+                out.extend_from_slice(&op.value_type.to_le_bytes());
+                u32s(out, &[winners.len() as u32]);
+                encode_winners(out, winners);
             }
             Message::Data { partition, map, records, data } => {
                 u32s(out, &[*partition, *map]);
@@ -393,19 +442,16 @@ impl Message {
                 v => return Err(r.range("first", u64::from(v))),
             },
             kind::READ => {
-                let (shuffle, generation) = (r.u32("shuffle")?, r.u32("generation")?);
-                let (start, end) = (r.u32("start")?, r.u32("end")?);
-                if start > end || end > MAX_PARTITIONS {
-                    return Err(r.range("partition range end", u64::from(end)));
-                }
-                let n = r.u32("winner count")?;
-                r.limit("winner count", u64::from(n), u64::from(MAX_WINNERS_PER_READ))?;
-                r.need(n as usize * 12, "winners")?;
-                let mut winners = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    winners.push(Winner { map: r.u32("map")?, attempt: r.u64("attempt")? });
-                }
+                let (shuffle, generation, start, end) = r.read_range()?;
+                let winners = r.winners()?;
                 Message::Read { shuffle, generation, start, end, winners }
+            }
+            kind::READ_REDUCED => {
+                let (shuffle, generation, start, end) = r.read_range()?;
+                let op =
+                    ReduceOp { function: r.i32("function")?, value_type: r.i32("value type")? };
+                let winners = r.winners()?;
+                Message::ReadReduced { shuffle, generation, start, end, op, winners }
             }
             kind::DATA => {
                 let (partition, map, records) =
@@ -439,6 +485,9 @@ impl Message {
                 chunks: r.u64("chunks")?,
                 commits: r.u64("commits")?,
                 reads: r.u64("reads")?,
+                reduced_reads: r.u64("reduced reads")?,
+                reduced_in: r.u64("reduced records in")?,
+                reduced_out: r.u64("reduced records out")?,
             }),
             other => return Err(ProtocolError::UnknownKind { frame, kind: other }),
         };
@@ -496,6 +545,32 @@ impl<'a> Cursor<'a> {
 
     fn u64(&mut self, what: &'static str) -> Result<u64, ProtocolError> {
         Ok(u64::from_le_bytes(self.array(what)?))
+    }
+
+    fn i32(&mut self, what: &'static str) -> Result<i32, ProtocolError> {
+        Ok(i32::from_le_bytes(self.array(what)?))
+    }
+
+    /// A read's shuffle, generation and partition range.
+    fn read_range(&mut self) -> Result<(u32, u32, u32, u32), ProtocolError> {
+        let (shuffle, generation) = (self.u32("shuffle")?, self.u32("generation")?);
+        let (start, end) = (self.u32("start")?, self.u32("end")?);
+        if start > end || end > MAX_PARTITIONS {
+            return Err(self.range("partition range end", u64::from(end)));
+        }
+        Ok((shuffle, generation, start, end))
+    }
+
+    /// A read's winners: a count, then (map, attempt) each.
+    fn winners(&mut self) -> Result<Vec<Winner>, ProtocolError> {
+        let n = self.u32("winner count")?;
+        self.limit("winner count", u64::from(n), u64::from(MAX_WINNERS_PER_READ))?;
+        self.need(n as usize * 12, "winners")?;
+        let mut winners = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            winners.push(Winner { map: self.u32("map")?, attempt: self.u64("attempt")? });
+        }
+        Ok(winners)
     }
 
     fn string(&mut self, n: usize, what: &'static str) -> Result<String, ProtocolError> {

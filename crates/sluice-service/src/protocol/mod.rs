@@ -21,4 +21,6 @@ pub mod limits;
 pub mod message;
 
 pub use error::ProtocolError;
-pub use message::{acks_checksum, DaemonStats, ErrorCode, Message, Section, Winner};
+pub use message::{
+    acks_checksum, DaemonStats, ErrorCode, Message, ReduceOp, Section, Winner, REDUCED_MAP,
+};

@@ -243,7 +243,22 @@ public enum SluiceSetting {
           + " reduce tasks fetch it as in embedded mode: its push would cost a round trip and a"
           + " commit at every daemon for less than one push chunk. A shuffle whose outputs are all"
           + " small never reaches the daemons; an executor lost takes its small outputs with it"
-          + " (Spark reruns those map tasks). 0 pushes every output.");
+          + " (Spark reruns those map tasks). 0 pushes every output."),
+  SERVICE_REDUCE_AT_DAEMON(
+      "service.reduceAtDaemon",
+      Type.BOOLEAN,
+      "false",
+      0,
+      0,
+      "",
+      Scope.TASK,
+      "In service mode, a shuffle with a native reduce operator (an offloaded aggregation, a"
+          + " native sort, a Spark SQL aggregate Sluice runs) has the daemons run that operator over"
+          + " each partition before they stream it: a reduce task receives one segment per"
+          + " partition (each key once, or one sorted run) instead of one per map output. It"
+          + " moves the merge's CPU from the reduce tasks to the daemons and, for an aggregate,"
+          + " sends a reduce task each key once; off by default, as on a two-node loopback"
+          + " cluster it cost 2-12 % of job time (docs/benchmarks.md).");
 
   /** A setting's type: how its value is written and parsed. */
   public enum Type {

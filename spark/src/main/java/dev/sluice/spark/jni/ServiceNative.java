@@ -64,10 +64,27 @@ public final class ServiceNative {
   /** Drops a push that will not commit. */
   public static native void pushAbandon(long push);
 
-  /** Starts a read of partitions {@code start..end}, each map index from its winning attempt. */
+  /**
+   * Starts a read of partitions {@code start..end}, each map index from its winning attempt; with
+   * {@code reduce} not null, the daemon runs that reduce-side operator over each partition first
+   * and sends it as one segment of map {@link #REDUCED_MAP}.
+   */
   public static native void readStart(
-      long connection, int shuffle, int generation, int start, int end, int[] maps, long[] attempts)
+      long connection,
+      int shuffle,
+      int generation,
+      int start,
+      int end,
+      int[] maps,
+      long[] attempts,
+      EngineOp reduce)
       throws IOException;
+
+  /**
+   * The map index of a reduced read's segments ({@code sluice_service::protocol::REDUCED_MAP},
+   * {@code u32::MAX}, as a Java int).
+   */
+  public static final int REDUCED_MAP = -1;
 
   /**
    * The read's next block ({@code meta}: partition, map index, records), or null at its end once

@@ -25,11 +25,19 @@ public final class ServiceConf implements Serializable {
   /** A map output of fewer bytes stays on its executor ({@code service.minPushBytes}). */
   public final long minPushBytes;
 
-  private ServiceConf(List<String> daemons, String app, String key, long minPushBytes) {
+  /**
+   * Whether a shuffle with a native reduce operator has the daemons run it before they stream
+   * each partition ({@code service.reduceAtDaemon}).
+   */
+  public final boolean reduceAtDaemon;
+
+  private ServiceConf(
+      List<String> daemons, String app, String key, long minPushBytes, boolean reduceAtDaemon) {
     this.daemons = daemons;
     this.app = app;
     this.key = key;
     this.minPushBytes = minPushBytes;
+    this.reduceAtDaemon = reduceAtDaemon;
   }
 
   /**
@@ -66,7 +74,11 @@ public final class ServiceConf implements Serializable {
               + SluiceSetting.SERVICE_APP_SECRET.key);
     }
     return new ServiceConf(
-        List.copyOf(daemons), app, key, SluiceSetting.SERVICE_MIN_PUSH_BYTES.bytes(conf));
+        List.copyOf(daemons),
+        app,
+        key,
+        SluiceSetting.SERVICE_MIN_PUSH_BYTES.bytes(conf),
+        SluiceSetting.SERVICE_REDUCE_AT_DAEMON.flag(conf));
   }
 
   public int nodes() {

@@ -1,5 +1,6 @@
 package dev.sluice.spark.service;
 
+import dev.sluice.spark.jni.EngineOp;
 import dev.sluice.spark.jni.ServiceNative;
 import java.io.IOException;
 import java.io.InputStream;
@@ -23,7 +24,9 @@ import scala.Tuple2;
  * segment; the stream pulls the daemon's blocks as it is read (one block, at most 4 MiB, in
  * memory), and a segment left half read is skipped to its end. A daemon that fails or refuses is
  * a {@link FetchFailedException} at the shuffle's service location (map index -1), which has
- * Spark unregister every output of this shuffle, and no other, and rerun its map stage.
+ * Spark unregister every output of this shuffle, and no other, and rerun its map stage. A read
+ * given the shuffle's reduce-side operator has the daemons run it first: each partition then
+ * comes as one segment, {@code shuffle_S_-1_R}, holding the results over every winner.
  */
 public final class ServiceStreams
     extends scala.collection.AbstractIterator<Tuple2<BlockId, InputStream>> {
@@ -51,6 +54,8 @@ public final class ServiceStreams
   private final Map<Integer, Long> attemptOf;
   private final BiFunction<BlockId, InputStream, InputStream> wrap;
   private final ShuffleReadMetricsReporter metrics;
+  /** The reduce-side operator the daemons run before they stream, or null for a plain read. */
+  private final EngineOp reduce;
 
   /**
    * The owner being read ({@link Assignment}), or -1 before the first; its connection while its
@@ -76,7 +81,8 @@ public final class ServiceStreams
       int partitions,
       Map<Integer, Long> attemptOf,
       BiFunction<BlockId, InputStream, InputStream> wrap,
-      ShuffleReadMetricsReporter metrics) {
+      ShuffleReadMetricsReporter metrics,
+      EngineOp reduce) {
     this.daemons = daemons;
     this.shuffle = shuffle;
     this.assignment = assignment;
@@ -94,6 +100,7 @@ public final class ServiceStreams
     }
     this.wrap = wrap;
     this.metrics = metrics;
+    this.reduce = reduce;
     if (maps.length == 0 || start >= end) {
       done = true;
     }
@@ -151,7 +158,7 @@ public final class ServiceStreams
         }
         connection = daemons.borrow(assignment.daemon(owner));
         ServiceNative.readStart(
-            connection, shuffle, assignment.generation, lo, hi, maps, attempts);
+            connection, shuffle, assignment.generation, lo, hi, maps, attempts, reduce);
         dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
       } catch (IOException e) {
         if (owner >= 0) {
@@ -181,7 +188,11 @@ public final class ServiceStreams
     }
     int partition = (int) aheadMeta[0];
     int map = (int) aheadMeta[1];
-    Long attempt = attemptOf.get(map);
+    // A reduced read's segment is the partition's results over every winner: map -1.
+    Long attempt =
+        reduce != null && map == ServiceNative.REDUCED_MAP
+            ? Long.valueOf(-1L)
+            : attemptOf.get(map);
     if (attempt == null) {
       throw failed(partition, new IOException("the daemon sent map " + map + ", not asked for"));
     }
@@ -222,7 +233,7 @@ public final class ServiceStreams
         return false;
       }
       readAhead();
-      if (ahead != null && aheadMeta[0] == partition && aheadMeta[1] == map) {
+      if (ahead != null && aheadMeta[0] == partition && (int) aheadMeta[1] == map) {
         take();
         return true;
       }

@@ -143,7 +143,7 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
     scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams =
         handle.service()
             ? ServiceReads.streams(
-                handle, blocks, startPartition, endPartition, context, metrics, segments)
+                handle, blocks, startPartition, endPartition, context, metrics, segments, null)
             : SegmentFetch.of(
                 context, blocks, segments, metrics, batchFetch(conf, serializer));
     Rows rows = new Rows(streams, segments, numFields(serializer));

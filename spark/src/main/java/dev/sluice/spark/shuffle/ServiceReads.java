@@ -1,5 +1,6 @@
 package dev.sluice.spark.shuffle;
 
+import dev.sluice.spark.jni.EngineOp;
 import dev.sluice.spark.service.Daemons;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServiceStreams;
@@ -57,7 +58,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
    * The segments of partitions {@code start..end} of the maps {@code blocks} names (the map output
    * tracker's answer for the task): first those kept on their executors (their push failed),
    * fetched from there as embedded outputs are; then those at the service's location, read from
-   * the daemons, one stream per daemon, closed with the task.
+   * the daemons, one stream per daemon, closed with the task; with {@code reduce} (the shuffle's
+   * native reduce operator), the daemons run it over each partition before they stream it.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams(
@@ -67,16 +69,18 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
       int end,
       TaskContext context,
       ShuffleReadMetricsReporter metrics,
-      SluiceSerializerManager segments) {
+      SluiceSerializerManager segments,
+      EngineOp reduce) {
     List<Tuple2<BlockManagerId, scala.collection.Seq>> atService = new ArrayList<>();
     List<Tuple2<BlockManagerId, scala.collection.Seq>> kept = new ArrayList<>();
     while (blocks.hasNext()) {
       Tuple2<BlockManagerId, scala.collection.Seq> byAddress = (Tuple2) blocks.next();
       (ServiceStreams.isService(byAddress._1()) ? atService : kept).add(byAddress);
     }
+    ServiceConf conf = ServiceConf.of(SparkEnv.get().conf());
     ServiceStreams s =
         new ServiceStreams(
-            Daemons.of(ServiceConf.of(SparkEnv.get().conf())),
+            Daemons.of(conf),
             handle.shuffleId(),
             handle.assignment(),
             start,
@@ -84,7 +88,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
             handle.dependency().partitioner().numPartitions(),
             ServiceStreams.winners(atService),
             (id, in) -> segments.wrapStream(id, in),
-            metrics);
+            metrics,
+            reduce);
     context.addTaskCompletionListener(
         (org.apache.spark.util.TaskCompletionListener) ctx -> s.close());
     if (kept.isEmpty()) {
@@ -117,7 +122,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
         end,
         context,
         metrics,
-        new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics));
+        new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics),
+        operator != null && ServiceConf.of(env.conf()).reduceAtDaemon ? handle.engineOp() : null);
   }
 
   /**

@@ -1,0 +1,223 @@
+//! Reduced reads: the daemon runs a shuffle's reduce-side operator (a sum,
+//! a sort's merge) over the winners' real map-output segments, pushed in
+//! pieces cut anywhere, and streams one segment per partition that a reduce
+//! task's own operator takes as any segment; bad data and bad codes are
+//! refused with typed errors.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{client, node};
+use sluice_core::format::codec::Codec;
+use sluice_core::format::{Layout, RecordBatch};
+use sluice_core::reorg::StageSpec;
+use sluice_engine::host_op::{reduce_spec, OP_SORT};
+use sluice_engine::reduce::{ReduceTask, SegmentEncoder, SegmentFeed};
+use sluice_service::client::Block;
+use sluice_service::protocol::{ErrorCode, ReduceOp, Winner, REDUCED_MAP};
+use sluice_service::{AttemptPusher, Client, ClientError};
+
+const SUM_I64: ReduceOp = ReduceOp { function: 0, value_type: 0 };
+const SORT: ReduceOp = ReduceOp { function: OP_SORT, value_type: 0 };
+
+/// A map's segment of partition `p`: records keyed `p ++ key`, as a map
+/// task writes them (blocks, then the trailer).
+fn segment(p: u32, records: &[(Vec<u8>, i64)]) -> Vec<u8> {
+    let mut batch = RecordBatch::new(Layout::Variable);
+    for (k, v) in records {
+        let key: Vec<u8> = p.to_le_bytes().iter().chain(k).copied().collect();
+        batch.push(&key, &v.to_le_bytes()).expect("record");
+    }
+    let mut enc = SegmentEncoder::new(Codec::Lz4, p).expect("encoder");
+    let mut out: Vec<u8> =
+        enc.blocks(&batch).expect("blocks").into_iter().flat_map(|b| b.0).collect();
+    out.extend_from_slice(&enc.trailer().expect("a trailer"));
+    out
+}
+
+/// Pushes `segments` (partition, records, bytes) as map `map` attempt
+/// `attempt`, each cut in two at an odd offset, and commits.
+async fn push_map(
+    c: &mut Client,
+    shuffle: u32,
+    map: u32,
+    attempt: u64,
+    segments: &[(u32, u64, Vec<u8>)],
+) {
+    let mut p = AttemptPusher::new(shuffle, 0, map, attempt);
+    for (part, n, bytes) in segments {
+        let cut = 7.min(bytes.len());
+        p.add(c, *part, *n, &bytes[..cut]).await.expect("add");
+        p.add(c, *part, 0, &bytes[cut..]).await.expect("add");
+    }
+    p.commit(c).await.expect("commit");
+}
+
+/// A reduce task's view of a reduced read: each partition's segment fed to
+/// the task's own operator, results as (key without partition, value).
+fn reduce_locally(op: ReduceOp, blocks: &[Block], p: u32) -> (ReduceTask, Vec<u8>) {
+    let dir = tempfile::tempdir().expect("dir");
+    let spec: StageSpec = reduce_spec(op.function, op.value_type).expect("spec");
+    let mut task = ReduceTask::open(&spec, p..p + 1, dir.path()).expect("task");
+    let mut feed = SegmentFeed::new(1, REDUCED_MAP, p);
+    for b in blocks.iter().filter(|b| b.partition == p) {
+        assert_eq!(b.map, REDUCED_MAP, "one segment per partition, over every winner");
+        feed.take(&b.data, &mut task, &mut |short| short).expect("a checked segment");
+    }
+    feed.end().expect("the segment ends with its trailer");
+    task.finish().expect("finish");
+    let mut out = vec![0u8; 1 << 20];
+    let (n, _) = task.next_records(&mut out).expect("results");
+    out.truncate(n);
+    (task, out)
+}
+
+/// `klen vlen key value` records into key (after the partition) → i64.
+fn sums(records: &[u8]) -> BTreeMap<Vec<u8>, i64> {
+    let mut m = BTreeMap::new();
+    let mut at = 0;
+    while at < records.len() {
+        let klen = u32::from_le_bytes(records[at..at + 4].try_into().expect("4")) as usize;
+        let vlen = u32::from_le_bytes(records[at + 4..at + 8].try_into().expect("4")) as usize;
+        let key = records[at + 8 + 4..at + 8 + klen].to_vec();
+        let v =
+            i64::from_le_bytes(records[at + 8 + klen..at + 8 + klen + vlen].try_into().expect("8"));
+        assert!(m.insert(key, v).is_none(), "a key twice");
+        at += 8 + klen + vlen;
+    }
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduced_read_sums_the_winners_and_sends_each_partition_once() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let mut c = client(n.addr(), "app-reduce").await;
+    let (partitions, maps, keys) = (4u32, 3u32, 60i64);
+    c.register_shuffle(1, 0, partitions).await.expect("register");
+    let mut expected: BTreeMap<u32, BTreeMap<Vec<u8>, i64>> = BTreeMap::new();
+    for map in 0..maps {
+        for attempt in [1u64, 2] {
+            let mut segs = Vec::new();
+            for p in 0..partitions {
+                let recs: Vec<(Vec<u8>, i64)> = (0..keys)
+                    .map(|i| {
+                        (
+                            format!("key-{i}").into_bytes(),
+                            i64::from(map) * 100 + i + attempt as i64 * 10_000,
+                        )
+                    })
+                    .collect();
+                if attempt == 1 {
+                    for (k, v) in &recs {
+                        *expected.entry(p).or_default().entry(k.clone()).or_default() += v;
+                    }
+                }
+                segs.push((p, keys as u64, segment(p, &recs)));
+            }
+            push_map(&mut c, 1, map, attempt, &segs).await;
+        }
+    }
+    // Attempt 1 of each map won; attempt 2 (a speculative copy) committed too.
+    let winners: Vec<Winner> = (0..maps).map(|map| Winner { map, attempt: 1 }).collect();
+    let blocks =
+        c.read_reduced((1, 0), 0, partitions, winners.clone(), SUM_I64).await.expect("read");
+    for p in 0..partitions {
+        let sent: u64 = blocks.iter().filter(|b| b.partition == p).map(|b| b.records).sum();
+        assert_eq!(sent, keys as u64, "partition {p}: each key once, not once per map");
+        let (_, out) = reduce_locally(SUM_I64, &blocks, p);
+        assert_eq!(sums(&out), expected[&p], "partition {p}: the winners' sums");
+    }
+    let plain = c.read(1, 0, 0, partitions, winners).await.expect("plain read");
+    assert_eq!(
+        plain.iter().map(|b| b.records).sum::<u64>(),
+        u64::from(maps * partitions) * keys as u64
+    );
+    let s = c.stats().await.expect("stats");
+    assert_eq!((s.reduced_reads, s.reduced_in, s.reduced_out), (1, 720, 240));
+    assert_eq!(s.reads, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduced_sort_read_is_one_run_per_partition_in_key_order() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let mut c = client(n.addr(), "app-sort").await;
+    c.register_shuffle(1, 0, 2).await.expect("register");
+    let mut all: BTreeMap<u32, Vec<(u64, i64)>> = BTreeMap::new();
+    for map in 0..5u32 {
+        let mut segs = Vec::new();
+        for p in 0..2u32 {
+            // Each map's run is sorted (the map side sorts); runs interleave.
+            let mut keys: Vec<u64> =
+                (0..200u64).map(|i| (i * 7919 + u64::from(map) * 104_729) % 100_003).collect();
+            keys.sort_unstable();
+            let recs: Vec<(Vec<u8>, i64)> =
+                keys.iter().map(|k| (k.to_be_bytes().to_vec(), *k as i64 * 3)).collect();
+            all.entry(p).or_default().extend(keys.iter().map(|k| (*k, *k as i64 * 3)));
+            segs.push((p, 200, segment(p, &recs)));
+        }
+        push_map(&mut c, 1, map, 1, &segs).await;
+    }
+    let winners: Vec<Winner> = (0..5).map(|map| Winner { map, attempt: 1 }).collect();
+    let blocks = c.read_reduced((1, 0), 0, 2, winners, SORT).await.expect("read");
+    for p in 0..2u32 {
+        let (task, values) = reduce_locally(SORT, &blocks, p);
+        assert_eq!(task.runs(), 1, "partition {p}: the daemon merged the five runs into one");
+        let mut want = all[&p].clone();
+        want.sort_unstable();
+        let got: Vec<i64> =
+            values.chunks(8).map(|v| i64::from_le_bytes(v.try_into().expect("8"))).collect();
+        assert_eq!(got, want.iter().map(|w| w.1).collect::<Vec<_>>(), "partition {p} in key order");
+    }
+}
+
+fn code(r: Result<Vec<Block>, ClientError>) -> ErrorCode {
+    match r {
+        Err(e) => e.code().unwrap_or_else(|| panic!("not a refusal: {e}")),
+        Ok(v) => panic!("accepted {} blocks", v.len()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduced_read_refuses_bad_data_and_unknown_operators() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let mut c = client(n.addr(), "app-bad").await;
+    c.register_shuffle(1, 0, 3).await.expect("register");
+    let recs: Vec<(Vec<u8>, i64)> = (0..50).map(|i| (vec![i as u8], i)).collect();
+    // Partition 0: a payload byte flipped (its block's CRC fails).
+    let mut flipped = segment(0, &recs);
+    flipped[60] ^= 0x5a;
+    // Partition 1: its commit names one record more than the segment holds.
+    let short = segment(1, &recs);
+    // Partition 2: whole.
+    let good = segment(2, &recs);
+    push_map(&mut c, 1, 0, 1, &[(0, 50, flipped), (1, 51, short), (2, 50, good)]).await;
+    let w = vec![Winner { map: 0, attempt: 1 }];
+    let r = c.read_reduced((1, 0), 0, 1, w.clone(), SUM_I64).await;
+    assert_eq!(code(r), ErrorCode::Corrupt, "a block failing its CRC");
+    let mut c = client(n.addr(), "app-bad").await;
+    let r = c.read_reduced((1, 0), 1, 2, w.clone(), SUM_I64).await;
+    assert_eq!(code(r), ErrorCode::Corrupt, "fewer records than the commit named");
+    let mut c = client(n.addr(), "app-bad").await;
+    let r = c.read_reduced((1, 0), 2, 3, w.clone(), ReduceOp { function: 99, value_type: 0 }).await;
+    assert_eq!(code(r), ErrorCode::BadRequest, "an unknown operator");
+    let r = c.read_reduced((1, 0), 2, 3, w.clone(), ReduceOp { function: -1, value_type: 0 }).await;
+    assert_eq!(code(r), ErrorCode::BadRequest, "no operator");
+    // The daemon still serves, and its reduce directories are gone.
+    let blocks = c.read_reduced((1, 0), 2, 3, w, SUM_I64).await.expect("the whole partition");
+    assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), 50);
+    let left: Vec<_> = walk(n.dir.path());
+    assert!(left.is_empty(), "reduce spill directories left: {left:?}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("dir").flatten() {
+        if e.path().is_dir() {
+            out.push(e.path());
+            out.extend(walk(&e.path()));
+        }
+    }
+    out.retain(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('r')));
+    out
+}
