@@ -253,8 +253,8 @@ public enum SluiceSetting {
       "",
       Scope.TASK,
       "In service mode, a shuffle with a native reduce operator (an offloaded aggregation, a"
-          + " native sort, a Spark SQL aggregate Sluice runs) has the daemons run that operator over"
-          + " each partition before they stream it: a reduce task receives one segment per"
+          + " native sort, a Spark SQL aggregate Sluice runs) has the daemons run that operator"
+          + " over each partition before they stream it: a reduce task receives one segment per"
           + " partition (each key once, or one sorted run) instead of one per map output. It"
           + " moves the merge's CPU from the reduce tasks to the daemons and, for an aggregate,"
           + " sends a reduce task each key once; off by default, as on a two-node loopback"

@@ -9,9 +9,9 @@ import dev.sluice.spark.api.Agg;
  * offloaded aggregation with its map side's spilling strategy ({@link #aggregate}).
  */
 public final class EngineOp {
-  /** The native side's function code of a plain shuffle ({@code sluice_engine::host_op::OP_NONE}). */
+  /** The native function code of a plain shuffle ({@code sluice_engine::host_op::OP_NONE}). */
   static final int OP_NONE = -1;
-  /** The native side's function code of a sorting shuffle ({@code sluice_engine::host_op::OP_SORT}). */
+  /** The native function code of a sorting shuffle ({@code sluice_engine::host_op::OP_SORT}). */
   static final int OP_SORT = -2;
 
   /** A plain shuffle: partitioning only. */
