@@ -321,7 +321,8 @@ impl Client {
         end: u32,
         winners: Vec<Winner>,
     ) -> Result<Vec<Block>, ClientError> {
-        self.read_all(shuffle, generation, start, end, winners, None).await
+        self.read_start(shuffle, generation, start, end, winners, None).await?;
+        self.read_rest().await
     }
 
     /// [`Client::read`] with the daemon running the reduce-side operator
@@ -334,19 +335,12 @@ impl Client {
         winners: Vec<Winner>,
         op: ReduceOp,
     ) -> Result<Vec<Block>, ClientError> {
-        self.read_all(shuffle, generation, start, end, winners, Some(op)).await
+        self.read_start(shuffle, generation, start, end, winners, Some(op)).await?;
+        self.read_rest().await
     }
 
-    async fn read_all(
-        &mut self,
-        shuffle: u32,
-        generation: u32,
-        start: u32,
-        end: u32,
-        winners: Vec<Winner>,
-        reduce: Option<ReduceOp>,
-    ) -> Result<Vec<Block>, ClientError> {
-        self.read_start(shuffle, generation, start, end, winners, reduce).await?;
+    /// Every block of the read in progress, checked against its end.
+    async fn read_rest(&mut self) -> Result<Vec<Block>, ClientError> {
         let mut blocks = Vec::new();
         while let Some(b) = self.read_next().await? {
             blocks.push(b);
