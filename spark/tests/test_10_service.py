@@ -202,7 +202,7 @@ def test_every_kind_of_shuffle_through_the_daemons(daemons, tmp_path, at_daemon)
     # The reduce task reads each daemon's share as one stream and feeds a
     # sort's merge or an aggregate's final table with it as it would fetched
     # segments: the sort shuffle's answers, every map output at the daemons.
-    # With service.reduceAtDaemon (the default) the daemons run the native
+    # With service.reduceAtDaemon (off by default) the daemons run the native
     # operators first (the SQL aggregates, the offloaded reduceByKey, the
     # sorts): one segment per partition, fewer records than they took in.
     ds, key = daemons
@@ -652,7 +652,8 @@ def _peak_rss(pid):
 
 def test_the_daemons_kept_their_budget_and_stop_cleanly(daemons):
     """Last in the module: SIGTERM stops each daemon gracefully; what it
-    held stayed within its 8 MiB (its own count) and its resident memory
+    held stayed within its 8 MiB (its own count; reduced reads' floors
+    aside) and its resident memory
     within the budget and the stated overhead, and the big repartition
     spilled."""
     ds, _ = daemons
@@ -664,6 +665,8 @@ def test_the_daemons_kept_their_budget_and_stop_cleanly(daemons):
         out = d.stop()
         words = out.split("sluice daemon stopped: peak ")[1].split()
         peak, budget, spilled_here = int(words[0]), int(words[2]), int(words[5])
-        assert budget == 8 << 20 and 0 < peak <= budget, out
+        # Over the budget by at most the 1 MiB floors of the reduced reads of
+        # the two reduce tasks local[2] runs at once (docs/service.md).
+        assert budget == 8 << 20 and 0 < peak <= budget + (2 << 20), out
         spilled += spilled_here
     assert spilled > 0, "nothing went past the daemons' memory"

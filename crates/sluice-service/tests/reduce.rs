@@ -67,9 +67,14 @@ fn reduce_locally(op: ReduceOp, blocks: &[Block], p: u32) -> (ReduceTask, Vec<u8
     }
     feed.end().expect("the segment ends with its trailer");
     task.finish().expect("finish");
-    let mut out = vec![0u8; 1 << 20];
-    let (n, _) = task.next_records(&mut out).expect("results");
-    out.truncate(n);
+    let (mut out, mut buf) = (Vec::new(), vec![0u8; 1 << 20]);
+    loop {
+        match task.next_records(&mut buf).expect("results") {
+            (0, 0) => break,
+            (need, 0) => buf.resize(need, 0),
+            (n, _) => out.extend_from_slice(&buf[..n]),
+        }
+    }
     (task, out)
 }
 
@@ -220,4 +225,67 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out.retain(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('r')));
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduced_read_past_its_share_of_a_small_budget_spills_and_stays_whole() {
+    // 8 MiB: an operator gets its 1 MiB floor and at most 1 MiB more, so
+    // 150,000 keys (about 8 MB of table) spill sorted runs, and its results
+    // go to disk before they are sent; a value of 5 MiB crosses the wire
+    // in several frames.
+    let n = node("127.0.0.1", 8 << 20).await;
+    let mut c = client(n.addr(), "app-small").await;
+    c.register_shuffle(1, 0, 1).await.expect("register");
+    let keys = 150_000i64;
+    for map in 0..2u32 {
+        let recs: Vec<(Vec<u8>, i64)> =
+            (0..keys).map(|i| (format!("k{i:08}").into_bytes(), i + i64::from(map))).collect();
+        push_map(&mut c, 1, map, 1, &[(0, keys as u64, segment(0, &recs))]).await;
+    }
+    let winners: Vec<Winner> = (0..2).map(|map| Winner { map, attempt: 1 }).collect();
+    let blocks = c.read_reduced((1, 0), 0, 1, winners, SUM_I64).await.expect("read");
+    assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), keys as u64);
+    let (_, out) = reduce_locally(SUM_I64, &blocks, 0);
+    let got = sums(&out);
+    assert_eq!(got.len(), keys as usize);
+    assert!(got.iter().all(|(k, v)| {
+        let i: i64 = std::str::from_utf8(&k[1..]).expect("utf8").parse().expect("number");
+        *v == 2 * i + 1
+    }));
+    let s = c.stats().await.expect("stats");
+    // The budget held, but for the operator's floor.
+    assert!(
+        s.peak_bytes <= s.budget_bytes + (1 << 20),
+        "peak {} of {}",
+        s.peak_bytes,
+        s.budget_bytes
+    );
+
+    // One record of 5 MiB, sorted: one block, sent in several frames.
+    c.register_shuffle(2, 0, 1).await.expect("register");
+    // Bytes LZ4 cannot shrink (a xorshift's), so the daemon's block stays 5 MiB.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let big: Vec<u8> = (0..5 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let mut batch = RecordBatch::new(Layout::Variable);
+    batch.push(&[0u8, 0, 0, 0, 1], &big).expect("record");
+    let mut enc = SegmentEncoder::new(Codec::None, 0).expect("encoder");
+    let mut seg: Vec<u8> =
+        enc.blocks(&batch).expect("blocks").into_iter().flat_map(|b| b.0).collect();
+    seg.extend_from_slice(&enc.trailer().expect("trailer"));
+    push_map(&mut c, 2, 0, 1, &[(0, 1, seg)]).await;
+    let blocks = c
+        .read_reduced((2, 0), 0, 1, vec![Winner { map: 0, attempt: 1 }], SORT)
+        .await
+        .expect("read");
+    assert!(blocks.len() > 2, "a 5 MiB block in one frame: {} frames", blocks.len());
+    assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), 1);
+    let (_, values) = reduce_locally(SORT, &blocks, 0);
+    assert_eq!(values, big);
 }

@@ -258,6 +258,76 @@ mod tests {
         assert!(feed(&twice, &[]).is_err(), "a block after the trailer");
     }
 
+    /// Every result of `task` (finished), as its `next_records` copies them.
+    fn records_of(task: &mut ReduceTask) -> Vec<u8> {
+        let (mut out, mut buf) = (Vec::new(), vec![0u8; 1 << 16]);
+        loop {
+            match task.next_records(&mut buf).expect("results") {
+                (0, 0) => return out,
+                (need, 0) => buf.resize(need, 0),
+                (n, _) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
+    /// The daemon sends a reduce side's results where a map output's
+    /// partials went, and the reduce task's own operator takes them again:
+    /// for the scalar aggregates, reducing the results once more changes
+    /// nothing (a result is encoded as its partial state is).
+    #[test]
+    fn results_reduced_again_are_the_same_results() {
+        for func in 0..=3 {
+            for value in 0..=2 {
+                let spec = StageSpec::Aggregate(
+                    agg_spec(func, value).expect("spec"),
+                    SpillStrategy::State,
+                );
+                let dir = tempfile::tempdir().expect("dir");
+                let width = 8;
+                let mut batch = RecordBatch::new(Layout::Variable);
+                for i in 0..500u32 {
+                    let v: [u8; 8] = match value {
+                        2 => (f64::from(i) * 0.5 - 40.0).to_le_bytes(),
+                        _ => (i64::from(i % 97) - 30).to_le_bytes(),
+                    };
+                    batch.push(&[3, 0, 0, 0, (i % 37) as u8], &v[..width]).expect("record");
+                }
+                let mut enc = SegmentEncoder::new(Codec::Lz4, 3).expect("encoder");
+                let frames = enc.blocks(&batch).expect("blocks");
+                let name = BlockName::single(1, 2, 3, 0);
+                let mut once = ReduceTask::open(&spec, 3..4, dir.path()).expect("task");
+                for (f, _) in &frames {
+                    once.feed(f, &name).expect("feed");
+                }
+                once.finish().expect("finish");
+                let mut again = ReduceTask::open(&spec, 3..4, dir.path()).expect("task");
+                let mut results = Vec::new();
+                while let Some(b) = once.next_batch().expect("batch") {
+                    results.push(b);
+                }
+                let mut enc = SegmentEncoder::new(Codec::Lz4, 3).expect("encoder");
+                for b in &results {
+                    for (f, _) in enc.blocks(b).expect("blocks") {
+                        again.feed(&f, &name).expect("feed again");
+                    }
+                }
+                again.finish().expect("finish");
+                let mut first = ReduceTask::open(&spec, 3..4, dir.path()).expect("task");
+                for (f, _) in &frames {
+                    first.feed(f, &name).expect("feed");
+                }
+                first.finish().expect("finish");
+                let (a, b) = (records_of(&mut first), records_of(&mut again));
+                let sorted = |r: &[u8]| {
+                    let mut v: Vec<Vec<u8>> = r.chunks(8 + 5 + width).map(<[u8]>::to_vec).collect();
+                    v.sort();
+                    v
+                };
+                assert_eq!(sorted(&a), sorted(&b), "function {func}, value type {value}");
+            }
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(64))]
 

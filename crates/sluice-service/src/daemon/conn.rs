@@ -5,6 +5,7 @@
 //! daemon stops. A read's stream waits at most [`STREAM_STALL_TIMEOUT`] per
 //! frame on a reader that does not take it.
 
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::reduce::ReduceDir;
 use super::store::{ChunkId, Pushed, Refusal, SLOW_DOWN_MS};
 use super::{shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STALL_TIMEOUT};
 use crate::auth;
@@ -28,7 +30,7 @@ pub(super) async fn send(out: &mut Out, m: &Message) -> Result<(), ProtocolError
 }
 
 /// Flushes what was written, within `limit`.
-async fn flush(out: &mut Out, limit: Duration) -> Result<(), ProtocolError> {
+pub(super) async fn flush(out: &mut Out, limit: Duration) -> Result<(), ProtocolError> {
     tokio::time::timeout(limit, out.flush()).await.map_err(|_| ProtocolError::Timeout {
         what: "a reply's write",
         after_ms: limit.as_millis() as u64,
@@ -157,14 +159,24 @@ async fn handle(
                     .read_plan(app, shuffle, generation, start, end, &winners)
                     .and_then(|plan| Ok((plan, store.reduce_dir(app)?)))
             };
-            return match planned {
-                Ok((plan, dir)) => {
-                    let r = super::reduce::stream(shared, shuffle, &spec, plan, &dir, out).await;
-                    let _ = std::fs::remove_dir_all(&dir);
-                    r
-                }
-                Err(r) => refuse(out, r).await,
+            let (plan, dir) = match planned {
+                Ok(p) => p,
+                Err(r) => return refuse(out, r).await,
             };
+            let made = tokio::task::block_in_place(|| std::fs::create_dir_all(&dir));
+            if let Err(e) = made {
+                let why = format!("creating {} for a reduced read: {e}", dir.display());
+                return refuse(out, (ErrorCode::Storage, why)).await;
+            }
+            let dir = ReduceDir(dir);
+            let r = super::reduce::stream(shared, shuffle, &spec, plan, &dir.0, out).await;
+            let app_dir = dir.0.parent().map(Path::to_path_buf);
+            tokio::task::block_in_place(|| drop(dir));
+            if let Some(d) = app_dir.filter(|_| !shared.store().has_app(app)) {
+                // The application ended during the read: its directory goes too.
+                let _ = std::fs::remove_dir(d);
+            }
+            return r;
         }
         Message::Unregister { shuffle } => {
             let r = shared.store().unregister(app, shuffle);

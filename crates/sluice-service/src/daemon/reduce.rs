@@ -22,7 +22,7 @@
 //! The work runs on the connection's worker in `block_in_place`, one
 //! partition at a time; only one partition's operator is open at once.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sluice_core::format::codec::Codec;
 use sluice_core::reorg::StageSpec;
@@ -33,6 +33,7 @@ use tokio::net::tcp::OwnedWriteHalf;
 
 use super::store::{BlockRef, Refusal};
 use super::{trim, Shared, STREAM_STALL_TIMEOUT};
+use crate::protocol::limits::PUSH_CHUNK_BYTES;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError, REDUCED_MAP};
 
 type Out = BufWriter<OwnedWriteHalf>;
@@ -44,22 +45,47 @@ type Out = BufWriter<OwnedWriteHalf>;
 /// second round runs here at all).
 const REDUCED_CODEC: Codec = Codec::Lz4;
 
-/// A refusal for an engine error: data that failed its checks is
-/// `Corrupt`, anything else (a spill that failed) `Storage`.
+/// The most bytes of a block one `Data` frame carries: a block of a larger
+/// record goes in several frames (a reader concatenates a segment's
+/// frames), each far below the frame limit.
+const REDUCED_FRAME_BYTES: usize = PUSH_CHUNK_BYTES;
+
+/// A refusal for an engine error: a spill that failed is `Storage`, an
+/// operator the daemon cannot run `BadRequest`, anything else (a block or
+/// trailer that failed its checks, records the operator cannot take)
+/// `Corrupt`.
 fn refusal(shuffle: u32, p: u32, e: EngineError) -> Refusal {
-    let code = if e.is_data_fault() { ErrorCode::Corrupt } else { ErrorCode::Storage };
+    let code = match e {
+        EngineError::Io { .. } | EngineError::Spill(_) | EngineError::Thread(_) => {
+            ErrorCode::Storage
+        }
+        EngineError::Argument(_) => ErrorCode::BadRequest,
+        _ => ErrorCode::Corrupt,
+    };
     (code, format!("reducing partition {p} of shuffle {shuffle}: {e}"))
 }
 
-/// The memory one partition's operator holds from the store.
+/// The memory one partition's operator holds from the store: its floor and
+/// what it was granted beyond it.
 struct Held<'a> {
     shared: &'a Shared,
-    bytes: u64,
+    floor: u64,
+    granted: u64,
 }
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        self.shared.store().release_reduce(self.bytes);
+        self.shared.store().release_reduce(self.floor, self.granted);
+    }
+}
+
+/// A reduced read's spill directory, removed with what is in it when the
+/// read ends, however it ends.
+pub(super) struct ReduceDir(pub(super) PathBuf);
+
+impl Drop for ReduceDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -77,11 +103,12 @@ fn reduce_partition(
     let bad = |e| refusal(shuffle, p, e);
     let mut task = ReduceTask::open(spec, p..p + 1, dir).map_err(bad)?;
     if !matches!(spec, StageSpec::Sort) {
-        held.bytes += shared.store().reserve_reduce(REDUCE_STATE_FLOOR_BYTES as u64, true);
+        held.floor = REDUCE_STATE_FLOOR_BYTES as u64;
+        shared.store().hold_reduce_floor(held.floor);
     }
     let mut grant = |short: usize| {
-        let got = shared.store().reserve_reduce(short as u64, false);
-        held.bytes += got;
+        let got = shared.store().reserve_reduce(short as u64, held.granted);
+        held.granted += got;
         got as usize
     };
     let mut took = 0u64;
@@ -115,6 +142,11 @@ fn reduce_partition(
         i += n;
     }
     task.finish().map_err(bad)?;
+    if task.spilled_runs() > 0 {
+        // It ran short of memory: its results, merged from its runs and
+        // built whole, go to disk too and are read back a batch at a time.
+        task.spill_results().map_err(bad)?;
+    }
     Ok((task, took))
 }
 
@@ -133,7 +165,7 @@ pub(super) async fn stream(
     while i < plan.len() {
         let p = plan[i].partition;
         let n = plan[i..].iter().take_while(|b| b.partition == p).count();
-        let mut held = Held { shared, bytes: 0 };
+        let mut held = Held { shared, floor: 0, granted: 0 };
         let reduced = tokio::task::block_in_place(|| {
             reduce_partition(shared, shuffle, spec, &plan[i..i + n], dir, &mut held)
         });
@@ -159,20 +191,27 @@ pub(super) async fn stream(
                 Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
             };
             for (data, n) in frames {
-                blocks += 1;
-                records += n;
-                bytes += data.len() as u64;
-                frame::write_data_within(out, p, REDUCED_MAP, n, &data, STREAM_STALL_TIMEOUT)
-                    .await?;
+                // The block's records ride with its first piece.
+                for (k, piece) in data.chunks(REDUCED_FRAME_BYTES).enumerate() {
+                    let n = if k == 0 { n } else { 0 };
+                    blocks += 1;
+                    records += n;
+                    bytes += piece.len() as u64;
+                    frame::write_data_within(out, p, REDUCED_MAP, n, piece, STREAM_STALL_TIMEOUT)
+                        .await?;
+                }
             }
         }
-        drop(task);
+        // Its spill files go as it does.
+        tokio::task::block_in_place(|| drop(task));
         drop(held);
         if let Some(t) = enc.trailer() {
             blocks += 1;
             bytes += t.len() as u64;
             frame::write_data_within(out, p, REDUCED_MAP, 0, &t, STREAM_STALL_TIMEOUT).await?;
         }
+        // The partition is whole: out to the reader before the next one is reduced.
+        super::conn::flush(out, STREAM_STALL_TIMEOUT).await?;
         i += n;
     }
     shared.store().note_reduced(took, records);

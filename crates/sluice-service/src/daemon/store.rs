@@ -62,6 +62,8 @@ pub(crate) struct Store {
     reduced_reads: u64,
     reduced_in: u64,
     reduced_out: u64,
+    /// Bytes reduced reads' operators hold beyond their floors.
+    reducing: u64,
     max_lease: Duration,
     /// Spill files made so far (each file's name is unique in the store).
     files: u64,
@@ -183,6 +185,7 @@ impl Store {
             reduced_reads: 0,
             reduced_in: 0,
             reduced_out: 0,
+            reducing: 0,
             max_lease,
             files: 0,
         }

@@ -258,7 +258,7 @@ public enum SluiceSetting {
           + " partition (each key once, or one sorted run) instead of one per map output. It"
           + " moves the merge's CPU from the reduce tasks to the daemons and, for an aggregate,"
           + " sends a reduce task each key once; off by default, as on a two-node loopback"
-          + " cluster it cost 2-12 % of job time (docs/benchmarks.md).");
+          + " cluster it made jobs 3-19 % longer (docs/benchmarks.md).");
 
   /** A setting's type: how its value is written and parsed. */
   public enum Type {
