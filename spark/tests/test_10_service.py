@@ -81,14 +81,15 @@ class Daemon:
 
 
 def start_daemons(tmp, directories=(None, None)):
-    """Two daemons (127.0.0.1, 127.0.0.2) under one node secret, and the
-    application key of `sluice-test`."""
+    """A daemon per entry of `directories` (127.0.0.1, 127.0.0.2, ...: two
+    by default) under one node secret, and the application key of
+    `sluice-test`."""
     binary = sluice_binary()
     secret = tmp / "secret"
     secret.write_bytes(os.urandom(32))
     secret.chmod(0o600)
     ds = [Daemon(binary, host, secret, tmp, directory=d)
-          for host, d in zip(("127.0.0.1", "127.0.0.2"), directories)]
+          for host, d in zip([f"127.0.0.{i + 1}" for i in range(len(directories))], directories)]
     key = subprocess.run([str(binary), "app-key", "--secret-file", str(secret), "--app", "sluice-test"],
                          check=True, capture_output=True, text=True).stdout.strip()
     return ds, key
@@ -517,6 +518,35 @@ def test_a_daemon_killed_for_good_after_the_map_stage(own_daemons, tmp_path):
         assert sum(got) == sum(range(3000))
         assert later[0] - after[0] == 3 and later[1] == after[1], \
             f"a later shuffle was not assigned to the live daemon: {after} -> {later}"
+
+
+def test_a_live_daemon_left_out_of_a_new_generation_loses_the_old_one(own_daemons, tmp_path):
+    # Three daemons; after the map stage the first dies and the second is
+    # marked down in this JVM (as a failed push would, though it lives), so
+    # the new generation goes to the third alone. The second's copy of the
+    # old generation is named by no output any more: the driver deletes it.
+    ds, key = own_daemons((None, None, None))
+    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    try:
+        sc = s.sparkContext
+        shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
+        sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+        want = sizes()
+        assert sum(want) == sum(range(40000))
+        assert all(d.stats()["held_bytes"] > 0 for d in ds), [d.stats() for d in ds]
+        jvm = sc._jvm
+        pool = jvm.dev.sluice.spark.service.Daemons.of(
+            jvm.dev.sluice.spark.service.ServiceConf.of(sc._jsc.sc().conf()))
+        pool.markDown(1, "marked down by the test")
+        ds[0].kill()
+        assert sizes() == want
+        deadline = time.time() + 20
+        while ds[1].stats()["held_bytes"] > 0 and time.time() < deadline:
+            time.sleep(0.2)
+        assert ds[1].stats()["held_bytes"] == 0, "the left-out daemon kept the old generation"
+        assert ds[2].stats()["held_bytes"] > 0, "the rerun did not go to the third daemon"
+    finally:
+        s.stop()
 
 
 def test_a_repartition_that_deals_anew_hit_by_a_fetch_failure(own_daemons, tmp_path):

@@ -40,6 +40,16 @@ public final class Assignment implements Serializable {
     return owners[k];
   }
 
+  /** Whether daemon {@code d} (a configured index) is one of the owners. */
+  public boolean owns(int d) {
+    for (int o : owners) {
+      if (o == d) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** The owner ({@code 0..nodes()}) of reduce partition {@code r} of {@code partitions}. */
   public int ownerOf(int r, int partitions) {
     return Nodes.of(r, partitions, owners.length);

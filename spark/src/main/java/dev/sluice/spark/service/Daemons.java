@@ -239,6 +239,37 @@ public final class Daemons {
   }
 
   /**
+   * Deletes shuffle {@code shuffle} at the owners of {@code old} that {@code next} leaves out (a
+   * daemon that failed the new registration or was skipped as down lately): what they hold of
+   * the old generation no registered output names any more. Best effort, one daemon after the
+   * other: one that cannot be reached keeps it until the application ends (each failure is
+   * logged).
+   */
+  public void unregisterLeftOut(int shuffle, Assignment old, Assignment next) {
+    for (int k = 0; k < old.nodes(); k++) {
+      int d = old.daemon(k);
+      if (next.owns(d)) {
+        continue;
+      }
+      IOException e = request(d, ServiceNative.UNREGISTER, shuffle, 0, 0);
+      if (e == null) {
+        LOG.info(
+            "Sluice: shuffle {} deleted at {}, left out of generation {}",
+            shuffle,
+            conf.daemons.get(d),
+            next.generation);
+      } else {
+        LOG.warn(
+            "Sluice: shuffle {} left at {} (out of generation {}): {}",
+            shuffle,
+            conf.daemons.get(d),
+            next.generation,
+            e.getMessage());
+      }
+    }
+  }
+
+  /**
    * The generation after {@code previous} for a shuffle's new assignment: above it, and at least
    * the seconds since 2026 now, so that it stays above any earlier run's under the same name.
    */

@@ -42,9 +42,10 @@ import org.slf4j.LoggerFactory;
  * more and opens another generation. A fetch failure Spark ignores (from a stage attempt already
  * superseded) still opens a generation when it names the current one, and the live attempt's next
  * read fails once more the same way. Every such path reruns or keeps data; the daemons' generation
- * and commit checks keep an old assignment's data from ever being read as a new one's. A daemon
- * left out of the new generation keeps the older one's data until Spark unregisters the shuffle
- * or the application ends.
+ * and commit checks keep an old assignment's data from ever being read as a new one's. Once the
+ * new assignment is in the cell, the shuffle is deleted at the old owners it leaves out ({@link
+ * Daemons#unregisterLeftOut}); one that cannot be reached (dead, most often) keeps the older
+ * generation's data until Spark unregisters the shuffle or the application ends.
  */
 public final class ServiceFailures extends SparkListener {
   private static final Logger LOG = LoggerFactory.getLogger(ServiceFailures.class);
@@ -153,6 +154,10 @@ public final class ServiceFailures extends SparkListener {
           e.getMessage());
     } finally {
       w.cell().end(next);
+    }
+    if (next != null && shuffles.get(shuffle) == w) {
+      // After the rerun has its assignment: the old generation's data at daemons left out.
+      daemons.unregisterLeftOut(shuffle, failed, next);
     }
     if (next != null && shuffles.get(shuffle) != w) {
       // Spark unregistered the shuffle while the new generation was being registered.

@@ -27,6 +27,7 @@ class AssignmentTest {
     assertEquals(0, byDaemon[1]);
     assertEquals(partitions, byDaemon[0] + byDaemon[2]);
     assertEquals(partitions, a.first(a.nodes(), partitions));
+    assertTrue(a.owns(0) && !a.owns(1) && a.owns(2) && !a.owns(3));
     assertThrows(IllegalArgumentException.class, () -> new Assignment(1, new int[0]));
   }
 
@@ -42,7 +43,9 @@ class AssignmentTest {
   void aFailedReadNamesItsShuffleAndGeneration() {
     BlockManagerId at = ServiceStreams.location(41);
     assertEquals(41, ServiceStreams.shuffleOf(at));
-    assertEquals(-1, ServiceStreams.shuffleOf(BlockManagerId.apply("3", "10.0.0.5", 7337, scala.Option.empty())));
+    assertEquals(
+        -1,
+        ServiceStreams.shuffleOf(BlockManagerId.apply("3", "10.0.0.5", 7337, scala.Option.empty())));
     String message =
         ServiceStreams.readFailure(0, 4, "127.0.0.2:7340", 31_000_123, "refused (generation 9)");
     assertEquals(31_000_123, ServiceStreams.generationIn(message));
