@@ -14,9 +14,12 @@
 //! allocator to give back its free pages (`malloc_trim`, which since glibc
 //! 2.8 releases whole free pages inside the heaps too), outside the
 //! store's lock. A trim walks the heaps' free lists, so it is not done per
-//! buffer.
+//! buffer; and it may take milliseconds on large heaps, so inside the
+//! runtime it runs on a blocking thread, not on the worker that serves a
+//! connection, one at a time (a trim asked for while one runs is that
+//! one's).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Bytes of buffers let go between two trims.
 pub(crate) const TRIM_EVERY_BYTES: u64 = 32 << 20;
@@ -33,9 +36,36 @@ pub(crate) fn freed(bytes: u64) {
     }
 }
 
+/// Whether a trim is running.
+static TRIMMING: AtomicBool = AtomicBool::new(false);
+
 /// Returns the allocator's free pages to the kernel (glibc only; other
-/// allocators return memory by themselves).
+/// allocators return memory by themselves): on a blocking thread inside
+/// the runtime, here outside it.
 pub(crate) fn give_back() {
+    if TRIMMING.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let running = Running;
+    match tokio::runtime::Handle::try_current() {
+        Ok(rt) => {
+            // Dropped unrun by a runtime shutting down, it still ends the trim.
+            rt.spawn_blocking(move || trim_now(running));
+        }
+        Err(_) => trim_now(running),
+    }
+}
+
+/// The trim under way; ends it when dropped.
+struct Running;
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        TRIMMING.store(false, Ordering::Release);
+    }
+}
+
+fn trim_now(_running: Running) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes no pointers; it walks the allocator's own
     // free lists under the allocator's locks.
