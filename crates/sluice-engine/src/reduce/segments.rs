@@ -283,14 +283,13 @@ mod tests {
                     SpillStrategy::State,
                 );
                 let dir = tempfile::tempdir().expect("dir");
-                let width = 8;
                 let mut batch = RecordBatch::new(Layout::Variable);
                 for i in 0..500u32 {
                     let v: [u8; 8] = match value {
                         2 => (f64::from(i) * 0.5 - 40.0).to_le_bytes(),
                         _ => (i64::from(i % 97) - 30).to_le_bytes(),
                     };
-                    batch.push(&[3, 0, 0, 0, (i % 37) as u8], &v[..width]).expect("record");
+                    batch.push(&[3, 0, 0, 0, (i % 37) as u8], &v).expect("record");
                 }
                 let mut enc = SegmentEncoder::new(Codec::Lz4, 3).expect("encoder");
                 let frames = enc.blocks(&batch).expect("blocks");
@@ -319,7 +318,7 @@ mod tests {
                 first.finish().expect("finish");
                 let (a, b) = (records_of(&mut first), records_of(&mut again));
                 let sorted = |r: &[u8]| {
-                    let mut v: Vec<Vec<u8>> = r.chunks(8 + 5 + width).map(<[u8]>::to_vec).collect();
+                    let mut v: Vec<Vec<u8>> = r.chunks(8 + 5 + 8).map(<[u8]>::to_vec).collect();
                     v.sort();
                     v
                 };

@@ -59,7 +59,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
    * tracker's answer for the task): first those kept on their executors (their push failed),
    * fetched from there as embedded outputs are; then those at the service's location, read from
    * the daemons, one stream per daemon, closed with the task; with {@code reduce} (the shuffle's
-   * native reduce operator), the daemons run it over each partition before they stream it.
+   * native reduce operator) and {@code service.reduceAtDaemon} on, the daemons run it over each
+   * partition before they stream it.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams(
@@ -89,7 +90,7 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
             ServiceStreams.winners(atService),
             (id, in) -> segments.wrapStream(id, in),
             metrics,
-            reduce);
+            conf.reduceAtDaemon ? reduce : null);
     context.addTaskCompletionListener(
         (org.apache.spark.util.TaskCompletionListener) ctx -> s.close());
     if (kept.isEmpty()) {
@@ -123,7 +124,7 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
         context,
         metrics,
         new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics),
-        operator != null && ServiceConf.of(env.conf()).reduceAtDaemon ? handle.engineOp() : null);
+        operator != null ? handle.engineOp() : null);
   }
 
   /**
