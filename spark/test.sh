@@ -88,15 +88,22 @@ stage "JUnit (mvn test), Spark's own suites (spark/suites/run.sh), the other lin
 lane=$!
 trap 'pkill -P $lane 2>/dev/null; kill $lane 2>/dev/null || true' EXIT
 stage "pytest spark/tests"
+pytest_log=spark/suites/target/pytest.log
 pytest_rc=0
-spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 "${marks[@]}" spark/tests \
-  || pytest_rc=$?
+spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 -rfE "${marks[@]}" spark/tests \
+  2>&1 | tee "$pytest_log" || pytest_rc=$?
 stage "pytest ended (rc $pytest_rc); waiting for the other lane"
 lane_rc=0
 wait $lane || lane_rc=$?
 trap - EXIT
 stage "the other lane ended (rc $lane_rc); its output:"
 cat "$lane_log"
+# The lane's log is long: what failed, from both lanes, is repeated last,
+# where a truncated CI log still shows it.
+stage "summary: pytest rc $pytest_rc, the other lane rc $lane_rc"
+grep -E '^(FAILED|ERROR) ' "$pytest_log" || true
+grep -E '^(FAILED|ERROR) |^== .*ended \(rc |\*\*\* FAILED|Tests: succeeded [0-9]+, failed [1-9]' \
+  "$lane_log" || true
 stage "done"
 [ "$pytest_rc" = 0 ] && [ "$lane_rc" = 0 ]
 
