@@ -102,7 +102,7 @@ cat "$lane_log"
 # where a truncated CI log still shows it.
 stage "summary: pytest rc $pytest_rc, the other lane rc $lane_rc"
 grep -E '^(FAILED|ERROR) ' "$pytest_log" || true
-grep -E '^(FAILED|ERROR) |^== .*ended \(rc |\*\*\* FAILED|Tests: succeeded [0-9]+, failed [1-9]' \
+grep -E '^(FAILED|ERROR) |== .*ended \(rc |\*\*\* FAILED|Tests: succeeded [0-9]+, failed [1-9]' \
   "$lane_log" || true
 stage "done"
 [ "$pytest_rc" = 0 ] && [ "$lane_rc" = 0 ]

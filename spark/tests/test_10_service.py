@@ -628,6 +628,91 @@ def test_a_daemon_dead_while_the_maps_run(own_daemons, tmp_path):
         s.stop()
 
 
+def _early_pushes(s):
+    return s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics.serviceEarlyPushes()
+
+
+# Two maps of 30,000 records of about 130 bytes each: about 4 MiB handed over
+# per map, so a map task spills (and pushes the spill) every 1 MiB.
+EARLY = {"spark.sluice.service.pushWhileMappingBytes": "1m"}
+EARLY_WANT = sorted((k, len(range(k, 60000, 53)), sum(range(k, 60000, 53))) for k in range(53))
+
+
+def _per_key(rdd):
+    """Each key's record count and sum of the numbers its values spell,
+    computed in the reduce tasks of a partitionBy (no combine on either
+    side, so every record crosses the shuffle once)."""
+    def count(it):
+        seen = {}
+        for k, v in it:
+            n, total = seen.get(k, (0, 0))
+            seen[k] = (n + 1, total + int(v[:8]))
+        return [(k, n, total) for k, (n, total) in seen.items()]
+    return sorted(rdd.partitionBy(6).mapPartitions(count).collect())
+
+
+def test_a_large_map_output_is_pushed_while_the_map_runs(daemons, tmp_path):
+    # Each map task spills every 1 MiB it hands over and pushes each spill
+    # while it maps on; the commit pushes the rest through the same pushes.
+    # Every output at the daemons, none kept; per key, Spark's answer (each
+    # record once: the spills' and the commit's bytes of a partition
+    # concatenate into the data file's segment at the daemon).
+    ds, key = daemons
+    s = session("local[2]", SLUICE, tmp_path / "s", extra={**service_conf(ds, key), **EARLY})
+    try:
+        sc, counts = s.sparkContext, _metrics(s)
+        before, early_before = counts(), _early_pushes(s)
+        got = _per_key(sc.parallelize(range(60000), 2).map(lambda x: (x % 53, f"{x:08d}" * 16)))
+        after, early = counts(), _early_pushes(s) - early_before
+    finally:
+        s.stop()
+    assert got == EARLY_WANT
+    pushed, kept, reads = (a - b for a, b in zip(after, before))
+    assert pushed == 2 and kept == 0 and reads > 0, (pushed, kept, reads)
+    assert early >= 4, f"{early} spills pushed while the maps ran"
+
+
+def test_a_daemon_killed_between_early_pushes_keeps_the_outputs(own_daemons, tmp_path):
+    # Each map task pushes a spill or more while it maps, then the first
+    # kills the second daemon halfway through and both wait until its port
+    # refuses connections: their later pushes fail, and each output stays
+    # whole on its executor (the data file holds the spills' bytes too), what
+    # the daemons staged or committed of it never read: each record once.
+    ds, key = own_daemons()
+    pid = ds[1].proc.pid
+    host, port = ds[1].addr.rsplit(":", 1)
+    s = session("local[2]", SLUICE, tmp_path / "s", extra={**service_conf(ds, key), **EARLY})
+    try:
+        sc, counts = s.sparkContext, _metrics(s)
+
+        def kill_halfway(i, it):
+            import socket
+            import time
+            for n, x in enumerate(it):
+                if n == 20000:
+                    time.sleep(1)
+                    if i == 0:
+                        os.kill(pid, 9)
+                    deadline = time.time() + 30
+                    while time.time() < deadline:
+                        try:
+                            socket.create_connection((host, int(port)), timeout=1).close()
+                            time.sleep(0.05)
+                        except OSError:
+                            break
+                yield x % 53, f"{x:08d}" * 16
+
+        before, early_before = counts(), _early_pushes(s)
+        got = _per_key(sc.parallelize(range(60000), 2).mapPartitionsWithIndex(kill_halfway))
+        after, early = counts(), _early_pushes(s) - early_before
+    finally:
+        s.stop()
+    assert got == EARLY_WANT
+    pushed, kept, _ = (a - b for a, b in zip(after, before))
+    assert pushed == 0 and kept == 2, (pushed, kept)
+    assert early >= 1, "no spill was pushed before the daemon died"
+
+
 def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tmp_path):
     # The second daemon's directory is a 1 MiB tmpfs under its 8 MiB budget:
     # once both are full it refuses a push with a typed error (Storage); that

@@ -72,17 +72,19 @@ impl<'e> FileMapTask<'e> {
 
     /// Writes the output emitted so far to the spill file `path` and frees
     /// it (the host's memory manager refused more); the attempt goes on.
-    /// Returns the bytes written.
-    pub fn spill(&mut self, path: &Path, codec: Codec) -> EngineResult<u64> {
+    /// Returns the bytes of each partition's segment in the spill file: the
+    /// data file starts each partition with its segments of the spill
+    /// files, in spill order, copied byte for byte.
+    pub fn spill(&mut self, path: &Path, codec: Codec) -> EngineResult<Vec<u64>> {
         self.check_alive()?;
         let taken = self.task.take_output_so_far();
         let per_partition = taken.map_err(|e| self.fail(e))?;
         let written = Spilled::write(path, &per_partition, self.partitions as usize, codec);
         self.engine.recycle_output(per_partition);
         let s = written.map_err(|e| self.fail(e))?;
-        let bytes = s.bytes();
+        let lengths = s.lengths().to_vec();
         self.spilled.push(s);
-        Ok(bytes)
+        Ok(lengths)
     }
 
     /// Marks the attempt failed by `cause`; returns the error to report.

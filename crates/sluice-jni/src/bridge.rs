@@ -302,7 +302,7 @@ impl HostMapTask {
     }
 
     /// See [`FileMapTask::spill`].
-    pub fn spill(&mut self, path: &std::path::Path, codec: Codec) -> BridgeResult<u64> {
+    pub fn spill(&mut self, path: &std::path::Path, codec: Codec) -> BridgeResult<Vec<u64>> {
         Ok(self.task.spill(path, codec)?)
     }
 

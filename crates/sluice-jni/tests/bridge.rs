@@ -61,6 +61,9 @@ fn run_map_spilling(
     let mut count = 0;
     let mut buffers = 0;
     let mut spill_files = Vec::new();
+    // Each spill's bytes and segment lengths, as read before the commit
+    // removes the file (a service map task pushes them while it maps on).
+    let mut spilled: Vec<(Vec<u8>, Vec<u64>)> = Vec::new();
     for (p, v) in records {
         put(&mut buf, *p, v);
         count += 1;
@@ -71,8 +74,11 @@ fn run_map_spilling(
             buffers += 1;
             if spill_every.is_some_and(|n| buffers % n == 0) {
                 let path = dir.join(format!("spill_{buffers}"));
-                task.spill(&path, codec).expect("spill");
-                assert!(path.exists());
+                let lengths = task.spill(&path, codec).expect("spill");
+                let bytes = std::fs::read(&path).expect("read the spill");
+                assert_eq!(lengths.len(), partitions as usize);
+                assert_eq!(lengths.iter().sum::<u64>(), bytes.len() as u64);
+                spilled.push((bytes, lengths));
                 spill_files.push(path);
             }
         }
@@ -94,6 +100,24 @@ fn run_map_spilling(
         a.write_slice(&data[at..at + *len as usize]);
         assert_eq!(u64::from(a.checksum()), *sum, "checksum of the segment at {at}");
         at += *len as usize;
+    }
+    // Each partition's segment starts with its segments of the spill files,
+    // in spill order, byte for byte: what an early push sent of a
+    // partition is a prefix of the data file's segment.
+    let mut start = 0usize;
+    for (p, len) in written.lengths.iter().enumerate() {
+        let mut prefix = Vec::new();
+        for (bytes, lengths) in &spilled {
+            let from: u64 = lengths[..p].iter().sum();
+            prefix.extend_from_slice(&bytes[from as usize..(from + lengths[p]) as usize]);
+        }
+        assert!(prefix.len() as u64 <= *len, "partition {p}: spills longer than its segment");
+        assert_eq!(
+            &data[start..start + prefix.len()],
+            &prefix[..],
+            "partition {p}'s spilled prefix"
+        );
+        start += *len as usize;
     }
     (data, written.lengths)
 }

@@ -99,9 +99,11 @@ impl Spilled {
         Ok(Spilled { path: path.to_owned(), written })
     }
 
-    /// Bytes in the spill file.
-    pub fn bytes(&self) -> u64 {
-        self.written.lengths.iter().sum()
+    /// Bytes of each partition's segment in the spill file, in partition
+    /// order (the data file starts each partition with these, byte for
+    /// byte, in spill order).
+    pub fn lengths(&self) -> &[u64] {
+        &self.written.lengths
     }
 }
 

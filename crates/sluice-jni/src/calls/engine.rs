@@ -5,7 +5,7 @@ use jni::objects::{JClass, JObject};
 use jni::sys::{jint, jlong, jlongArray};
 use jni::JNIEnv;
 
-use super::{guard, non_negative};
+use super::{guard, long_array, non_negative};
 use crate::bridge::{self, HostSettings};
 use crate::{ops, settings, stop};
 use std::path::PathBuf;
@@ -55,10 +55,8 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_engineDefaults<'l>
             d.segment_bytes,
             usize::from(d.liquid_offload),
         ]
-        .map(|v| v as i64);
-        let out = env.new_long_array(values.len() as i32)?;
-        env.set_long_array_region(&out, 0, &values)?;
-        Ok(out.into_raw())
+        .map(|v| v as u64);
+        long_array(env, values)
     })
 }
 
@@ -124,10 +122,8 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_engineHeld<'l>(
             h.free_page_bytes,
             h.free_page_limit,
         ]
-        .map(|v| v as i64);
-        let out = env.new_long_array(values.len() as i32)?;
-        env.set_long_array_region(&out, 0, &values)?;
-        Ok(out.into_raw())
+        .map(|v| v as u64);
+        long_array(env, values)
     })
 }
 

@@ -5,7 +5,7 @@ use jni::objects::{JByteBuffer, JClass, JObject, JString};
 use jni::sys::{jboolean, jint, jlong, jlongArray};
 use jni::JNIEnv;
 
-use super::{direct_memory, guard, non_negative, path_from};
+use super::{direct_memory, guard, long_array, non_negative, path_from};
 use crate::bridge::{self, HostMapTask};
 use crate::error::BridgeError;
 use crate::format::HostFormat;
@@ -56,10 +56,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapRowChecksums<'l
                 BridgeError::Argument("row checksums of an attempt opened without them".into())
             })
         })?;
-        let as_i64: Vec<i64> = values.iter().map(|&v| v as i64).collect();
-        let out = env.new_long_array(as_i64.len() as i32)?;
-        env.set_long_array_region(&out, 0, &as_i64)?;
-        Ok(out.into_raw())
+        long_array(env, values)
     })
 }
 
@@ -110,22 +107,14 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapCommit<'l>(
         let format = HostFormat::read(env, &format)?;
         let written = task.commit_to_file(&path, format.codec()?, format.checksum()?)?;
         let records: u64 = written.records.iter().sum();
-        let as_i64: Vec<i64> = written
-            .lengths
-            .iter()
-            .chain(&written.checksums)
-            .chain(std::iter::once(&records))
-            .map(|&l| l as i64)
-            .collect();
-        let out = env.new_long_array(as_i64.len() as i32)?;
-        env.set_long_array_region(&out, 0, &as_i64)?;
-        Ok(out.into_raw())
+        let values = written.lengths.iter().chain(&written.checksums).chain([&records]);
+        long_array(env, values.copied())
     })
 }
 
-/// `static native long mapSpill(long task, String spillFile, OutputFormat format)`:
+/// `static native long[] mapSpill(long task, String spillFile, OutputFormat format)`:
 /// writes the output so far to the spill file in the format's codec and
-/// frees it; returns the bytes written.
+/// frees it; returns the bytes of each partition's segment in the file.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapSpill<'l>(
     mut env: JNIEnv<'l>,
@@ -133,11 +122,12 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_mapSpill<'l>(
     task: jlong,
     path: JString<'l>,
     format: JObject<'l>,
-) -> jlong {
-    guard(&mut env, -1, |env| {
+) -> jlongArray {
+    guard(&mut env, std::ptr::null_mut(), |env| {
         let path = path_from(env, &path)?;
         let codec = HostFormat::read(env, &format)?.codec()?;
-        MAP_TASKS.with(task, |task| Ok(task.spill(&path, codec)? as jlong))
+        let lengths = MAP_TASKS.with(task, |task| task.spill(&path, codec))?;
+        long_array(env, lengths)
     })
 }
 

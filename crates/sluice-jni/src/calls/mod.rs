@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
 use jni::objects::{JByteArray, JByteBuffer, JString, ReleaseMode};
-use jni::sys::jint;
+use jni::sys::{jint, jlongArray};
 use jni::JNIEnv;
 use sluice_engine::reduce::BlockName;
 
@@ -59,6 +59,18 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 
 fn non_negative(v: i64, what: &str) -> BridgeResult<u64> {
     u64::try_from(v).map_err(|_| BridgeError::Argument(format!("{what} is negative ({v})")))
+}
+
+/// A new Java `long[]` holding `values` (as Java's signed longs).
+fn long_array<I>(env: &mut JNIEnv<'_>, values: I) -> BridgeResult<jlongArray>
+where
+    I: IntoIterator,
+    I::Item: Into<u64>,
+{
+    let as_i64: Vec<i64> = values.into_iter().map(|v| v.into() as i64).collect();
+    let out = env.new_long_array(as_i64.len() as i32)?;
+    env.set_long_array_region(&out, 0, &as_i64)?;
+    Ok(out.into_raw())
 }
 
 /// A file path the Java side passed.

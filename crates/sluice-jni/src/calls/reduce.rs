@@ -6,7 +6,7 @@ use jni::sys::{jboolean, jint, jlong, jlongArray};
 use jni::JNIEnv;
 use sluice_engine::reduce::{self, BlockName, ReduceTask};
 
-use super::{direct_memory, guard, non_negative, reading};
+use super::{direct_memory, guard, long_array, non_negative, reading};
 use crate::bridge::{self};
 use crate::error::{BridgeError, BridgeResult};
 use crate::handles::Registry;
@@ -170,9 +170,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpillBytes<'
 ) -> jlongArray {
     guard(&mut env, std::ptr::null_mut(), |env| {
         let (disk, memory) = REDUCE_TASKS.with(handle, |op| Ok(op.spilled_bytes()))?;
-        let out = env.new_long_array(2)?;
-        env.set_long_array_region(&out, 0, &[disk as i64, memory as i64])?;
-        Ok(out.into_raw())
+        long_array(env, [disk, memory])
     })
 }
 

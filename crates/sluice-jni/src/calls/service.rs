@@ -162,13 +162,14 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushOpen<'l>(
 /// Bytes of a data file `pushFile` reads per `add`.
 pub const PUSH_FILE_READ_BYTES: usize = 1 << 20;
 
-/// `static native void pushFile(long push, long connection, String path, int first, long[] offsets)`:
-/// adds partitions `first..first + offsets.length - 1` of the data file at
-/// `path` to a push, partition `first + i` being the file's bytes
-/// `offsets[i]..offsets[i + 1]`, read here and sent in chunks as they fill.
-/// A file that cannot be read is `LocalFile` (the task's fault); a daemon's
-/// failure is `Service`.
+/// `static native void pushFile(long push, long connection, String path, int first, long[] starts, long[] ends)`:
+/// adds partitions `first..first + starts.length` of the file at `path` (a
+/// data file, or a spill file while the map runs) to a push, partition
+/// `first + i` being the file's bytes `starts[i]..ends[i]`, read here and
+/// sent in chunks as they fill. A file that cannot be read is `LocalFile`
+/// (the task's fault); a daemon's failure is `Service`.
 #[no_mangle]
+#[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushFile<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
@@ -176,33 +177,24 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushFile<'l>(
     connection: jlong,
     path: JString<'l>,
     first: jint,
-    offsets: JLongArray<'l>,
+    starts: JLongArray<'l>,
+    ends: JLongArray<'l>,
 ) {
     guard(&mut env, (), |env| {
         let path: String = env.get_string(&path)?.into();
-        let n = env.get_array_length(&offsets)?;
-        let mut off = vec![0i64; n as usize];
-        env.get_long_array_region(&offsets, 0, &mut off)?;
-        let mut at = Vec::with_capacity(off.len());
-        for &o in &off {
-            let o = non_negative(o, "offset")?;
-            if at.last().is_some_and(|&last| o < last) {
-                return Err(BridgeError::Argument(format!("offsets {off:?} go backwards")));
-            }
-            at.push(o as u64);
-        }
+        let ranges = file_ranges(env, &starts, &ends)?;
         let first = u32_arg(first.into(), "partition")?;
         let local = |what: &str, e: std::io::Error| {
             BridgeError::LocalFile(format!("{what} {path} to push it: {e}"))
         };
         let file = std::fs::File::open(&path).map_err(|e| local("opening", e))?;
-        let longest = at.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let longest = ranges.iter().map(|&(s, e)| e - s).max().unwrap_or(0);
         let mut buf = vec![0u8; (longest as usize).min(PUSH_FILE_READ_BYTES)];
         let rt = runtime()?;
         PUSHERS.with(push, |p| {
             CLIENTS.with(connection, |c| {
-                for (i, w) in at.windows(2).enumerate() {
-                    let (mut pos, end) = (w[0], w[1]);
+                for (i, &(start, end)) in ranges.iter().enumerate() {
+                    let mut pos = start;
                     let partition = first + i as u32;
                     while pos < end {
                         let len = ((end - pos) as usize).min(buf.len());
@@ -216,6 +208,49 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushFile<'l>(
                 Ok(())
             })
         })
+    })
+}
+
+/// Byte ranges `starts[i]..ends[i]` from two Java arrays of one length,
+/// each start at most its end.
+fn file_ranges(
+    env: &mut JNIEnv<'_>,
+    starts: &JLongArray<'_>,
+    ends: &JLongArray<'_>,
+) -> BridgeResult<Vec<(u64, u64)>> {
+    let n = env.get_array_length(starts)?;
+    if env.get_array_length(ends)? != n {
+        return Err(BridgeError::Argument("starts and ends of different lengths".into()));
+    }
+    let (mut s, mut e) = (vec![0i64; n as usize], vec![0i64; n as usize]);
+    env.get_long_array_region(starts, 0, &mut s)?;
+    env.get_long_array_region(ends, 0, &mut e)?;
+    s.iter()
+        .zip(&e)
+        .map(|(&s, &e)| {
+            let (s, e) = (non_negative(s, "start")?, non_negative(e, "end")?);
+            if e < s {
+                return Err(BridgeError::Argument(format!("range {s}..{e} goes backwards")));
+            }
+            Ok((s, e))
+        })
+        .collect()
+}
+
+/// `static native void pushSettle(long push, long connection)`: sends what
+/// is pending and waits for every chunk's acknowledgement, so that the
+/// connection may serve another request and the push go on over another
+/// one later (a map task pushing its spills while it runs).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushSettle<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    push: jlong,
+    connection: jlong,
+) {
+    guard(&mut env, (), |_| {
+        let rt = runtime()?;
+        PUSHERS.with(push, |p| CLIENTS.with(connection, |c| Ok(rt.block_on(p.settle_all(c))?)))
     })
 }
 

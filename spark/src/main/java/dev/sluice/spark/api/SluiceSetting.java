@@ -244,6 +244,20 @@ public enum SluiceSetting {
           + " commit at every daemon for less than one push chunk. A shuffle whose outputs are all"
           + " small never reaches the daemons; an executor lost takes its small outputs with it"
           + " (Spark reruns those map tasks). 0 pushes every output."),
+  SERVICE_PUSH_WHILE_MAPPING_BYTES(
+      "service.pushWhileMappingBytes",
+      Type.BYTES,
+      "8m",
+      0,
+      1L << 40,
+      "bytes",
+      Scope.TASK,
+      "In service mode, a map task of a shuffle without a map-side combine spills its output every"
+          + " this many bytes handed over, and each spill (as any spill Spark's memory manager"
+          + " asks for) is pushed to the daemons on a thread of its own while the map goes on;"
+          + " the commit pushes the rest. A shuffle with a map-side combine pushes only the"
+          + " spills Spark asks for (a forced one would cut the combine short). 0 pushes only"
+          + " those, for every shuffle."),
   SERVICE_REDUCE_AT_DAEMON(
       "service.reduceAtDaemon",
       Type.BOOLEAN,

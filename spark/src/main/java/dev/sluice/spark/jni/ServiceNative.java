@@ -46,14 +46,21 @@ public final class ServiceNative {
   public static native long pushOpen(int shuffle, int generation, int map, long attempt);
 
   /**
-   * Adds partitions {@code first .. first + offsets.length - 2} of the data file at {@code path}
-   * to a push: partition {@code first + i} is the file's bytes {@code offsets[i] ..
-   * offsets[i + 1]}, read natively and sent in chunks of about 1 MiB as they fill. A daemon's
-   * failure is an {@code IOException}; a file that cannot be read, a {@code SluiceException}
-   * (the task's own fault).
+   * Adds partitions {@code first .. first + starts.length - 1} of the file at {@code path} (a data
+   * file, or a spill file while the map runs) to a push: partition {@code first + i} is the
+   * file's bytes {@code starts[i] .. ends[i]}, read natively and sent in chunks of about 1 MiB as
+   * they fill. A daemon's failure is an {@code IOException}; a file that cannot be read, a {@code
+   * SluiceException} (the task's own fault).
    */
   public static native void pushFile(
-      long push, long connection, String path, int first, long[] offsets) throws IOException;
+      long push, long connection, String path, int first, long[] starts, long[] ends)
+      throws IOException;
+
+  /**
+   * Sends what is pending and waits for every chunk's acknowledgement, so that {@code connection}
+   * may serve another request and the push go on later over another connection.
+   */
+  public static native void pushSettle(long push, long connection) throws IOException;
 
   /**
    * Sends what is pending and commits the attempt at the daemon (the push handle is closed either

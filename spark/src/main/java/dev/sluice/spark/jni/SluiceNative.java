@@ -92,9 +92,10 @@ public final class SluiceNative {
 
   /**
    * Writes the attempt's output so far to {@code spillFile} in {@code format}'s codec and frees it;
-   * returns its bytes.
+   * returns the bytes of each partition's segment in the file (the data file starts each
+   * partition with these, in spill order).
    */
-  public static native long mapSpill(long task, String spillFile, OutputFormat format)
+  public static native long[] mapSpill(long task, String spillFile, OutputFormat format)
       throws IOException;
 
   public static native void mapAbort(long task);

@@ -33,6 +33,8 @@ public final class SluiceMetrics {
   public static final AtomicLong SERVICE_SMALL_KEPT = new AtomicLong();
   /** Reduce-side reads served by the service's daemons (one per daemon a task read from). */
   public static final AtomicLong SERVICE_READS = new AtomicLong();
+  /** Spills of map attempts pushed to the service's daemons while their maps ran. */
+  public static final AtomicLong SERVICE_EARLY_PUSHES = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -99,6 +101,11 @@ public final class SluiceMetrics {
   /** Reads of a reduce task's partitions from one daemon each. */
   public static long serviceReads() {
     return SERVICE_READS.get();
+  }
+
+  /** Spills of map attempts pushed to the daemons while their maps ran. */
+  public static long serviceEarlyPushes() {
+    return SERVICE_EARLY_PUSHES.get();
   }
 
   /** Map attempts whose output Sluice wrote. */

@@ -26,17 +26,29 @@ public final class ServiceConf implements Serializable {
   public final long minPushBytes;
 
   /**
+   * Bytes a map task hands over between the spills it pushes while it maps ({@code
+   * service.pushWhileMappingBytes}); 0: only the spills Spark asks for.
+   */
+  public final long pushWhileMappingBytes;
+
+  /**
    * Whether a shuffle with a native reduce operator has the daemons run it before they stream
    * each partition ({@code service.reduceAtDaemon}).
    */
   public final boolean reduceAtDaemon;
 
   private ServiceConf(
-      List<String> daemons, String app, String key, long minPushBytes, boolean reduceAtDaemon) {
+      List<String> daemons,
+      String app,
+      String key,
+      long minPushBytes,
+      long pushWhileMappingBytes,
+      boolean reduceAtDaemon) {
     this.daemons = daemons;
     this.app = app;
     this.key = key;
     this.minPushBytes = minPushBytes;
+    this.pushWhileMappingBytes = pushWhileMappingBytes;
     this.reduceAtDaemon = reduceAtDaemon;
   }
 
@@ -78,6 +90,7 @@ public final class ServiceConf implements Serializable {
         app,
         key,
         SluiceSetting.SERVICE_MIN_PUSH_BYTES.bytes(conf),
+        SluiceSetting.SERVICE_PUSH_WHILE_MAPPING_BYTES.bytes(conf),
         SluiceSetting.SERVICE_REDUCE_AT_DAEMON.flag(conf));
   }
 

@@ -4,6 +4,7 @@ import dev.sluice.spark.jni.ServiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.File;
 import java.io.IOException;
+import java.util.Arrays;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -14,6 +15,10 @@ import org.slf4j.LoggerFactory;
  * segment pushed in chunks of about 1 MiB and the attempt committed there before the next owner's
  * part; every owner gets a commit, those without data included, so that each can tell a winner
  * that committed from one it never saw.
+ *
+ * <p>Where the attempt pushed spills while it ran ({@link EarlyPush}), each owner's part goes on
+ * through the same native push (its chunks continue that sequence) and each partition's segment
+ * from the bytes its spills already sent.
  *
  * <p>An output smaller than {@link ServiceConf#minPushBytes} is not pushed: it stays on the
  * executor like a failed push's (below), without marking any daemon down, and is counted in {@code
@@ -40,7 +45,8 @@ public final class ServicePush {
   /**
    * Pushes the attempt's output unless it is small or a daemon failed lately; true when the daemons
    * hold it, false when it stays on this executor (counted in {@code serviceSmallKept}, or logged
-   * and counted in {@code serviceFallbacks}).
+   * and counted in {@code serviceFallbacks}). {@code early}, the attempt's pushes while it ran or
+   * null, has been awaited; what of it is not committed here is dropped.
    */
   public static boolean pushOrKeep(
       ServiceConf conf,
@@ -49,7 +55,26 @@ public final class ServicePush {
       int mapIndex,
       long attempt,
       File data,
-      long[] lengths) {
+      long[] lengths,
+      EarlyPush early) {
+    try {
+      return pushOrKeepNow(conf, shuffle, assignment, mapIndex, attempt, data, lengths, early);
+    } finally {
+      if (early != null) {
+        early.abandon();
+      }
+    }
+  }
+
+  private static boolean pushOrKeepNow(
+      ServiceConf conf,
+      int shuffle,
+      Assignment assignment,
+      int mapIndex,
+      long attempt,
+      File data,
+      long[] lengths,
+      EarlyPush early) {
     long bytes = 0;
     for (long l : lengths) {
       bytes += l;
@@ -66,10 +91,13 @@ public final class ServicePush {
       return false;
     }
     Daemons daemons = Daemons.of(conf);
-    String why = daemons.downReason(assignment);
+    String why = early == null ? null : early.await();
+    if (why == null) {
+      why = daemons.downReason(assignment);
+    }
     if (why == null) {
       try {
-        push(daemons, shuffle, assignment, mapIndex, attempt, data, lengths);
+        push(daemons, shuffle, assignment, mapIndex, attempt, data, lengths, early);
         return true;
       } catch (IOException e) {
         why = e.getMessage();
@@ -89,6 +117,7 @@ public final class ServicePush {
    * Pushes and commits at one owner after another, starting at the owner {@code mapIndex} picks
    * (so that map tasks starting together spread over the daemons), each with one connection
    * borrowed for its part only: a map task holds one connection at a time, not one per daemon.
+   * Each partition's segment goes from the bytes {@code early} (or null) already pushed on.
    */
   static void push(
       Daemons daemons,
@@ -97,18 +126,29 @@ public final class ServicePush {
       int mapIndex,
       long attempt,
       File data,
-      long[] lengths)
+      long[] lengths,
+      EarlyPush early)
       throws IOException {
     int nodes = assignment.nodes();
     int partitions = lengths.length;
-    long[] offsets = new long[partitions + 1];
+    long[] starts = new long[partitions];
+    long[] ends = new long[partitions];
+    long at = 0;
     for (int p = 0; p < partitions; p++) {
-      offsets[p + 1] = offsets[p] + lengths[p];
+      long sent = early == null ? 0 : early.pushed(p);
+      if (sent > lengths[p]) {
+        throw new IOException(
+            "partition " + p + ": " + sent + " bytes pushed early, " + lengths[p] + " in all");
+      }
+      starts[p] = at + sent;
+      at += lengths[p];
+      ends[p] = at;
     }
     for (int i = 0; i < nodes; i++) {
       int k = (mapIndex + i) % nodes;
       try {
-        pushTo(daemons, assignment, k, shuffle, mapIndex, attempt, data, offsets);
+        long opened = early == null ? 0 : early.take(k);
+        pushTo(daemons, assignment, k, shuffle, mapIndex, attempt, data, starts, ends, opened);
       } catch (StaleGenerationException e) {
         throw e;
       } catch (IOException e) {
@@ -118,7 +158,11 @@ public final class ServicePush {
     }
   }
 
-  /** Owner {@code k}'s partitions of the attempt's output, pushed and committed there. */
+  /**
+   * Owner {@code k}'s partitions of the attempt's output (partition {@code p} the data file's bytes
+   * {@code starts[p]..ends[p]}), pushed and committed there through {@code opened}, the push the
+   * attempt's spills went through (or 0: a new one).
+   */
   private static void pushTo(
       Daemons daemons,
       Assignment assignment,
@@ -127,14 +171,27 @@ public final class ServicePush {
       int mapIndex,
       long attempt,
       File data,
-      long[] offsets)
+      long[] starts,
+      long[] ends,
+      long opened)
       throws IOException {
-    int partitions = offsets.length - 1;
+    int partitions = starts.length;
     int d = assignment.daemon(k);
     int lo = assignment.first(k, partitions);
     int hi = assignment.first(k + 1, partitions);
-    long connection = daemons.borrow(d);
-    long push = ServiceNative.pushOpen(shuffle, assignment.generation, mapIndex, attempt);
+    long push = opened;
+    long connection;
+    try {
+      connection = daemons.borrow(d);
+    } catch (IOException e) {
+      if (push != 0) {
+        ServiceNative.pushAbandon(push);
+      }
+      throw e;
+    }
+    if (push == 0) {
+      push = ServiceNative.pushOpen(shuffle, assignment.generation, mapIndex, attempt);
+    }
     try {
       if (lo < hi) {
         ServiceNative.pushFile(
@@ -142,7 +199,8 @@ public final class ServicePush {
             connection,
             data.getAbsolutePath(),
             lo,
-            java.util.Arrays.copyOfRange(offsets, lo, hi + 1));
+            Arrays.copyOfRange(starts, lo, hi),
+            Arrays.copyOfRange(ends, lo, hi));
       }
       long committing = push;
       push = 0;

@@ -6,6 +6,7 @@ import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
 import dev.sluice.spark.service.Assignment;
+import dev.sluice.spark.service.EarlyPush;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServicePush;
 import dev.sluice.spark.service.ServiceStreams;
@@ -43,6 +44,11 @@ import org.apache.spark.storage.BlockManagerId;
  * makes every call on the attempt's handle: a request made there comes between two hand-overs
  * (the writer is pulling its next row), never during one. A request from any other thread gets
  * nothing.
+ *
+ * <p>In service mode the spills are pushed to the daemons while the map runs ({@link
+ * EarlyPush}), and a shuffle without a map-side combine spills every {@code
+ * service.pushWhileMappingBytes} handed over for that alone, so that a large output crosses the
+ * network while it is still being mapped instead of after; the commit pushes the rest.
  */
 public final class NativeMapOutput extends MemoryConsumer {
   /** Bytes of the two lengths in front of each record. */
@@ -89,6 +95,15 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** The shuffle's generation and owners at the service's daemons, or null: the output stays. */
   private final Assignment service;
 
+  /** The service's settings where {@link #service} is set, else null. */
+  private final ServiceConf serviceConf;
+
+  /** The spills pushed while the map runs, or null (embedded, or a small output so far). */
+  private EarlyPush early;
+
+  /** Bytes handed over after which the output is spilled to be pushed early; 0: never. */
+  private final long pushEveryBytes;
+
   NativeMapOutput(
       int engineShuffle,
       int shuffleId,
@@ -100,7 +115,8 @@ public final class NativeMapOutput extends MemoryConsumer {
       SluiceConf settings,
       IndexShuffleBlockResolver resolver,
       RowChecksums rows,
-      Assignment service) {
+      Assignment service,
+      boolean combines) {
     super(
         context.taskMemoryManager(),
         context.taskMemoryManager().pageSizeBytes(),
@@ -114,6 +130,11 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.context = context;
     this.rows = rows;
     this.service = service;
+    this.serviceConf = service == null ? null : ServiceConf.of(SparkEnv.get().conf());
+    // A forced spill would cut a map-side combine short; such shuffles push only the spills
+    // Spark's memory manager asks for.
+    this.pushEveryBytes =
+        serviceConf == null || combines ? 0 : serviceConf.pushWhileMappingBytes;
     this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
     this.task =
         SluiceNative.mapOpen(
@@ -217,6 +238,9 @@ public final class NativeMapOutput extends MemoryConsumer {
       // Not even a spill of everything else made room: the output so far, this buffer included,
       // goes to disk now.
       spillOutput();
+    } else if (pushEveryBytes > 0 && held >= pushEveryBytes && (early == null || early.live())) {
+      // Enough for the daemons to take while the map goes on.
+      spillOutput();
     }
     context.killTaskIfInterrupted();
   }
@@ -241,12 +265,24 @@ public final class NativeMapOutput extends MemoryConsumer {
     }
     File f = SparkEnv.get().blockManager().diskBlockManager().createTempShuffleBlock()._2();
     long t0 = System.nanoTime();
-    long bytes;
+    long[] segments;
     try {
-      bytes = SluiceNative.mapSpill(task, f.getAbsolutePath(), settings.output);
+      segments = SluiceNative.mapSpill(task, f.getAbsolutePath(), settings.output);
     } catch (IOException e) {
       spillFailure = e;
       throw e;
+    }
+    long bytes = 0;
+    for (long s : segments) {
+      bytes += s;
+    }
+    if (serviceConf != null) {
+      if (early == null) {
+        early =
+            EarlyPush.of(
+                serviceConf, shuffleId, service, context.partitionId(), mapId, segments.length);
+      }
+      early.submit(f, segments);
     }
     metrics.incWriteTime(System.nanoTime() - t0);
     SluiceMetrics.MAP_SPILLS.incrementAndGet();
@@ -281,6 +317,10 @@ public final class NativeMapOutput extends MemoryConsumer {
     long handle = task;
     task = 0;
     long rowChecksum = 0;
+    if (early != null) {
+      // The commit removes the spill files the early pushes read.
+      early.await();
+    }
     try {
       if (rows != null) {
         rowChecksum = rows.value(rows.inEngine ? SluiceNative.mapRowChecksums(handle) : null);
@@ -316,13 +356,14 @@ public final class NativeMapOutput extends MemoryConsumer {
     BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
     if (service != null
         && ServicePush.pushOrKeep(
-            ServiceConf.of(SparkEnv.get().conf()),
+            serviceConf,
             shuffleId,
             service,
             context.partitionId(),
             mapId,
             dataFile,
-            lengths)) {
+            lengths,
+            early)) {
       // The daemons keep the output from here; the local files are not read again.
       resolver.removeDataByMap(shuffleId, mapId);
       location = ServiceStreams.location(shuffleId);
@@ -343,6 +384,10 @@ public final class NativeMapOutput extends MemoryConsumer {
 
   /** Drops an attempt that did not commit, and its temporary file. */
   void abort() {
+    if (early != null) {
+      // Before the spill files go: the pushes reading them end first.
+      early.abandon();
+    }
     if (task != 0) {
       long t = task;
       task = 0;

@@ -76,7 +76,8 @@ public abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             settings,
             resolver,
             rows,
-            handle.assignment());
+            handle.assignment(),
+            handle.kind() instanceof ShuffleKind.Operator);
     output = opened;
     context.addTaskCompletionListener(
         (org.apache.spark.util.TaskCompletionListener) ctx -> opened.abort());
