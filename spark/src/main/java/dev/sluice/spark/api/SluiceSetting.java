@@ -252,12 +252,13 @@ public enum SluiceSetting {
       1L << 40,
       "bytes",
       Scope.TASK,
-      "In service mode, a map task of a shuffle without a map-side combine spills its output every"
-          + " this many bytes handed over, and each spill (as any spill Spark's memory manager"
-          + " asks for) is pushed to the daemons on a thread of its own while the map goes on;"
-          + " the commit pushes the rest. A shuffle with a map-side combine pushes only the"
-          + " spills Spark asks for (a forced one would cut the combine short). 0 pushes only"
-          + " those, for every shuffle."),
+      "In service mode, a map task spills its output every this many bytes handed over (at"
+          + " most 64 times), and each spill (as any spill Spark's memory manager asks for) is"
+          + " pushed to the daemons on a thread of its own while the map goes on; the commit"
+          + " pushes the rest. A shuffle of an offloaded operator, which the engine combines at"
+          + " the map side, pushes only the spills Spark asks for (a forced one would cut the"
+          + " combine short). The forced spills show in Spark's spill metrics. 0 pushes only"
+          + " the spills Spark asks for, for every shuffle."),
   SERVICE_REDUCE_AT_DAEMON(
       "service.reduceAtDaemon",
       Type.BOOLEAN,

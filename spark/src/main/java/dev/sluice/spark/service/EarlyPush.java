@@ -31,8 +31,9 @@ import java.util.concurrent.atomic.AtomicInteger;
  * (a daemon gone, refusing, a stale generation) stops the early pushes; the commit then keeps the
  * output on the executor as for any failed push ({@link ServicePush}): the data file holds all of
  * it, so nothing is lost, and what was staged at the daemons is never committed. The commit waits
- * for the pushes queued before it ({@link #await}); an attempt that ends without committing
- * waits for them too and drops what it staged ({@link #abandon}), before its spill files go.
+ * for the pushes queued before it ({@link #await}); an attempt that ends without committing stops
+ * those not begun and drops its pushes when the running one ends ({@link #abandon}); a spill file
+ * removed under a running push fails that push, which then stops.
  */
 public final class EarlyPush {
   private static final AtomicInteger THREADS = new AtomicInteger();
@@ -109,7 +110,16 @@ public final class EarlyPush {
       return;
     }
     long[] own = lengths.clone();
-    tail = tail.thenRunAsync(() -> pushSpill(spill, own), POOL);
+    tail = tail.thenRunAsync(() -> pushSpillOrStop(spill, own), POOL);
+  }
+
+  /** {@link #pushSpill}, any throwable it lets out stopping the early pushes (never the chain). */
+  private void pushSpillOrStop(File spill, long[] lengths) {
+    try {
+      pushSpill(spill, lengths);
+    } catch (Throwable e) {
+      failure = "pushing a spill: " + e;
+    }
   }
 
   /** Whether the early pushes go on (none failed, the attempt did not end). */
@@ -146,12 +156,21 @@ public final class EarlyPush {
   }
 
   /**
-   * Stops queued pushes, waits for the one running and drops every push not taken: the attempt
-   * will not commit what it staged.
+   * Stops queued pushes and drops every push not taken once the one running (if any) ends, on its
+   * thread: the attempt will not commit what it staged, and a task ending (killed, failed) does
+   * not wait on a daemon for it. The daemons keep what the attempt staged until the shuffle is
+   * unregistered (the protocol has no message to drop one attempt's chunks).
    */
   public void abandon() {
     cancelled = true;
-    await();
+    CompletableFuture<Void> last;
+    synchronized (this) {
+      last = tail;
+    }
+    last.whenComplete((v, e) -> dropPushers());
+  }
+
+  private void dropPushers() {
     for (int k = 0; k < pushers.length; k++) {
       long p = take(k);
       if (p != 0) {

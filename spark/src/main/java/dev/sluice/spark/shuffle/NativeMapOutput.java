@@ -6,6 +6,7 @@ import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
 import dev.sluice.spark.service.Assignment;
+import dev.sluice.spark.service.Daemons;
 import dev.sluice.spark.service.EarlyPush;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServicePush;
@@ -46,9 +47,11 @@ import org.apache.spark.storage.BlockManagerId;
  * nothing.
  *
  * <p>In service mode the spills are pushed to the daemons while the map runs ({@link
- * EarlyPush}), and a shuffle without a map-side combine spills every {@code
- * service.pushWhileMappingBytes} handed over for that alone, so that a large output crosses the
- * network while it is still being mapped instead of after; the commit pushes the rest.
+ * EarlyPush}), and a shuffle the engine does not combine at the map side (every one but an
+ * offloaded operator's) spills every {@code service.pushWhileMappingBytes} handed over for that
+ * alone, at most {@link #FORCED_SPILLS_MAX} times, so that a large output crosses the network
+ * while it is still being mapped instead of after; the commit pushes the rest. Such spills count
+ * in Spark's spill metrics as any other: they are written to disk.
  */
 public final class NativeMapOutput extends MemoryConsumer {
   /** Bytes of the two lengths in front of each record. */
@@ -103,6 +106,15 @@ public final class NativeMapOutput extends MemoryConsumer {
 
   /** Bytes handed over after which the output is spilled to be pushed early; 0: never. */
   private final long pushEveryBytes;
+
+  /**
+   * Spills an attempt makes to push early, at most (64: 512 MiB at the default 8 MiB); the rest
+   * of a larger output is pushed at commit. The commit opens every spill file at once.
+   */
+  static final int FORCED_SPILLS_MAX = 64;
+
+  /** Spills made to push early so far. */
+  private int forcedSpills;
 
   NativeMapOutput(
       int engineShuffle,
@@ -238,11 +250,25 @@ public final class NativeMapOutput extends MemoryConsumer {
       // Not even a spill of everything else made room: the output so far, this buffer included,
       // goes to disk now.
       spillOutput();
-    } else if (pushEveryBytes > 0 && held >= pushEveryBytes && (early == null || early.live())) {
+    } else if (pushEveryBytes > 0 && held >= pushEveryBytes && pushesEarly()) {
       // Enough for the daemons to take while the map goes on.
+      forcedSpills++;
       spillOutput();
     }
     context.killTaskIfInterrupted();
+  }
+
+  /**
+   * Whether a forced spill would be pushed: fewer than {@link #FORCED_SPILLS_MAX} so far, no early
+   * push failed, and no owner of the shuffle failed lately in this JVM.
+   */
+  private boolean pushesEarly() {
+    if (forcedSpills >= FORCED_SPILLS_MAX) {
+      return false;
+    }
+    return early != null
+        ? early.live()
+        : Daemons.of(serviceConf).downReason(service) == null;
   }
 
   /**
@@ -385,7 +411,8 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** Drops an attempt that did not commit, and its temporary file. */
   void abort() {
     if (early != null) {
-      // Before the spill files go: the pushes reading them end first.
+      // Queued pushes of spill files are not begun; the pushes are dropped when the running one
+      // ends (one that finds its file gone fails and stops).
       early.abandon();
     }
     if (task != 0) {
