@@ -678,6 +678,7 @@ def test_a_daemon_killed_between_early_pushes_keeps_the_outputs(own_daemons, tmp
     # refuses connections: their later pushes fail, and each output stays
     # whole on its executor (the data file holds the spills' bytes too), what
     # the daemons staged or committed of it never read: each record once.
+    # The live daemon drops what the two attempts staged there.
     ds, key = own_daemons()
     pid = ds[1].proc.pid
     host, port = ds[1].addr.rsplit(":", 1)
@@ -702,15 +703,19 @@ def test_a_daemon_killed_between_early_pushes_keeps_the_outputs(own_daemons, tmp
                             break
                 yield x % 53, f"{x:08d}" * 16
 
-        before, early_before = counts(), _early_pushes(s)
+        metrics = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
+        before, early_before, drops_before = counts(), _early_pushes(s), metrics.serviceEarlyDrops()
         got = _per_key(sc.parallelize(range(60000), 2).mapPartitionsWithIndex(kill_halfway))
         after, early = counts(), _early_pushes(s) - early_before
+        drops = metrics.serviceEarlyDrops() - drops_before
+        held = ds[0].stats()["held_bytes"]
     finally:
         s.stop()
     assert got == EARLY_WANT
     pushed, kept, _ = (a - b for a, b in zip(after, before))
     assert pushed == 0 and kept == 2, (pushed, kept)
     assert early >= 1, "no spill was pushed before the daemon died"
+    assert drops >= 1 and held == 0, f"the live daemon still holds {held} bytes ({drops} drops)"
 
 
 def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tmp_path):

@@ -228,6 +228,19 @@ impl Client {
         self.expect_ok(&Message::Unregister { shuffle }, "unregistering a shuffle").await
     }
 
+    /// Drops what map attempt `attempt` of map `map` staged on this daemon
+    /// (it will not commit).
+    pub async fn drop_attempt(
+        &mut self,
+        shuffle: u32,
+        generation: u32,
+        map: u32,
+        attempt: u64,
+    ) -> Result<(), ClientError> {
+        let m = Message::DropAttempt { shuffle, generation, map, attempt };
+        self.expect_ok(&m, "dropping a map attempt's staged chunks").await
+    }
+
     /// Extends the application's lease.
     pub async fn renew(&mut self) -> Result<(), ClientError> {
         self.expect_ok(&Message::Renew, "renewing the lease").await

@@ -85,6 +85,7 @@ fn seeds() -> Vec<(&'static str, Message)> {
         ),
         ("end", Message::End { blocks: 1, records: 1, bytes: 11 }),
         ("unregister", Message::Unregister { shuffle: 3 }),
+        ("drop_attempt", Message::DropAttempt { shuffle: 3, generation: 1, map: 2, attempt: 7 }),
         ("renew", Message::Renew),
         ("end_application", Message::EndApplication),
         (

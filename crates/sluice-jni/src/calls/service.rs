@@ -271,6 +271,24 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushCommit<'l>(
     })
 }
 
+/// `static native void pushDrop(long push, long connection)`: closes a push
+/// that will not commit and has the daemon drop what it staged of it.
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushDrop<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    push: jlong,
+    connection: jlong,
+) {
+    guard(&mut env, (), |_| {
+        let p = PUSHERS.take(push)?;
+        let rt = runtime()?;
+        CLIENTS.with(connection, |c| {
+            Ok(rt.block_on(c.drop_attempt(p.shuffle, p.generation, p.map, p.attempt))?)
+        })
+    })
+}
+
 /// `static native void pushAbandon(long push)`: drops a push that will not
 /// commit (the daemon frees its staged chunks with the shuffle).
 #[no_mangle]

@@ -183,6 +183,11 @@ async fn handle(
             trim::give_back();
             r
         }
+        Message::DropAttempt { shuffle, generation, map, attempt } => {
+            let r = shared.store().drop_attempt(app, shuffle, generation, map, attempt);
+            trim::give_back();
+            r
+        }
         Message::Renew => {
             if shared.store().renew(app, *lease) {
                 Ok(Message::Ok)

@@ -305,6 +305,31 @@ impl Store {
         Ok(Message::Ok)
     }
 
+    /// Drops what map attempt `attempt` of map `map` staged (it will not
+    /// commit: a task that ended, or a push that failed elsewhere); an
+    /// attempt that staged nothing here is nothing to drop, a committed
+    /// one is refused. Chunks of it being spilled stay with the write's
+    /// job, whose file goes with it (as for a commit during the write).
+    pub(crate) fn drop_attempt(
+        &mut self,
+        app: &str,
+        shuffle: u32,
+        generation: u32,
+        map: u32,
+        attempt: u64,
+    ) -> Result<Message, Refusal> {
+        let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
+        if has(s.committed.get(&map), attempt) {
+            return refuse(
+                ErrorCode::BadRequest,
+                format!("map {map} attempt {attempt} of shuffle {shuffle} is committed"),
+            );
+        }
+        let freed = s.staged.remove(&(map, attempt)).map_or(0, |st| st.mem_bytes);
+        self.held -= freed;
+        Ok(Message::Ok)
+    }
+
     fn shuffle<'s>(
         apps: &'s mut HashMap<String, App>,
         app: &str,

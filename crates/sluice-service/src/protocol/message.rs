@@ -140,6 +140,10 @@ pub enum Message {
     End { blocks: u64, records: u64, bytes: u64 },
     /// Deletes a shuffle's data.
     Unregister { shuffle: u32 },
+    /// Drops what a map attempt that will not commit staged (answered
+    /// `Ok`, also when it staged nothing here); a committed attempt is
+    /// refused.
+    DropAttempt { shuffle: u32, generation: u32, map: u32, attempt: u64 },
     /// Extends the application's lease.
     Renew,
     /// Deletes all of the application's data.
@@ -223,8 +227,9 @@ pub mod kind {
     pub const STATS: u8 = 18;
     pub const STATS_REPLY: u8 = 19;
     pub const READ_REDUCED: u8 = 20;
+    pub const DROP_ATTEMPT: u8 = 21;
     /// The highest kind code.
-    pub const LAST: u8 = READ_REDUCED;
+    pub const LAST: u8 = DROP_ATTEMPT;
 }
 
 /// CRC32C over the acknowledgements of chunks `0..n` in order, each as
@@ -270,6 +275,7 @@ impl Message {
             Message::Stats => kind::STATS,
             Message::StatsReply(_) => kind::STATS_REPLY,
             Message::ReadReduced { .. } => kind::READ_REDUCED,
+            Message::DropAttempt { .. } => kind::DROP_ATTEMPT,
         }
     }
 
@@ -297,6 +303,7 @@ impl Message {
             "Stats",
             "StatsReply",
             "ReadReduced",
+            "DropAttempt",
         ]
         .get(usize::from(kind))
         .copied()
@@ -363,6 +370,10 @@ impl Message {
                 }
             }
             Message::Unregister { shuffle } => u32s(out, &[*shuffle]),
+            Message::DropAttempt { shuffle, generation, map, attempt } => {
+                u32s(out, &[*shuffle, *generation, *map]);
+                out.extend_from_slice(&attempt.to_le_bytes());
+            }
             Message::Error { code, message } => {
                 let mut end = message.len().min(MAX_ERROR_MESSAGE_BYTES);
                 while !message.is_char_boundary(end) {
@@ -465,6 +476,12 @@ impl Message {
                 bytes: r.u64("bytes")?,
             },
             kind::UNREGISTER => Message::Unregister { shuffle: r.u32("shuffle")? },
+            kind::DROP_ATTEMPT => Message::DropAttempt {
+                shuffle: r.u32("shuffle")?,
+                generation: r.u32("generation")?,
+                map: r.u32("map")?,
+                attempt: r.u64("attempt")?,
+            },
             kind::RENEW => Message::Renew,
             kind::END_APPLICATION => Message::EndApplication,
             kind::ERROR => {

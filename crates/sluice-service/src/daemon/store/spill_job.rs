@@ -277,6 +277,34 @@ mod tests {
     }
 
     #[test]
+    fn a_dropped_attempt_frees_what_it_staged_even_while_it_is_spilled() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 3000);
+        acked(push(&mut s, 0, 0, 1000));
+        commit(&mut s, 0);
+        acked(push(&mut s, 1, 0, 1500));
+        // Map 2 does not fit: map 1's staged chunk is taken out to spill,
+        // and map 1 is dropped while it is written.
+        let mut j = job(push(&mut s, 2, 1, 1000));
+        assert!(matches!(j.owner, Owner::Staged(1, 1)), "{:?}", j.owner);
+        s.drop_attempt(APP, 0, 1, 1, 1).expect("drop");
+        let w = j.write();
+        s.finish_spill(j, w).expect("finish");
+        assert_eq!((s.held, s.spilled), (1000, 0), "only map 0's block held");
+        assert_eq!(s.held, mem_held(&s));
+        // Dropped, it cannot commit what it staged; a committed attempt is
+        // not dropped; an attempt that staged nothing drops nothing.
+        let err = s.commit(APP, 0, 1, 1, 1, 1, acks_checksum([(0, 1)]), 1).expect_err("commit");
+        assert_eq!(err.0, crate::protocol::ErrorCode::CommitMismatch, "{err:?}");
+        let err = s.drop_attempt(APP, 0, 1, 0, 1).expect_err("a committed attempt");
+        assert_eq!(err.0, crate::protocol::ErrorCode::BadRequest, "{err:?}");
+        s.drop_attempt(APP, 0, 1, 5, 3).expect("nothing staged");
+        assert_eq!(read(&mut s, 0, &[0]), vec![bytes(0, 1000)]);
+        acked(push(&mut s, 2, 1, 1000));
+        assert_eq!(s.held, 2000);
+    }
+
+    #[test]
     fn a_shuffle_unregistered_while_its_spill_is_written_leaves_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut s = store(dir.path(), 1000);

@@ -68,8 +68,14 @@ public final class ServiceNative {
    */
   public static native boolean pushCommit(long push, long connection) throws IOException;
 
-  /** Drops a push that will not commit. */
+  /** Drops a push that will not commit (what it staged stays at the daemon). */
   public static native void pushAbandon(long push);
+
+  /**
+   * Closes a push that will not commit and has the daemon drop what it staged of it (the handle
+   * is closed either way).
+   */
+  public static native void pushDrop(long push, long connection) throws IOException;
 
   /**
    * Starts a read of partitions {@code start..end}, each map index from its winning attempt; with

@@ -35,6 +35,8 @@ public final class SluiceMetrics {
   public static final AtomicLong SERVICE_READS = new AtomicLong();
   /** Spills of map attempts pushed to the service's daemons while their maps ran. */
   public static final AtomicLong SERVICE_EARLY_PUSHES = new AtomicLong();
+  /** Early pushes of attempts that did not commit whose staged chunks a daemon dropped. */
+  public static final AtomicLong SERVICE_EARLY_DROPS = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -106,6 +108,11 @@ public final class SluiceMetrics {
   /** Spills of map attempts pushed to the daemons while their maps ran. */
   public static long serviceEarlyPushes() {
     return SERVICE_EARLY_PUSHES.get();
+  }
+
+  /** Early pushes of attempts that did not commit, dropped at their daemon. */
+  public static long serviceEarlyDrops() {
+    return SERVICE_EARLY_DROPS.get();
   }
 
   /** Map attempts whose output Sluice wrote. */

@@ -101,6 +101,12 @@ public final class Daemons {
     }
   }
 
+  /** Whether daemon {@code d} failed lately in this JVM. */
+  public boolean isDown(int d) {
+    long until = downUntil.get(d);
+    return until != 0 && until - System.nanoTime() > 0;
+  }
+
   /**
    * Why a push now under {@code a} would go to an owner that failed lately, or null when none
    * did.

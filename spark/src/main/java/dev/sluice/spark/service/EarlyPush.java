@@ -158,8 +158,9 @@ public final class EarlyPush {
   /**
    * Stops queued pushes and drops every push not taken once the one running (if any) ends, on its
    * thread: the attempt will not commit what it staged, and a task ending (killed, failed) does
-   * not wait on a daemon for it. The daemons keep what the attempt staged until the shuffle is
-   * unregistered (the protocol has no message to drop one attempt's chunks).
+   * not wait on a daemon for it. Each daemon not down in this JVM is asked to drop what the
+   * attempt staged there ({@code DropAttempt}); one that cannot be asked keeps it until the
+   * shuffle is unregistered.
    */
   public void abandon() {
     cancelled = true;
@@ -174,6 +175,28 @@ public final class EarlyPush {
     for (int k = 0; k < pushers.length; k++) {
       long p = take(k);
       if (p != 0) {
+        drop(assignment.daemon(k), p);
+      }
+    }
+  }
+
+  /** Push {@code p} closed, daemon {@code d} asked to drop its chunks where it is not down. */
+  private void drop(int d, long p) {
+    if (daemons.isDown(d)) {
+      ServiceNative.pushAbandon(p);
+      return;
+    }
+    long connection = 0;
+    try {
+      connection = daemons.borrow(d);
+      ServiceNative.pushDrop(p, connection);
+      daemons.giveBack(d, connection);
+      SluiceMetrics.SERVICE_EARLY_DROPS.incrementAndGet();
+    } catch (Throwable e) {
+      // Best effort: the daemon frees them with the shuffle. The handle is closed either way.
+      if (connection != 0) {
+        daemons.failed(d, connection, e);
+      } else {
         ServiceNative.pushAbandon(p);
       }
     }
