@@ -23,6 +23,7 @@ import pytest
 
 import workloads
 from standalone import executor_pids, free_port, standalone_cluster
+from clusters import settled
 from conftest import SLUICE, SPECULATION, session, slow_first_attempt
 from test_9_executors import _executors, _map_tasks_run, _wait
 
@@ -620,9 +621,9 @@ def test_a_daemon_dead_while_the_maps_run(own_daemons, tmp_path):
         assert sum(got) == sum(range(20000)) and len(got) == 5
         assert after[1] - before[1] == 4 and after[0] == before[0], (before, after)
         ds[1].proc.wait(timeout=30)
-        jobs_ = sc.statusTracker().getJobIdsForGroup("dead")
-        stages = [st for j in jobs_ for st in sc.statusTracker().getJobInfo(j).stageIds]
-        failed = sum(sc.statusTracker().getStageInfo(st).numFailedTasks for st in stages)
+        tracker = settled(sc, "dead")
+        stages = [st for j in tracker.getJobIdsForGroup("dead") for st in tracker.getJobInfo(j).stageIds]
+        failed = sum(tracker.getStageInfo(st).numFailedTasks for st in stages)
         assert failed == 0, f"{failed} task attempts failed"
     finally:
         s.stop()

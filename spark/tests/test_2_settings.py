@@ -8,6 +8,7 @@ import time
 import pytest
 import workloads
 from conftest import SLUICE, session, short_of_memory, sluice_metrics
+from clusters import settled
 
 
 def test_default_serializer_still_uses_sluice(tmp_path, reference):
@@ -543,7 +544,7 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
 
 def stage_infos(s, group):
     """(tasks, completed tasks) of the stages the jobs of a job group ran."""
-    t = s.sparkContext.statusTracker()
+    t = settled(s.sparkContext, group)
     stages = {st for j in t.getJobIdsForGroup(group) for st in t.getJobInfo(j).stageIds}
     infos = [t.getStageInfo(st) for st in sorted(stages)]
     return [(i.numTasks, i.numCompletedTasks) for i in infos if i is not None]

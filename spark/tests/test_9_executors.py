@@ -13,7 +13,7 @@ import time
 import pytest
 
 import workloads
-from clusters import stage_attempts
+from clusters import settled, stage_attempts
 from standalone import executor_pids, free_port, standalone_cluster
 from conftest import SLUICE, SPECULATION, session, slow_first_attempt
 
@@ -55,7 +55,7 @@ def _wait(what, done):
 def _map_tasks_run(sc, group):
     """Tasks the jobs of `group` ran outside their result stages (a map stage
     whose output was found runs none), and the result stages' tasks."""
-    tracker = sc.statusTracker()
+    tracker = settled(sc, group)
     mapped = results = 0
     for job in tracker.getJobIdsForGroup(group):
         stages = sorted(tracker.getJobInfo(job).stageIds)
