@@ -46,27 +46,10 @@ public final class ServicePush {
    * Pushes the attempt's output unless it is small or a daemon failed lately; true when the daemons
    * hold it, false when it stays on this executor (counted in {@code serviceSmallKept}, or logged
    * and counted in {@code serviceFallbacks}). {@code early}, the attempt's pushes while it ran or
-   * null, has been awaited; what of it is not committed here is dropped.
+   * null, has been awaited; what of it is not committed here is dropped when the task ends ({@link
+   * EarlyPush#abandon}, from the output's abort).
    */
   public static boolean pushOrKeep(
-      ServiceConf conf,
-      int shuffle,
-      Assignment assignment,
-      int mapIndex,
-      long attempt,
-      File data,
-      long[] lengths,
-      EarlyPush early) {
-    try {
-      return pushOrKeepNow(conf, shuffle, assignment, mapIndex, attempt, data, lengths, early);
-    } finally {
-      if (early != null) {
-        early.abandon();
-      }
-    }
-  }
-
-  private static boolean pushOrKeepNow(
       ServiceConf conf,
       int shuffle,
       Assignment assignment,
