@@ -199,8 +199,18 @@ def kinds(spark, offloaded):
     return out
 
 
-@pytest.mark.parametrize("at_daemon", [True, False], ids=["reduced_at_daemons", "reduced_in_tasks"])
-def test_every_kind_of_shuffle_through_the_daemons(daemons, tmp_path, at_daemon):
+@pytest.fixture(scope="module")
+def kinds_by_sort(tmp_path_factory):
+    """The sort shuffle's answers to `kinds`, computed once for the module."""
+    ref = session("local[2]", "sort", tmp_path_factory.mktemp("sort"))
+    try:
+        return kinds(ref, offloaded=False)
+    finally:
+        ref.stop()
+
+
+@pytest.mark.parametrize("at_daemon", [False, True], ids=["reduced_in_tasks", "reduced_at_daemons"])
+def test_every_kind_of_shuffle_through_the_daemons(daemons, kinds_by_sort, tmp_path, at_daemon):
     # The reduce task reads each daemon's share as one stream and feeds a
     # sort's merge or an aggregate's final table with it as it would fetched
     # segments: the sort shuffle's answers, every map output at the daemons.
@@ -208,11 +218,7 @@ def test_every_kind_of_shuffle_through_the_daemons(daemons, tmp_path, at_daemon)
     # operators first (the SQL aggregates, the offloaded reduceByKey, the
     # sorts): one segment per partition, fewer records than they took in.
     ds, key = daemons
-    ref = session("local[2]", "sort", tmp_path / "sort")
-    try:
-        want = kinds(ref, offloaded=False)
-    finally:
-        ref.stop()
+    want = kinds_by_sort
     extra = dict(service_conf(ds, key), **{"spark.sluice.service.reduceAtDaemon": str(at_daemon).lower()})
     s = session("local[2]", SLUICE, tmp_path / "service", extra=extra)
     try:
