@@ -35,13 +35,13 @@ for line in "${lines[@]}"; do
       spark/tests/test_1_local.py || rc=$?
   fi
   if [ "$rc" = 0 ]; then
-    # The service on this line: every kind of shuffle through two daemons (reduced in
-    # the tasks, the default; the daemons' operators are native, the same on every
-    # line), a daemon restarted under a job, and small outputs kept on the executor
-    # (reduce-side locality turned off in this line's map output tracker); the cluster
-    # and full-disk tests run on the default line.
+    # The service on this line: every kind of shuffle through two daemons (under the
+    # default reduceAtDaemon, which reads both ways: aggregates reduced at the daemons,
+    # the rest in the tasks), a daemon restarted under a job, and small outputs kept on
+    # the executor (reduce-side locality turned off in this line's map output tracker);
+    # the cluster and full-disk tests run on the default line.
     SLUICE_LINE=$line PYSPARK_PYTHON=$py "$py" -m pytest -q -p no:cacheprovider \
-      spark/tests/test_10_service.py -k "reduced_in_tasks or restarted or small" || rc=$?
+      spark/tests/test_10_service.py -k "reduceAtDaemon_auto or restarted or small" || rc=$?
   fi
   echo "== Spark $line ended (rc $rc) at ${SECONDS} s"
   [ "$rc" = 0 ] || failed+=("$line")

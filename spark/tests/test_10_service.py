@@ -181,21 +181,30 @@ def test_service_shuffles_give_the_sort_shuffles_answers(daemons, tmp_path):
         assert d.data_files() == [], d.data_files()
 
 
-# Shuffles of every kind Sluice runs: sorts merged natively (sortByKey,
-# ORDER BY), Spark's aggregators on the hash-grouped path (reduceByKey,
-# groupByKey, distinct), the engine's own operators (SQL aggregates, the
-# offloaded reduceByKey), and plain ones (join's cogroup, SQL exchanges).
+# Shuffles of every kind Sluice runs: a sort merged natively (ORDER BY), the
+# engine's own operators (SQL aggregates, the offloaded reduceByKey), plain
+# ones (SQL exchanges), and PySpark's RDD shuffles (sortByKey, reduceByKey,
+# groupByKey, distinct, join), which reach the JVM as plain shuffles of
+# pickled records (PySpark sorts and combines them in Python).
 KINDS = ("terasort", "sort_by_key", "wordcount", "distinct", "join", "sql_group_by",
          "sql_aggregate", "sql_order_by")
+# The kinds whose native reduce operator is a merge of sorted runs.
+MERGED = ("sql_order_by",)
 
 
-def kinds(spark, offloaded):
-    out = {name: workloads.ALL[name](spark) for name in KINDS}
+def kinds(spark, offloaded, seen=lambda name: None):
+    """The answer of each kind of shuffle; seen(name) is called after each."""
+    out = {}
+    for name in KINDS:
+        out[name] = workloads.ALL[name](spark)
+        seen(name)
     sc = spark.sparkContext
     out["group_by_key"] = sorted((k, sorted(v)) for k, v in workloads.pairs(sc, 20000, 300, 4)
                                  .groupByKey(5).collect())
+    seen("group_by_key")
     job = sc._jvm.dev.sluice.spark.examples.ReduceByKeyJob
     out["offloaded"] = list(job.checksum(sc._jsc, 100_000, 5_000, 4, 6, offloaded))
+    seen("offloaded")
     return out
 
 
@@ -209,22 +218,35 @@ def kinds_by_sort(tmp_path_factory):
         ref.stop()
 
 
-@pytest.mark.parametrize("at_daemon", [False, True], ids=["reduced_in_tasks", "reduced_at_daemons"])
+@pytest.mark.parametrize("at_daemon", ["false", "auto", "true"],
+                         ids=["reduceAtDaemon_false", "reduceAtDaemon_auto", "reduceAtDaemon_true"])
 def test_every_kind_of_shuffle_through_the_daemons(daemons, kinds_by_sort, tmp_path, at_daemon):
     # The reduce task reads each daemon's share as one stream and feeds a
     # sort's merge or an aggregate's final table with it as it would fetched
     # segments: the sort shuffle's answers, every map output at the daemons.
-    # With service.reduceAtDaemon (off by default) the daemons run the native
-    # operators first (the SQL aggregates, the offloaded reduceByKey, the
-    # sorts): one segment per partition, fewer records than they took in.
+    # service.reduceAtDaemon chooses which shuffles the daemons reduce first
+    # (one segment per partition): under auto, the default, the aggregates
+    # (the offloaded reduceByKey; fewer records out than in), not the merge
+    # of sorted runs (ORDER BY); under true that too; under false none.
     ds, key = daemons
     want = kinds_by_sort
-    extra = dict(service_conf(ds, key), **{"spark.sluice.service.reduceAtDaemon": str(at_daemon).lower()})
+    extra = dict(service_conf(ds, key), **{"spark.sluice.service.reduceAtDaemon": at_daemon})
     s = session("local[2]", SLUICE, tmp_path / "service", extra=extra)
+    reduced_by = {}
+
+    def reduced_reads():
+        return sum(d.stats()["reduced_reads"] for d in ds)
+
+    def seen(name):
+        nonlocal last
+        now = reduced_reads()
+        reduced_by[name], last = now - last, now
+
     try:
         counts = _metrics(s)
         before, daemons_before = counts(), [d.stats() for d in ds]
-        got = kinds(s, offloaded=True)
+        last = reduced_reads()
+        got = kinds(s, offloaded=True, seen=seen)
         after, daemons_after = counts(), [d.stats() for d in ds]
     finally:
         s.stop()
@@ -234,11 +256,16 @@ def test_every_kind_of_shuffle_through_the_daemons(daemons, kinds_by_sort, tmp_p
     assert pushed > 0 and kept == 0 and reads > 0, (pushed, kept, reads)
     reduced, took, gave = (sum(a[f] - b[f] for a, b in zip(daemons_after, daemons_before))
                            for f in ("reduced_reads", "reduced_in", "reduced_out"))
-    if at_daemon:
-        assert reduced > 0, "no read ran its operator at a daemon"
-        assert took > gave > 0, ("the daemons' aggregates combined nothing", took, gave)
-    else:
+    if at_daemon == "false":
         assert (reduced, took, gave) == (0, 0, 0)
+        return
+    assert reduced_by["offloaded"] > 0, ("the aggregate was not reduced at a daemon", reduced_by)
+    assert took > gave > 0, ("the daemons' aggregates combined nothing", took, gave)
+    merged = {name: reduced_by[name] for name in MERGED}
+    if at_daemon == "auto":
+        assert not any(merged.values()), ("auto reduced a merge at the daemons", merged)
+    else:
+        assert all(merged.values()), ("true left a merge to the tasks", merged)
 
 
 def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):

@@ -37,6 +37,11 @@ public final class EngineOp {
     this.spill = spill.code;
   }
 
+  /** Whether this is an aggregation (codes 0 and up), not a sort or none. */
+  public boolean aggregates() {
+    return function >= 0;
+  }
+
   /**
    * The engine operator of an offloaded aggregation (its function code and engine value type) whose
    * map side spills by {@code spill}.

@@ -1,6 +1,7 @@
 package dev.sluice.spark.service;
 
 import dev.sluice.spark.api.SluiceSetting;
+import dev.sluice.spark.jni.EngineOp;
 import java.io.Serializable;
 import java.util.ArrayList;
 import java.util.List;
@@ -32,10 +33,11 @@ public final class ServiceConf implements Serializable {
   public final long pushWhileMappingBytes;
 
   /**
-   * Whether a shuffle with a native reduce operator has the daemons run it before they stream
-   * each partition ({@code service.reduceAtDaemon}).
+   * Which shuffles with a native reduce operator have the daemons run it before they stream each
+   * partition ({@code service.reduceAtDaemon}: auto, true or false); see {@link
+   * #reducesAtDaemon}.
    */
-  public final boolean reduceAtDaemon;
+  public final String reduceAtDaemon;
 
   private ServiceConf(
       List<String> daemons,
@@ -43,7 +45,7 @@ public final class ServiceConf implements Serializable {
       String key,
       long minPushBytes,
       long pushWhileMappingBytes,
-      boolean reduceAtDaemon) {
+      String reduceAtDaemon) {
     this.daemons = daemons;
     this.app = app;
     this.key = key;
@@ -91,7 +93,25 @@ public final class ServiceConf implements Serializable {
         key,
         SluiceSetting.SERVICE_MIN_PUSH_BYTES.bytes(conf),
         SluiceSetting.SERVICE_PUSH_WHILE_MAPPING_BYTES.bytes(conf),
-        SluiceSetting.SERVICE_REDUCE_AT_DAEMON.flag(conf));
+        SluiceSetting.SERVICE_REDUCE_AT_DAEMON.choice(conf));
+  }
+
+  /**
+   * Whether the daemons run {@code op} (a shuffle's native reduce operator, or null for none) over
+   * each partition before they stream it: every operator under {@code true}, none under {@code
+   * false}, and under {@code auto} the aggregates, whose output the daemon shrinks (each key once
+   * per partition instead of once per map output) before it crosses the network; a sort's merge
+   * sends as many bytes from either side, so it stays in the reduce tasks.
+   */
+  public boolean reducesAtDaemon(EngineOp op) {
+    if (op == null || op == EngineOp.NONE) {
+      return false;
+    }
+    return switch (reduceAtDaemon) {
+      case "true" -> true;
+      case "auto" -> op.aggregates();
+      default -> false;
+    };
   }
 
   public int nodes() {

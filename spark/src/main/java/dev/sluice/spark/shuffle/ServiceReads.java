@@ -59,8 +59,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
    * tracker's answer for the task): first those kept on their executors (their push failed),
    * fetched from there as embedded outputs are; then those at the service's location, read from
    * the daemons, one stream per daemon, closed with the task; with {@code reduce} (the shuffle's
-   * native reduce operator) and {@code service.reduceAtDaemon} on, the daemons run it over each
-   * partition before they stream it.
+   * native reduce operator) where {@code service.reduceAtDaemon} chooses it ({@link
+   * ServiceConf#reducesAtDaemon}), the daemons run it over each partition before they stream it.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams(
@@ -90,7 +90,7 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
             ServiceStreams.winners(atService),
             (id, in) -> segments.wrapStream(id, in),
             metrics,
-            conf.reduceAtDaemon ? reduce : null);
+            conf.reducesAtDaemon(reduce) ? reduce : null);
     context.addTaskCompletionListener(
         (org.apache.spark.util.TaskCompletionListener) ctx -> s.close());
     if (kept.isEmpty()) {
