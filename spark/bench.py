@@ -337,6 +337,36 @@ def process_cpu_s(spark):
     return sum(int(f[11]) + int(f[12]) for f in process_stats(spark)) / os.sysconf("SC_CLK_TCK")
 
 
+# Thread groups of a JVM by the start of their name (Linux keeps 15 bytes
+# of it): Spark's task threads, the JIT compilers, the garbage collector
+# and the VM thread that runs its pauses, Sluice's native threads; anything
+# else (the driver's scheduler and RPC, shuffle fetches, py4j) is "other".
+THREAD_GROUPS = (("tasks", ("Executor task l",)),
+                 ("jit", ("C1 CompilerThre", "C2 CompilerThre")),
+                 ("gc", ("GC Thread", "G1 ", "VM Thread")),
+                 ("sluice", ("sluice",)))
+
+
+def thread_cpu_s(spark):
+    """CPU seconds of the application's JVMs by thread group (THREAD_GROUPS,
+    then "other"), from /proc/PID/task: the threads alive now, so a thread
+    that ended between two readings takes its CPU with it."""
+    sc = spark.sparkContext
+    out = dict.fromkeys([g for g, _ in THREAD_GROUPS] + ["other"], 0.0)
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in [sc._jvm.java.lang.ProcessHandle.current().pid(), *executor_pids(sc.applicationId)]:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    name, rest = f.read().split("(", 1)[1].rsplit(")", 1)
+            except OSError:  # the thread ended
+                continue
+            fields = rest.split()
+            group = next((g for g, starts in THREAD_GROUPS if name.startswith(starts)), "other")
+            out[group] += (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
 def minor_faults(spark):
     """Minor page faults of the application's JVMs so far (memory touched
     for the first time, by Java's heap or by native code)."""

@@ -38,9 +38,11 @@ of the per-query ratios.
 operators and scans off) as a third manager, from Comet's jar for the Spark
 line (Maven Central, fetched into spark/target/peers on first use): Comet
 1.2.0 is published for Spark 4.1, the default line (Sluice's default jar
-under spark/.venv's pyspark). Comet's session also gets the off-heap memory Comet asks for
-(COMET_SETTINGS), beside the same driver memory, and its jar on the class
-path as Comet's guide says.
+under spark/.venv's pyspark). Comet's session gets its jar on the class
+path as Comet's guide says, and the off-heap memory Comet needs
+(COMET_MEMORY), as every other manager's session in the run does, so that
+all run with the same memory (--comet-memory-alone gives it to Comet's
+runs only).
 
 --protocol power runs a suite as a user runs it: each query once, in
 order, in one fresh session per manager, no warm-up pass (--reps and
@@ -73,7 +75,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench  # noqa: E402  (sessions, the worker protocol, JVM CPU)
 import daemons  # noqa: E402  (the service mode's daemons)
-from bench import ask, line_jar, process_cpu_s  # noqa: E402
+from bench import ask, line_jar, process_cpu_s, thread_cpu_s  # noqa: E402
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 BASELINE = "sluice-base"
 SERVICE = bench.SERVICE
@@ -82,8 +84,7 @@ SERVICE = bench.SERVICE
 COMET = "comet"
 COMET_RELEASES = {"4.1": "1.2.0"}
 # Comet's columnar shuffle alone: its plugin and shuffle manager, its native
-# operators and scans off, the JVM shuffle mode (rows in, Arrow batches out),
-# and the off-heap memory its shuffle writers allocate from.
+# operators and scans off, the JVM shuffle mode (rows in, Arrow batches out).
 COMET_SETTINGS = {
     "spark.plugins": "org.apache.spark.CometPlugin",
     "spark.shuffle.manager": "org.apache.spark.sql.comet.execution.shuffle.CometShuffleManager",
@@ -92,6 +93,13 @@ COMET_SETTINGS = {
     "spark.comet.scan.enabled": "false",
     "spark.comet.shuffle.enabled": "true",
     "spark.comet.shuffle.mode": "jvm",
+}
+# The off-heap memory Comet's shuffle writers allocate from (Comet needs it).
+# In a run with Comet every manager gets it, so that all run with the same
+# memory: Spark's own execution memory (its sorts', aggregates' and joins'
+# pages) then lives off the heap too, which took the garbage collector's CPU
+# on TPC-DS sf 1 from 48 s to 10 s under the sort shuffle (docs/benchmarks.md).
+COMET_MEMORY = {
     "spark.memory.offHeap.enabled": "true",
     "spark.memory.offHeap.size": "2g",
 }
@@ -329,7 +337,7 @@ class Worker:
         self.runs += 1
         group = f"{label(query)}-{self.runs}"
         spark.sparkContext.setJobGroup(group, group)
-        cpu0 = process_cpu_s(spark)
+        cpu0, threads0 = process_cpu_s(spark), thread_cpu_s(spark)
         t = time.perf_counter()
         df = spark.sql(self.texts[query])
         try:
@@ -338,10 +346,12 @@ class Worker:
             return {"error": error_text(e)}
         wall = time.perf_counter() - t
         cpu = process_cpu_s(spark) - cpu0
+        threads = {g: c - threads0[g] for g, c in thread_cpu_s(spark).items()}
         plan = df._jdf.queryExecution().executedPlan().toString()
         stats = job_stats(spark, group)
         spark.sparkContext._jvm.java.lang.System.gc()
-        return {"seconds": wall, "process_cpu_s": cpu, "driver_s": max(0.0, wall - stats["job_s"]),
+        return {"seconds": wall, "process_cpu_s": cpu, "thread_cpu_s": threads,
+                "driver_s": max(0.0, wall - stats["job_s"]),
                 "paths": paths(plan), "answer": canonical(rows), **stats}
 
     def serve(self, out):
@@ -360,7 +370,8 @@ def start_worker(a, manager):
             "--cores", str(a.cores), "--tmp", str(a.tmp), "--driver-memory", a.driver_memory]
     if a.line:
         args += ["--line", a.line]
-    for kv in a.conf:
+    memory = COMET in a.managers and (manager == COMET or not a.comet_memory_alone)
+    for kv in [f"{k}={v}" for k, v in COMET_MEMORY.items() if memory] + a.conf:
         args += ["--conf", kv]
     for kv in a.sluice_conf:
         args += ["--sluice-conf", kv]
@@ -499,6 +510,8 @@ def report(a, runs):
                 totals[m] += b["seconds"]
                 totals[m + " cpu"] += b["task_cpu_s"]
                 totals[m + " jvm"] += b["process_cpu_s"]
+                for g, c in b.get("thread_cpu_s", {}).items():
+                    totals[m + " thread " + g] += c
                 line += (f" {b['seconds']:10.2f} {ratio:6.2f} {b['task_cpu_s']:6.2f} "
                          f"{b['driver_s']:5.2f} {b['shuffle_bytes'] / 1e6:7.1f} {b['paths']:>10}")
                 row[m] = {**b, "ratio": ratio,
@@ -517,6 +530,10 @@ def report(a, runs):
             for m in a.managers))
         print("JVM CPU (all threads): " + ", ".join(
             f"{m} {totals[m + ' jvm']:.1f} s" for m in a.managers))
+        groups = [g for g, _ in bench.THREAD_GROUPS] + ["other"]
+        for m in a.managers:
+            print(f"JVM CPU of {m} by thread group, best runs: " + ", ".join(
+                f"{g} {totals[m + ' thread ' + g]:.1f} s" for g in groups))
         for m in a.managers[1:]:
             print(slowest([r for r in rows if r["partitions"] == partitions], m))
     return rows
@@ -588,6 +605,9 @@ def main():
                     help="a Spark setting for every manager's session (JVM options, say)")
     ap.add_argument("--sluice-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the Sluice runs only (repeatable)")
+    ap.add_argument("--comet-memory-alone", action="store_true",
+                    help="with comet among the managers, give its off-heap memory to its runs "
+                         "only (by default every manager runs with it)")
     ap.add_argument("--baseline-jar", type=pathlib.Path,
                     help=f"another Sluice build's jar, run as '{BASELINE}' (with --managers)")
     ap.add_argument("--baseline-conf", action="append", default=[], metavar="KEY=VALUE",
