@@ -282,7 +282,8 @@ class Worker:
             manager, a.cores, a.tmp / manager, EVERY_NATIVE_SHAPE, app="sluice-sqldiff",
             settings={"spark.driver.memory": a.driver_memory,
                       "spark.sql.adaptive.enabled": "true",
-                      "spark.ui.enabled": "false"})
+                      "spark.ui.enabled": "false",
+                      **dict(kv.partition("=")[::2] for kv in a.conf)})
         for t in TABLES:
             self.spark.read.parquet(str(a.data / f"{t}.parquet")).createOrReplaceTempView(t)
 
@@ -315,6 +316,8 @@ def start_worker(a, manager):
     args = [sys.executable, __file__, "--manager", manager, "--rows", str(a.rows),
             "--seed", str(a.seed), "--cores", str(a.cores), "--tmp", str(a.tmp),
             "--driver-memory", a.driver_memory]
+    for kv in a.conf:
+        args += ["--conf", kv]
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
@@ -326,6 +329,9 @@ def main():
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--driver-memory", default="1g")
     ap.add_argument("--tmp", type=pathlib.Path, default=pathlib.Path("/tmp/sluice-sqldiff"))
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for both managers' sessions (repeatable): off-heap "
+                         "memory, a small memory, another setting the rules were not tuned for")
     ap.add_argument("--show", action="store_true", help="print the queries and stop")
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     a = ap.parse_args()
