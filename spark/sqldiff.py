@@ -31,6 +31,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import sys
 import time
 
@@ -273,6 +274,14 @@ def queries(seed, count):
     return out
 
 
+def error_class(text):
+    """A failure's error class (`[BINARY_ARITHMETIC_OVERFLOW] ...`), else its
+    text with numbers (object ids) masked: two managers failing a query fail
+    it alike, or differ."""
+    m = re.match(r"\s*(?:\w+\.)*\w*:?\s*\[([A-Z_.]+)\]", text)
+    return m.group(1) if m else re.sub(r"\d+", "N", text)
+
+
 class Worker:
     """One manager's session answering the parent's queries (one JSON line
     each on stdin, one back)."""
@@ -305,7 +314,11 @@ class Worker:
                 cmd = json.loads(line)
                 if cmd.get("op") == "stop":
                     break
-                print(json.dumps(self.run(cmd)), file=out, flush=True)
+                if cmd.get("op") == "conf":  # the session's values of these settings
+                    answer = {k: self.spark.conf.get(k, None) for k in cmd["keys"]}
+                else:
+                    answer = self.run(cmd)
+                print(json.dumps(answer), file=out, flush=True)
         finally:
             self.spark.stop()
 
@@ -352,6 +365,10 @@ def main():
     differ, native, errors = [], 0, 0
     seconds = {m: 0.0 for m in a.managers}
     with bench.worker_set(a, 0, start_worker) as (_, workers):
+        if a.conf:
+            keys = [kv.partition("=")[0] for kv in a.conf]
+            for m, values in bench.ask_all(workers, op="conf", keys=keys).items():
+                print(f"{m}'s session: " + ", ".join(f"{k}={v}" for k, v in values.items()))
         for q in qs:
             got = bench.ask_all(workers, **q)
             for m in a.managers:
@@ -362,8 +379,13 @@ def main():
             native += mine.get("native", 0) > 0
             if "error" in ref or "error" in mine:
                 errors += 1
-                if ("error" in ref) != ("error" in mine):
+                if ("error" in ref) != ("error" in mine) or (
+                        error_class(ref["error"]) != error_class(mine["error"])):
                     differ.append((q, ref, mine))
+                else:
+                    print(f"FAILED UNDER BOTH: query {q['id']} ({q['shape']}, "
+                          f"{q['partitions']} partitions): {q['sql']}\n  sort: {ref['error']}\n"
+                          f"  sluice: {mine['error']}", flush=True)
             elif ref["answer"] != mine["answer"]:
                 differ.append((q, ref, mine))
     for q, ref, mine in differ:

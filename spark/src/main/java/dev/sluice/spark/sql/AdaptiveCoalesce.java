@@ -9,6 +9,7 @@ import org.apache.spark.MapOutputTrackerMaster;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkEnv;
+import org.apache.spark.SparkException;
 import org.apache.spark.sql.execution.CoalescedPartitionSpec;
 import org.apache.spark.sql.execution.ShufflePartitionSpec;
 import org.apache.spark.sql.internal.SQLConf;
@@ -116,14 +117,19 @@ final class AdaptiveCoalesce {
     }
     try {
       return dependency.rdd().context().submitMapStage(dependency).get();
+    } catch (SparkException e) {
+      // FutureAction.get wraps the job's failure in "Exception thrown in awaitResult"; adaptive
+      // execution's own map stages hand the failure on as it is (a task's
+      // SparkArithmeticException, with its error class, say), and so does this one.
+      throw AdaptiveCoalesce.<RuntimeException>rethrow(e.getCause() != null ? e.getCause() : e);
     } catch (Exception e) {
       throw AdaptiveCoalesce.<RuntimeException>rethrow(e);
     }
   }
 
   /**
-   * Rethrows a checked exception unchanged (a failed map stage's {@code SparkException}, which
-   * Spark's callers match on), where the overridden method cannot declare it.
+   * Rethrows a checked exception unchanged (a failed map stage's exception, which Spark's callers
+   * and PySpark match on), where the overridden method cannot declare it.
    */
   @SuppressWarnings("unchecked")
   private static <E extends Throwable> E rethrow(Throwable t) throws E {
