@@ -347,12 +347,11 @@ THREAD_GROUPS = (("tasks", ("Executor task l",)),
                  ("sluice", ("sluice",)))
 
 
-def thread_cpu_s(spark):
-    """CPU seconds of the application's JVMs by thread group (THREAD_GROUPS,
-    then "other"), from /proc/PID/task: the threads alive now, so a thread
-    that ended between two readings takes its CPU with it."""
+def threads(spark):
+    """The application's JVMs' threads now, {(pid, tid): (group, CPU seconds)}
+    (THREAD_GROUPS, else "other"), from /proc/PID/task."""
     sc = spark.sparkContext
-    out = dict.fromkeys([g for g, _ in THREAD_GROUPS] + ["other"], 0.0)
+    out = {}
     tick = os.sysconf("SC_CLK_TCK")
     for pid in [sc._jvm.java.lang.ProcessHandle.current().pid(), *executor_pids(sc.applicationId)]:
         for tid in os.listdir(f"/proc/{pid}/task"):
@@ -363,7 +362,21 @@ def thread_cpu_s(spark):
                 continue
             fields = rest.split()
             group = next((g for g, starts in THREAD_GROUPS if name.startswith(starts)), "other")
-            out[group] += (int(fields[11]) + int(fields[12])) / tick
+            out[(pid, tid)] = (group, (int(fields[11]) + int(fields[12])) / tick)
+    return out
+
+
+def thread_cpu_s(before, after, process_cpu_s):
+    """CPU seconds by thread group between two readings of `threads`: each
+    thread's own difference (a thread new since `before` counted whole), and
+    "ended", the rest of the JVMs' `process_cpu_s` over the same span: the
+    threads that ended in it (the JVM starts and stops JIT compiler threads
+    as the work comes, Spark's pools end idle ones), whose CPU only the
+    process's total keeps."""
+    out = dict.fromkeys([g for g, _ in THREAD_GROUPS] + ["other"], 0.0)
+    for key, (group, cpu) in after.items():
+        out[group] += cpu - before.get(key, (group, 0.0))[1]
+    out["ended"] = process_cpu_s - sum(out.values())
     return out
 
 

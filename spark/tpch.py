@@ -75,7 +75,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench  # noqa: E402  (sessions, the worker protocol, JVM CPU)
 import daemons  # noqa: E402  (the service mode's daemons)
-from bench import ask, line_jar, process_cpu_s, thread_cpu_s  # noqa: E402
+from bench import ask, line_jar, process_cpu_s, thread_cpu_s, threads  # noqa: E402
 MANAGERS = {"sort": "sort", "sluice": "dev.sluice.spark.SluiceShuffleManager"}
 BASELINE = "sluice-base"
 SERVICE = bench.SERVICE
@@ -337,7 +337,7 @@ class Worker:
         self.runs += 1
         group = f"{label(query)}-{self.runs}"
         spark.sparkContext.setJobGroup(group, group)
-        cpu0, threads0 = process_cpu_s(spark), thread_cpu_s(spark)
+        cpu0, threads0 = process_cpu_s(spark), threads(spark)
         t = time.perf_counter()
         df = spark.sql(self.texts[query])
         try:
@@ -346,11 +346,11 @@ class Worker:
             return {"error": error_text(e)}
         wall = time.perf_counter() - t
         cpu = process_cpu_s(spark) - cpu0
-        threads = {g: c - threads0[g] for g, c in thread_cpu_s(spark).items()}
+        by_group = thread_cpu_s(threads0, threads(spark), cpu)
         plan = df._jdf.queryExecution().executedPlan().toString()
         stats = job_stats(spark, group)
         spark.sparkContext._jvm.java.lang.System.gc()
-        return {"seconds": wall, "process_cpu_s": cpu, "thread_cpu_s": threads,
+        return {"seconds": wall, "process_cpu_s": cpu, "thread_cpu_s": by_group,
                 "driver_s": max(0.0, wall - stats["job_s"]),
                 "paths": paths(plan), "answer": canonical(rows), **stats}
 
@@ -530,7 +530,7 @@ def report(a, runs):
             for m in a.managers))
         print("JVM CPU (all threads): " + ", ".join(
             f"{m} {totals[m + ' jvm']:.1f} s" for m in a.managers))
-        groups = [g for g, _ in bench.THREAD_GROUPS] + ["other"]
+        groups = [g for g, _ in bench.THREAD_GROUPS] + ["other", "ended"]
         for m in a.managers:
             print(f"JVM CPU of {m} by thread group, best runs: " + ", ".join(
                 f"{g} {totals[m + ' thread ' + g]:.1f} s" for g in groups))
