@@ -317,14 +317,19 @@ TERASORT = ("terasort", "rdd_terasort")
 WORKLOADS = list(QUERIES) + list(RDD_JOBS)
 
 
+def jvm_pids(spark):
+    """The application's JVMs on this machine: the driver (and executor, in
+    local mode) and its executors (on the --cluster)."""
+    sc = spark.sparkContext
+    return [sc._jvm.java.lang.ProcessHandle.current().pid(), *executor_pids(sc.applicationId)]
+
+
 def process_stats(spark):
     """The /proc stat fields after the command name of each of the
     application's JVMs: the driver (and executor, in local mode) and its
     executors on this machine (on the --cluster)."""
-    sc = spark.sparkContext
-    pids = [sc._jvm.java.lang.ProcessHandle.current().pid(), *executor_pids(sc.applicationId)]
     out = []
-    for pid in pids:
+    for pid in jvm_pids(spark):
         with open(f"/proc/{pid}/stat") as f:
             out.append(f.read().rsplit(")", 1)[1].split())
     return out
@@ -350,10 +355,9 @@ THREAD_GROUPS = (("tasks", ("Executor task l",)),
 def threads(spark):
     """The application's JVMs' threads now, {(pid, tid): (group, CPU seconds)}
     (THREAD_GROUPS, else "other"), from /proc/PID/task."""
-    sc = spark.sparkContext
     out = {}
     tick = os.sysconf("SC_CLK_TCK")
-    for pid in [sc._jvm.java.lang.ProcessHandle.current().pid(), *executor_pids(sc.applicationId)]:
+    for pid in jvm_pids(spark):
         for tid in os.listdir(f"/proc/{pid}/task"):
             try:
                 with open(f"/proc/{pid}/task/{tid}/stat") as f:
