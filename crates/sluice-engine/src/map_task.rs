@@ -90,7 +90,11 @@ impl MapTask<'_> {
         }
         // If the shuffle is gone the jobs are dropped unrun, and each counts
         // as a failed segment of the attempt (see `SegmentTask`'s drop).
-        inner.scheduler.push(self.owner.shuffle, jobs);
+        // With every segment on this thread there is nothing to queue, and
+        // no worker to wake.
+        if !jobs.is_empty() {
+            inner.scheduler.push(self.owner.shuffle, jobs);
+        }
         if inner.config.host_threads > 0 {
             // The extra host threads take the migrated share; the commit
             // still runs whatever of it is left.

@@ -65,7 +65,8 @@ public final class NativeMapOutput extends MemoryConsumer {
   private final ShuffleWriteMetricsReporter metrics;
   private final SluiceConf settings;
   private final IndexShuffleBlockResolver resolver;
-  private final ByteBuffer buf;
+  /** The record staging buffer, this thread's {@link SpareBuffer}; null once given back. */
+  private ByteBuffer buf;
 
   private long task;
   /** Records in {@code buf}, and in all. */
@@ -147,7 +148,7 @@ public final class NativeMapOutput extends MemoryConsumer {
     // Spark's memory manager asks for.
     this.pushEveryBytes =
         serviceConf == null || combines ? 0 : serviceConf.pushWhileMappingBytes;
-    this.buf = ByteBuffer.allocateDirect(settings.bufferBytes).order(ByteOrder.LITTLE_ENDIAN);
+    this.buf = SpareBuffer.take(settings.bufferBytes);
     this.task =
         SluiceNative.mapOpen(
             engineShuffle,
@@ -421,6 +422,9 @@ public final class NativeMapOutput extends MemoryConsumer {
       SluiceNative.mapAbort(t);
     }
     releaseMemory();
+    // Every path ends here (the task's completion listener aborts a committed output too).
+    SpareBuffer.giveBack(buf, owner);
+    buf = null;
     if (dataTmp != null && dataTmp.exists() && !dataTmp.delete()) {
       dataTmp.deleteOnExit();
     }
