@@ -18,7 +18,8 @@ import scala.Tuple2;
  *
  * <p>The first level is a small open-addressing table of {@link #SLOTS} slots keyed by the key
  * row's bytes: a row whose key is there folds into its state; a new key takes a free slot within
- * {@link #PROBES_MAX} probes, and when the table is full (or the probes are) every group goes to
+ * {@link #PROBES_MAX} probes (a row whose probes are all taken goes to the engine alone), and when
+ * the table holds {@link #ENTRIES_MAX} groups every group goes to
  * the engine as a partial and the table starts empty, which keeps runs of one key (TPC-H's
  * lineitem, ordered by its order key) folded. A TPC-H Q1 shape (four groups over millions of rows)
  * folds entirely here, as Spark's own partial aggregate would. After {@link #SAMPLE_RECORDS} rows,
@@ -32,7 +33,7 @@ import scala.Tuple2;
  */
 final class LaneRows implements Iterator<Tuple2<Object, Object>>, LaneRecord {
   /** Slots of the table (a power of two). */
-  static final int SLOTS = 1024;
+  static final int SLOTS = 4096;
   /** Groups the table holds at most before it is emptied into the engine. */
   static final int ENTRIES_MAX = SLOTS / 2;
   /** Slots a new key probes. */
@@ -143,9 +144,7 @@ final class LaneRows implements Iterator<Tuple2<Object, Object>>, LaneRecord {
       empty();
     }
     if (off) {
-      Arrays.fill(scratch, 0);
-      values.fold(v, scratch, 0);
-      record(k, partition(k), scratch, 0);
+      alone(k, v);
       return;
     }
     int h = k.hashCode();
@@ -164,9 +163,14 @@ final class LaneRows implements Iterator<Tuple2<Object, Object>>, LaneRecord {
         return;
       }
     }
-    if (free < 0 || entries == ENTRIES_MAX) {
+    if (entries == ENTRIES_MAX) {
       empty();
       free = home;
+    } else if (free < 0) {
+      // The key's probes met other keys only: the row goes to the engine alone and the table
+      // keeps its groups (emptying it here would cost every group for one key).
+      alone(k, v);
+      return;
     }
     UnsafeRow copy = k.copy();
     held[free] = copy;
@@ -175,6 +179,13 @@ final class LaneRows implements Iterator<Tuple2<Object, Object>>, LaneRecord {
     Arrays.fill(states, free * values.words, (free + 1) * values.words, 0);
     values.fold(v, states, free * values.words);
     entries++;
+  }
+
+  /** Makes row {@code v} of key {@code k} the record, a group of its own. */
+  private void alone(UnsafeRow k, InternalRow v) {
+    Arrays.fill(scratch, 0);
+    values.fold(v, scratch, 0);
+    record(k, partition(k), scratch, 0);
   }
 
   /**
