@@ -21,7 +21,9 @@ import org.apache.spark.sql.types.DecimalType;
  * the generated code into its buffers; that copy alone costs more than Spark's whole update, so
  * such aggregates stay Spark's. A buffer of more than 18 digits is different: Spark adds every row
  * into it as a {@code java.math.BigDecimal}, allocating, where the engine adds 128-bit integers in
- * its lanes; there the engine wins by up to 2x while the groups are few.
+ * its lanes; there the engine wins by up to 2.5x while the task thread's first level holds the
+ * groups (up to 2,048) and runs level with Spark or ahead with more ({@code docs/benchmarks.md},
+ * "A native aggregate of many groups").
  *
  * <p>The measurements behind this (20 M rows from {@code range}, 16 and 200 partitions, one
  * session switching the setting between runs; {@code docs/benchmarks.md}, "Which aggregates pay in
