@@ -39,7 +39,8 @@
 //! refused result block goes to disk. Each reduce partition's final
 //! operator is capped at its share of the reduce-side pool. Bounded separately: map buffers (the buffer pool).
 //! Not accounted: partition staging pages of each pipeline (destinations x
-//! (256 KiB + one 16 KiB page)), free partition pages kept for reuse (up to
+//! (twice the stage + one page): 256 KiB stages of 16-64 KiB pages, up to
+//! 1 MiB for an aggregate's), free partition pages kept for reuse (up to
 //! [`PAGE_POOL_FREE_BYTES`] per page size), and the output of an attempt's
 //! pipelines until it commits (at most the attempt's input after its
 //! operator).

@@ -104,8 +104,10 @@ impl MapTask<'_> {
                     self.pending.push(Arc::downgrade(&task));
                     Job { bytes: task.bytes(), side: Side::Map, run: Box::new(move || task.run()) }
                 })
-                .collect();
-            inner.host_queue.push(self.owner.shuffle, jobs);
+                .collect::<Vec<_>>();
+            if !jobs.is_empty() {
+                inner.host_queue.push(self.owner.shuffle, jobs);
+            }
         } else {
             for task in host {
                 self.run_here(&task);

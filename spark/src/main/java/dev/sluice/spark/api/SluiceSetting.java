@@ -132,7 +132,8 @@ public enum SluiceSetting {
       64L << 20,
       "bytes",
       Scope.TASK,
-      "The direct buffer a map task fills before handing it to the engine."),
+      "The direct buffer a map task fills before handing it to the engine; each task thread keeps"
+          + " one between its map tasks."),
   RECORD_BYTES_MAX(
       "recordBytesMax",
       Type.BYTES,

@@ -149,14 +149,20 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.pushEveryBytes =
         serviceConf == null || combines ? 0 : serviceConf.pushWhileMappingBytes;
     this.buf = SpareBuffer.take(settings.bufferBytes);
-    this.task =
-        SluiceNative.mapOpen(
-            engineShuffle,
-            context.partitionId(),
-            context.attemptNumber(),
-            partitions,
-            hostKeys,
-            rows != null && rows.inEngine);
+    try {
+      this.task =
+          SluiceNative.mapOpen(
+              engineShuffle,
+              context.partitionId(),
+              context.attemptNumber(),
+              partitions,
+              hostKeys,
+              rows != null && rows.inEngine);
+    } catch (RuntimeException | Error e) {
+      // No writer holds this output yet, so no abort will give the buffer back.
+      SpareBuffer.giveBack(buf, owner);
+      throw e;
+    }
   }
 
   /**

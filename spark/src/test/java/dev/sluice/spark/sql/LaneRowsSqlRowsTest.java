@@ -157,6 +157,8 @@ class LaneRowsSqlRowsTest {
     Seen seen = drain(rows, keyOf);
     assertExact(rows, keyOf, seen);
     assertTrue(seen.records() < rows / 20, seen.records() + " records");
+    // Some rows did go alone: more records than groups.
+    assertTrue(seen.records() > cycle, seen.records() + " records for " + cycle + " groups");
   }
 
   @Test
