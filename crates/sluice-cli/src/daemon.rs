@@ -39,6 +39,12 @@ pub(crate) struct DaemonArgs {
     /// MIN_LEASE_S: Sluice's Spark driver renews every 60 s).
     #[arg(long, default_value_t = 600)]
     max_lease_s: u64,
+    /// Connections served at once; more are answered busy and closed.
+    /// Default 4096, or what the open-file limit holds beside 1024 kept for
+    /// spill files when that is less; a value the limit cannot hold is an
+    /// error (the soft limit is raised to the hard one first).
+    #[arg(long)]
+    max_connections: Option<usize>,
 }
 
 /// Options of `sluice app-key`.
@@ -106,6 +112,7 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
         memory_bytes: args.memory,
         secret: read_secret(&args.secret_file)?,
         max_lease: Duration::from_secs(args.max_lease_s),
+        max_connections: args.max_connections,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
@@ -115,6 +122,9 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
         let (mut term, mut int) =
             (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?);
         let daemon = Daemon::start(config).await?;
+        if let Some(notice) = daemon.notice() {
+            eprintln!("sluice daemon: {notice}");
+        }
         println!("sluice daemon listening on {}", daemon.addr());
         let (files, bytes) = daemon.stale_removed();
         if files > 0 {
@@ -129,8 +139,9 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
         let s = daemon.stats();
         daemon.shutdown().await;
         println!(
-            "sluice daemon stopped: peak {} of {} bytes held, {} bytes spilled",
-            s.peak_bytes, s.budget_bytes, s.spilled_bytes
+            "sluice daemon stopped: peak {} of {} bytes held, {} bytes spilled, \
+             peak {} connections, {} answered busy",
+            s.peak_bytes, s.budget_bytes, s.spilled_bytes, s.peak_connections, s.busy_refusals
         );
         Ok::<(), Box<dyn std::error::Error>>(())
     })

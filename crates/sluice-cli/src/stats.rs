@@ -51,6 +51,8 @@ pub(crate) fn run(args: &StatsArgs) -> Result<(), Box<dyn std::error::Error>> {
         "reduced_reads": s.reduced_reads,
         "reduced_in": s.reduced_in,
         "reduced_out": s.reduced_out,
+        "peak_connections": s.peak_connections,
+        "busy_refusals": s.busy_refusals,
     });
     println!("{json}");
     Ok(())

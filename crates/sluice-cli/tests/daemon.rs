@@ -111,6 +111,7 @@ fn the_daemon_serves_a_client_and_stops_on_sigterm() {
     assert!(out.status.success(), "{out:?}");
     let rest = String::from_utf8_lossy(&out.stdout);
     assert!(rest.contains("sluice daemon stopped: peak 9 of 16777216 bytes held"), "{rest}");
+    assert!(rest.contains("answered busy"), "{rest}");
 }
 
 #[test]
@@ -130,6 +131,16 @@ fn bad_settings_are_clear_errors() {
     let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
     c.arg(dir.path()).arg("--secret-file").arg(&good).args(["--max-lease-s", "30"]);
     fails_with(c, "--max-lease-s must be at least 180");
+    let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
+    c.arg(dir.path()).arg("--secret-file").arg(&good).args(["--max-connections", "0"]);
+    fails_with(c, "serves at least one connection");
+    // An open-file limit (soft and hard, set by the shell) that cannot hold
+    // the connections asked for beside the descriptors kept for spill files.
+    let mut c = Command::new("sh");
+    c.args(["-c", "ulimit -n 1100 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_sluice")]);
+    c.args(["daemon", "--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
+    c.arg(dir.path()).arg("--secret-file").arg(&good).args(["--max-connections", "200"]);
+    fails_with(c, "needs an open-file limit of 1224, and the limit is 1100");
     let out =
         daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "lots"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "clap's usage error");

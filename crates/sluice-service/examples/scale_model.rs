@@ -3,7 +3,7 @@
 //! by every reduce task) against what each Sluice daemon does (two levels:
 //! a map task's output cut by node into chunks, a node's partitions served
 //! as one stream per reduce task). It uses the service's own limits and
-//! ownership function (`PUSH_CHUNK_BYTES`, `reduce_ids`, `MAX_CONNECTIONS`,
+//! ownership function (`PUSH_CHUNK_BYTES`, `reduce_ids`, `DEFAULT_MAX_CONNECTIONS`,
 //! `MAX_WINNERS_PER_READ`), its push order and Spark's defaults for the fetch side, and
 //! assumes evenly spread data (every block non-empty, every partition the
 //! same size). Run:
@@ -19,7 +19,7 @@
 //! reduce tasks per node: about 2.5 M map-side partitions per node).
 //! docs/service.md ("A model of 100 to 1,000 nodes") shows its output.
 
-use sluice_service::daemon::MAX_CONNECTIONS;
+use sluice_service::daemon::{DEFAULT_MAX_CONNECTIONS, RESERVED_FDS};
 use sluice_service::protocol::limits::{MAX_WINNERS_PER_READ, PUSH_CHUNK_BYTES};
 use sluice_service::reduce_ids;
 
@@ -155,7 +155,14 @@ fn main() {
             human(maps),
             human(spills.ceil()),
             human(conns),
-            if conns > MAX_CONNECTIONS as f64 { " (over MAX_CONNECTIONS)" } else { "" },
+            if conns > DEFAULT_MAX_CONNECTIONS as f64 {
+                format!(
+                    " (over the default: `--max-connections {conns}`, `ulimit -n` at least {})",
+                    conns as u64 + RESERVED_FDS
+                )
+            } else {
+                String::new()
+            },
         );
         if maps > f64::from(MAX_WINNERS_PER_READ) {
             println!("  ! {maps} maps: a read names more winners than MAX_WINNERS_PER_READ");

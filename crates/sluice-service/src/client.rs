@@ -8,12 +8,18 @@
 //! stages the one before; a chunk slowed down is sent again after the wait.
 //!
 //! Every wait is bounded: connecting by [`CONNECT_TIMEOUT`], each reply by
-//! [`REPLY_TIMEOUT`], and a push the daemon slows down is retried at most
-//! [`MAX_SLOW_DOWNS`] times before it fails.
+//! [`REPLY_TIMEOUT`], a push the daemon slows down is retried at most
+//! [`MAX_SLOW_DOWNS`] times before it fails, and a daemon that answers a
+//! new connection busy (it serves its limit) is tried again for at most
+//! [`BUSY_WAIT`], the waits between tries doubling from
+//! [`BUSY_RETRY_FIRST`] to [`BUSY_RETRY_MAX`], each drawn at random
+//! between half and all of that so that clients turned away together do
+//! not come back together.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -33,6 +39,15 @@ pub const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// How many slow-down answers one push takes before it fails.
 pub const MAX_SLOW_DOWNS: u32 = 500;
+
+/// How long connecting keeps trying a daemon that answers busy.
+pub const BUSY_WAIT: Duration = Duration::from_secs(30);
+
+/// The first wait after a busy answer.
+pub const BUSY_RETRY_FIRST: Duration = Duration::from_millis(50);
+
+/// The longest wait between two tries of a busy daemon.
+pub const BUSY_RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// Chunks an [`AttemptPusher`] sends before it waits for the oldest one's
 /// acknowledgement (at most this many chunks' frames held per pusher).
@@ -97,9 +112,49 @@ pub struct Client {
     broken: bool,
 }
 
+/// Between half and all of `wait`, at random.
+fn jittered(wait: Duration) -> Duration {
+    let r = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    wait / 2 + wait.mul_f64((r >> 11) as f64 / (1u64 << 53) as f64 / 2.0)
+}
+
 impl Client {
-    /// Connects and authenticates as `app` with its key, asking for `lease`.
+    /// Connects and authenticates as `app` with its key, asking for `lease`;
+    /// a daemon that answers busy is tried again for [`BUSY_WAIT`].
     pub async fn connect(
+        addr: SocketAddr,
+        app: &str,
+        key: &Key,
+        lease: Duration,
+    ) -> Result<Client, ClientError> {
+        Client::connect_within(addr, app, key, lease, BUSY_WAIT).await
+    }
+
+    /// As [`Client::connect`], trying a busy daemon again for `busy_wait`
+    /// (zero: once); past it, the busy answer is the error.
+    pub async fn connect_within(
+        addr: SocketAddr,
+        app: &str,
+        key: &Key,
+        lease: Duration,
+        busy_wait: Duration,
+    ) -> Result<Client, ClientError> {
+        let deadline = Instant::now() + busy_wait;
+        let mut wait = BUSY_RETRY_FIRST;
+        loop {
+            match Client::connect_once(addr, app, key, lease).await {
+                Err(e) if e.code() == Some(ErrorCode::Busy) && Instant::now() < deadline => {
+                    let pause =
+                        jittered(wait).min(deadline.saturating_duration_since(Instant::now()));
+                    tokio::time::sleep(pause).await;
+                    wait = (wait * 2).min(BUSY_RETRY_MAX);
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn connect_once(
         addr: SocketAddr,
         app: &str,
         key: &Key,
@@ -656,5 +711,19 @@ impl AttemptPusher {
                 self.records,
             )
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jittered_wait_lies_between_half_and_all_of_it() {
+        let wait = Duration::from_millis(400);
+        let waits: Vec<Duration> = (0..200).map(|_| jittered(wait)).collect();
+        assert!(waits.iter().all(|w| *w >= wait / 2 && *w <= wait), "{waits:?}");
+        // Drawn, not fixed: 200 draws are not all alike.
+        assert!(waits.iter().any(|w| *w != waits[0]), "{waits:?}");
     }
 }

@@ -110,6 +110,8 @@ fn seeds() -> Vec<(&'static str, Message)> {
                 reduced_reads: 8,
                 reduced_in: 9,
                 reduced_out: 10,
+                peak_connections: 11,
+                busy_refusals: 12,
             }),
         ),
     ]

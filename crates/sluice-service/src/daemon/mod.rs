@@ -20,8 +20,17 @@
 //! for at most [`SHUTDOWN_GRACE`]. Leases are swept every
 //! [`LEASE_SWEEP_INTERVAL`]: a crashed driver's data is deleted once its
 //! lease lapses.
+//!
+//! A daemon serves at most its `max_connections` at once (`fds`: what its
+//! open-file limit holds). One more is answered [`ErrorCode::Busy`] in
+//! place of a challenge and closed, so that its client waits and tries
+//! again instead of taking a closed socket for a dead daemon; up to
+//! [`MAX_BUSY_ANSWERS`] such answers are written at once, each within
+//! [`BUSY_ANSWER_TIMEOUT`], and past them a connection is closed unanswered.
 
 mod conn;
+mod fds;
+pub use fds::{raise_open_file_limit, DEFAULT_MAX_CONNECTIONS, RESERVED_FDS};
 mod reduce;
 mod spill;
 pub use spill::SPILL_WRITE_BYTES;
@@ -30,7 +39,7 @@ mod trim;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -59,8 +68,12 @@ pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 /// is done with the last, which may take minutes.
 pub const STREAM_STALL_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Connections a daemon serves at once; more are closed on accept.
-pub const MAX_CONNECTIONS: usize = 4096;
+/// Busy answers (to connections over the limit) written at once, at most.
+pub const MAX_BUSY_ANSWERS: usize = 64;
+
+/// How long one busy answer may take to write before its connection is
+/// closed without it.
+pub const BUSY_ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A daemon's settings.
 #[derive(Debug, Clone)]
@@ -75,6 +88,9 @@ pub struct DaemonConfig {
     pub secret: Key,
     /// The longest lease an application is granted.
     pub max_lease: Duration,
+    /// Connections served at once; `None`: [`DEFAULT_MAX_CONNECTIONS`],
+    /// or what the open-file limit holds when that is less.
+    pub max_connections: Option<usize>,
 }
 
 /// Why a daemon did not start.
@@ -92,6 +108,8 @@ pub enum DaemonError {
     DirInUse { dir: PathBuf, why: String },
     #[error("--memory must be at least {min} bytes, got {got}")]
     Memory { min: u64, got: u64 },
+    #[error("--max-connections {asked}: {why}")]
+    Connections { asked: usize, why: String },
 }
 
 /// The smallest memory budget: two of the largest frames, so that one
@@ -104,6 +122,9 @@ pub(crate) struct Shared {
     pub(crate) store: Mutex<Store>,
     pub(crate) secret: Key,
     pub(crate) stopping: AtomicBool,
+    /// The most connections served at once, and those answered busy.
+    peak_connections: AtomicU64,
+    busy_refusals: AtomicU64,
 }
 
 impl Shared {
@@ -113,6 +134,15 @@ impl Shared {
         // of the connection task, never a wrong answer.
         #[allow(clippy::expect_used)]
         self.store.lock().expect("the daemon's store lock")
+    }
+
+    /// The store's accounting and the connections' counts.
+    pub(crate) fn stats(&self) -> crate::protocol::DaemonStats {
+        crate::protocol::DaemonStats {
+            peak_connections: self.peak_connections.load(Ordering::Relaxed),
+            busy_refusals: self.busy_refusals.load(Ordering::Relaxed),
+            ..self.store().stats()
+        }
     }
 }
 
@@ -126,6 +156,8 @@ pub struct Daemon {
     /// Each directory's lock file, held while the daemon runs.
     _locks: Vec<spill::DirLock>,
     stale: (u64, u64),
+    max_connections: usize,
+    notice: Option<String>,
 }
 
 fn check_dir(dir: &PathBuf) -> Result<(), DaemonError> {
@@ -154,6 +186,8 @@ impl Daemon {
         if config.memory_bytes < MIN_MEMORY_BYTES {
             return Err(DaemonError::Memory { min: MIN_MEMORY_BYTES, got: config.memory_bytes });
         }
+        let (max_connections, notice) =
+            fds::max_connections(config.max_connections, raise_open_file_limit())?;
         let listener = TcpListener::bind(config.listen).await.map_err(|e| match e.kind() {
             std::io::ErrorKind::AddrInUse => DaemonError::PortInUse { addr: config.listen },
             _ => DaemonError::Bind { addr: config.listen, source: e },
@@ -178,10 +212,23 @@ impl Daemon {
             )),
             secret: config.secret,
             stopping: AtomicBool::new(false),
+            peak_connections: AtomicU64::new(0),
+            busy_refusals: AtomicU64::new(0),
         });
         let (stop, stop_rx) = watch::channel(false);
-        let accept = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx));
-        Ok(Daemon { addr, shared, stop, accept, _locks: locks, stale })
+        let accept = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, max_connections));
+        Ok(Daemon { addr, shared, stop, accept, _locks: locks, stale, max_connections, notice })
+    }
+
+    /// The connections it serves at once.
+    pub fn max_connections(&self) -> usize {
+        self.max_connections
+    }
+
+    /// Why it serves fewer connections than [`DEFAULT_MAX_CONNECTIONS`]
+    /// (its open-file limit), when it does without being told to.
+    pub fn notice(&self) -> Option<&str> {
+        self.notice.as_deref()
     }
 
     /// The spill files (and their bytes) a killed daemon had left in this
@@ -197,7 +244,7 @@ impl Daemon {
 
     /// Its byte accounting and its work so far.
     pub fn stats(&self) -> crate::protocol::DaemonStats {
-        self.shared.store().stats()
+        self.shared.stats()
     }
 
     /// Stops: no new connections, no new pushes; requests in flight finish;
@@ -209,19 +256,31 @@ impl Daemon {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    max_connections: usize,
+) {
     let mut conns = JoinSet::new();
+    let mut busy = JoinSet::new();
     let mut sweep = tokio::time::interval(LEASE_SWEEP_INTERVAL);
     loop {
         tokio::select! {
             r = listener.accept() => {
-                if let Ok((stream, _)) = r {
-                    if conns.len() < MAX_CONNECTIONS {
-                        let _ = stream.set_nodelay(true);
-                        conns.spawn(conn::serve(stream, shared.clone(), stop.clone()));
+                let Ok((stream, _)) = r else { continue };
+                let _ = stream.set_nodelay(true);
+                if conns.len() < max_connections {
+                    conns.spawn(conn::serve(stream, shared.clone(), stop.clone()));
+                    shared.peak_connections.fetch_max(conns.len() as u64, Ordering::Relaxed);
+                } else {
+                    shared.busy_refusals.fetch_add(1, Ordering::Relaxed);
+                    if busy.len() < MAX_BUSY_ANSWERS {
+                        busy.spawn(conn::busy(stream, max_connections));
                     }
                 }
             }
+            Some(_) = busy.join_next(), if !busy.is_empty() => {}
             _ = sweep.tick() => {
                 let lapsed = shared.store().expire(Instant::now());
                 if !lapsed.is_empty() {

@@ -550,6 +550,7 @@ impl Store {
             reduced_reads: self.reduced_reads,
             reduced_in: self.reduced_in,
             reduced_out: self.reduced_out,
+            ..DaemonStats::default()
         }
     }
 }

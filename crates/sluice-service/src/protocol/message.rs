@@ -66,6 +66,10 @@ pub enum ErrorCode {
     BadRequest = 9,
     /// Stored data failed its checksum.
     Corrupt = 10,
+    /// The daemon serves as many connections as it may: the answer instead
+    /// of a challenge to one over its limit, which it then closes. Try
+    /// again later (the client waits and retries for a bounded time).
+    Busy = 11,
 }
 
 impl ErrorCode {
@@ -82,6 +86,7 @@ impl ErrorCode {
             ShuttingDown,
             BadRequest,
             Corrupt,
+            Busy,
         ]
         .into_iter()
         .find(|c| *c as u16 == v)
@@ -185,11 +190,15 @@ pub struct DaemonStats {
     /// (the operator's results).
     pub reduced_in: u64,
     pub reduced_out: u64,
+    /// The most connections served at once.
+    pub peak_connections: u64,
+    /// Connections refused over the limit ([`ErrorCode::Busy`]).
+    pub busy_refusals: u64,
 }
 
 impl DaemonStats {
     /// The fields in wire order.
-    fn fields(&self) -> [u64; 10] {
+    fn fields(&self) -> [u64; 12] {
         [
             self.held_bytes,
             self.peak_bytes,
@@ -201,6 +210,8 @@ impl DaemonStats {
             self.reduced_reads,
             self.reduced_in,
             self.reduced_out,
+            self.peak_connections,
+            self.busy_refusals,
         ]
     }
 }
@@ -505,6 +516,8 @@ impl Message {
                 reduced_reads: r.u64("reduced reads")?,
                 reduced_in: r.u64("reduced records in")?,
                 reduced_out: r.u64("reduced records out")?,
+                peak_connections: r.u64("peak connections")?,
+                busy_refusals: r.u64("busy refusals")?,
             }),
             other => return Err(ProtocolError::UnknownKind { frame, kind: other }),
         };

@@ -35,6 +35,7 @@ pub fn config(host: &str, dirs: Vec<PathBuf>, memory: u64) -> DaemonConfig {
         memory_bytes: memory,
         secret: secret(),
         max_lease: Duration::from_secs(60),
+        max_connections: None,
     }
 }
 

@@ -1,0 +1,70 @@
+//! A daemon's connection limit, on a real daemon on loopback: one
+//! connection over it is answered `Busy` (a typed refusal, not a closed
+//! socket that looks like a dead daemon), a client that waits gets in once
+//! a connection closes, the counts reach `sluice stats`, and a limit the
+//! open-file limit cannot hold stops the daemon from starting.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{config, secret};
+use sluice_service::auth::app_key;
+use sluice_service::protocol::ErrorCode;
+use sluice_service::{Client, Daemon, DaemonError};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_over_the_limit_is_answered_busy_and_gets_in_when_one_closes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20);
+    cfg.max_connections = Some(2);
+    let daemon = Daemon::start(cfg).await.expect("daemon");
+    assert_eq!(daemon.max_connections(), 2);
+    let addr = daemon.addr();
+    let (app, lease) = ("app-busy", Duration::from_secs(30));
+    let key = app_key(&secret(), app);
+    let first = Client::connect(addr, app, &key, lease).await.expect("first");
+    let mut second = Client::connect(addr, app, &key, lease).await.expect("second");
+    second.register_shuffle(0, 0, 1).await.expect("register");
+
+    // Tried once: the third is refused with the typed answer.
+    let once = Client::connect_within(addr, app, &key, lease, Duration::ZERO).await;
+    match once {
+        Err(e) => assert_eq!(e.code(), Some(ErrorCode::Busy), "{e}"),
+        Ok(_) => panic!("a third connection was served over a limit of two"),
+    }
+
+    // Waiting: it gets in once the first closes, and is served.
+    let waiting = tokio::spawn({
+        let key = key.clone();
+        async move { Client::connect(addr, app, &key, lease).await }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!waiting.is_finished(), "the waiting client got in over the limit");
+    drop(first);
+    let mut third = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the waiting client got in within 20 s")
+        .expect("join")
+        .expect("connect after the wait");
+    third.register_shuffle(0, 0, 1).await.expect("served after the wait");
+
+    let s = daemon.stats();
+    assert_eq!(s.peak_connections, 2, "{s:?}");
+    assert!(s.busy_refusals >= 2, "the refused try and at least one of the waiting one's: {s:?}");
+    drop((second, third));
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_limit_no_open_file_limit_holds_is_a_start_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20);
+    cfg.max_connections = Some(1 << 40);
+    match Daemon::start(cfg).await {
+        Err(e @ DaemonError::Connections { .. }) => {
+            assert!(e.to_string().contains("open-file limit"), "{e}");
+        }
+        other => panic!("started with 2^40 connections allowed: {other:?}"),
+    }
+}
