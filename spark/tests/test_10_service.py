@@ -38,13 +38,14 @@ def sluice_binary():
 
 
 class Daemon:
-    def __init__(self, binary, host, secret, tmp, port=0, directory=None):
+    def __init__(self, binary, host, secret, tmp, port=0, directory=None, args=()):
         self.binary, self.host, self.secret, self.tmp = binary, host, secret, tmp
+        self.args = tuple(args)
         self.dir = directory or tmp / f"daemon-{host}"
         self.dir.mkdir(exist_ok=True)
         self.proc = subprocess.Popen(
             [str(binary), "daemon", "--host", host, "--port", str(port), "--dir", str(self.dir),
-             "--memory", "8m", "--secret-file", str(secret)],
+             "--memory", "8m", "--secret-file", str(secret), *self.args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         assert line.startswith("sluice daemon listening on "), (line, self.proc.stderr.read())
@@ -58,7 +59,7 @@ class Daemon:
     def restarted(self):
         """A new daemon process on the same address and directory."""
         return Daemon(self.binary, self.host, self.secret, self.tmp,
-                      port=self.addr.rsplit(":", 1)[1], directory=self.dir)
+                      port=self.addr.rsplit(":", 1)[1], directory=self.dir, args=self.args)
 
     def stop(self):
         self.proc.terminate()
@@ -81,15 +82,15 @@ class Daemon:
         return self.stats()["held_bytes"]
 
 
-def start_daemons(tmp, directories=(None, None)):
+def start_daemons(tmp, directories=(None, None), args=()):
     """A daemon per entry of `directories` (127.0.0.1, 127.0.0.2, ...: two
-    by default) under one node secret, and the application key of
-    `sluice-test`."""
+    by default), each given `args` too, under one node secret, and the
+    application key of `sluice-test`."""
     binary = sluice_binary()
     secret = tmp / "secret"
     secret.write_bytes(os.urandom(32))
     secret.chmod(0o600)
-    ds = [Daemon(binary, host, secret, tmp, directory=d)
+    ds = [Daemon(binary, host, secret, tmp, directory=d, args=args)
           for host, d in zip([f"127.0.0.{i + 1}" for i in range(len(directories))], directories)]
     key = subprocess.run([str(binary), "app-key", "--secret-file", str(secret), "--app", "sluice-test"],
                          check=True, capture_output=True, text=True).stdout.strip()
@@ -116,8 +117,8 @@ def own_daemons(tmp_path):
     """Daemons of one test's own, for tests that kill or fill them."""
     made = []
 
-    def start(directories=(None, None)):
-        ds, key = start_daemons(tmp_path, directories)
+    def start(directories=(None, None), args=()):
+        ds, key = start_daemons(tmp_path, directories, args)
         made.append(ds)
         return ds, key
 
@@ -704,6 +705,36 @@ def test_a_large_map_output_is_pushed_while_the_map_runs(daemons, tmp_path):
     pushed, kept, reads = (a - b for a, b in zip(after, before))
     assert pushed == 2 and kept == 0 and reads > 0, (pushed, kept, reads)
     assert early >= 4, f"{early} spills pushed while the maps ran"
+
+
+def test_a_daemon_at_its_connection_limit_makes_tasks_wait_not_fail(own_daemons, tmp_path):
+    # One daemon serving one connection at a time, two map tasks pushing
+    # spills to it while they map, then reduce tasks reading from it: a
+    # connection over the limit is answered busy, the task waits (looking
+    # at its JVM's pool between tries) and goes on. Every output at the
+    # daemon, none kept on an executor, no task failed, Spark's answer.
+    ds, key = own_daemons(directories=(None,), args=("--max-connections", "1"))
+    s = session("local[2]", SLUICE, tmp_path / "s", extra={**service_conf(ds, key), **EARLY})
+    try:
+        sc, counts = s.sparkContext, _metrics(s)
+        before = counts()
+        got = _per_key(sc.parallelize(range(60000), 2).map(lambda x: (x % 53, f"{x:08d}" * 16)))
+        after = counts()
+        tracker = sc.statusTracker()
+        stages = [tracker.getStageInfo(i) for j in tracker.getJobIdsForGroup()
+                  for i in tracker.getJobInfo(j).stageIds]
+        failed = sum(st.numFailedTasks for st in stages)
+        attempts = [st.currentAttemptId for st in stages]
+    finally:
+        s.stop()
+    # The session's pooled connection is closed: the CLI gets the one slot.
+    st = ds[0].stats()
+    assert got == EARLY_WANT
+    pushed, kept, reads = (a - b for a, b in zip(after, before))
+    assert pushed == 2 and kept == 0 and reads > 0, (pushed, kept, reads)
+    assert len(stages) == 2 and failed == 0 and attempts == [0, 0], (failed, attempts)
+    assert st["peak_connections"] == 1, st
+    assert st["busy_refusals"] > 0, f"the two map tasks never met at the daemon: {st}"
 
 
 def test_a_daemon_killed_between_early_pushes_keeps_the_outputs(own_daemons, tmp_path):

@@ -23,6 +23,10 @@ pub const DAEMON_REFUSED: &str = "dev/sluice/spark/service/DaemonRefusedExceptio
 /// than it holds (a `DaemonRefusedException`): the driver assigned the
 /// shuffle anew meanwhile, and the daemon is not to be left out of pushes.
 pub const STALE_GENERATION: &str = "dev/sluice/spark/service/StaleGenerationException";
+/// Java class of a daemon that answered busy past the caller's wait (a
+/// `DaemonRefusedException`): alive, with its data, serving its limit of
+/// connections; a read fails its task, not the map stage.
+pub const DAEMON_BUSY: &str = "dev/sluice/spark/service/DaemonBusyException";
 /// Java class of bad arguments from the Java side.
 pub const ILLEGAL_ARGUMENT: &str = "java/lang/IllegalArgumentException";
 
@@ -90,6 +94,7 @@ impl BridgeError {
         match self {
             BridgeError::Service(e) => match e.code() {
                 Some(ErrorCode::StaleGeneration) => STALE_GENERATION,
+                Some(ErrorCode::Busy) => DAEMON_BUSY,
                 Some(_) => DAEMON_REFUSED,
                 None => IO_EXCEPTION,
             },
@@ -185,7 +190,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stale_generation_is_its_own_io_exception() {
+    fn a_stale_generation_and_a_busy_daemon_are_their_own_io_exceptions() {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 7340));
         let refused = |code| {
             BridgeError::Service(sluice_service::ClientError::Refused {
@@ -195,6 +200,7 @@ mod tests {
             })
         };
         assert_eq!(refused(ErrorCode::StaleGeneration).java_class(), STALE_GENERATION);
+        assert_eq!(refused(ErrorCode::Busy).java_class(), DAEMON_BUSY);
         assert_eq!(refused(ErrorCode::UnknownShuffle).java_class(), DAEMON_REFUSED);
         let closed = BridgeError::Service(sluice_service::ClientError::Closed {
             addr,

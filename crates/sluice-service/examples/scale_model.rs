@@ -141,7 +141,8 @@ fn main() {
         // A map task pushes to one daemon at a time, starting at the daemon
         // its map index picks, and reduce tasks read from their partitions'
         // daemon: an executor's tasks seldom meet at one daemon, so each
-        // executor keeps about one pooled connection per daemon.
+        // executor keeps about one pooled connection per daemon (more while
+        // its tasks meet at one, closed 30 s after their last use).
         let conns = (n * s.executors_per_node) as f64;
         println!(
             "| {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{} |",

@@ -139,13 +139,16 @@ impl Client {
         lease: Duration,
         busy_wait: Duration,
     ) -> Result<Client, ClientError> {
-        let deadline = Instant::now() + busy_wait;
+        // No deadline past what an Instant can hold: waits as long as asked.
+        let deadline = Instant::now().checked_add(busy_wait);
         let mut wait = BUSY_RETRY_FIRST;
         loop {
-            match Client::connect_once(addr, app, key, lease).await {
-                Err(e) if e.code() == Some(ErrorCode::Busy) && Instant::now() < deadline => {
-                    let pause =
-                        jittered(wait).min(deadline.saturating_duration_since(Instant::now()));
+            let r = Client::connect_once(addr, app, key, lease).await;
+            let left =
+                deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
+            match r {
+                Err(e) if e.code() == Some(ErrorCode::Busy) && !left.is_zero() => {
+                    let pause = jittered(wait).min(left);
                     tokio::time::sleep(pause).await;
                     wait = (wait * 2).min(BUSY_RETRY_MAX);
                 }

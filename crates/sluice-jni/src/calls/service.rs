@@ -57,7 +57,8 @@ fn u32_arg(v: i64, what: &str) -> BridgeResult<u32> {
     u32::try_from(v).map_err(|_| BridgeError::Argument(format!("{what} {v} is out of range")))
 }
 
-/// `static native long connect(String address, String app, String keyHex, long leaseMs)`.
+/// `static native long connect(String address, String app, String keyHex, long leaseMs, long busyWaitMs)`:
+/// a daemon that answers busy is tried again for `busyWaitMs`.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_connect<'l>(
     mut env: JNIEnv<'l>,
@@ -66,6 +67,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_connect<'l>(
     app: JString<'l>,
     key_hex: JString<'l>,
     lease_ms: jlong,
+    busy_wait_ms: jlong,
 ) -> jlong {
     guard(&mut env, 0, |env| {
         let address: String = env.get_string(&address)?.into();
@@ -77,7 +79,9 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_connect<'l>(
         let key = Key::from_hex(&key_hex)
             .map_err(|e| BridgeError::Argument(format!("spark.sluice.service.appSecret: {e}")))?;
         let lease = Duration::from_millis(non_negative(lease_ms, "lease")?);
-        let client = runtime()?.block_on(Client::connect(addr, &app, &key, lease))?;
+        let busy_wait = Duration::from_millis(non_negative(busy_wait_ms, "busy wait")?);
+        let client =
+            runtime()?.block_on(Client::connect_within(addr, &app, &key, lease, busy_wait))?;
         Ok(CLIENTS.insert(client))
     })
 }

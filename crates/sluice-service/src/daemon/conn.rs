@@ -17,10 +17,7 @@ use tokio::sync::watch;
 
 use super::reduce::ReduceDir;
 use super::store::{ChunkId, Pushed, Refusal, SLOW_DOWN_MS};
-use super::{
-    shutting_down, trim, Shared, AUTH_TIMEOUT, BUSY_ANSWER_TIMEOUT, IDLE_TIMEOUT,
-    STREAM_STALL_TIMEOUT,
-};
+use super::{shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STALL_TIMEOUT};
 use crate::auth;
 use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError, Section};
@@ -46,18 +43,13 @@ pub(super) async fn refuse(out: &mut Out, (code, message): Refusal) -> Result<()
     flush(out, frame::FRAME_BODY_TIMEOUT).await
 }
 
-/// Answers a connection over the daemon's limit [`ErrorCode::Busy`] in
-/// place of a challenge, within [`BUSY_ANSWER_TIMEOUT`], and closes it.
-pub(super) async fn busy(mut stream: TcpStream, max_connections: usize) {
-    let m = Message::Error {
+/// The frame a connection over the daemon's limit gets in place of a
+/// challenge: [`ErrorCode::Busy`].
+pub(super) fn busy_answer(max_connections: usize) -> Vec<u8> {
+    frame::encode(&Message::Error {
         code: ErrorCode::Busy,
         message: format!("the daemon serves {max_connections} connections, its limit; try again"),
-    };
-    let _ = tokio::time::timeout(BUSY_ANSWER_TIMEOUT, async {
-        frame::write(&mut stream, &m).await?;
-        stream.shutdown().await.map_err(ProtocolError::Io)
     })
-    .await;
 }
 
 pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {

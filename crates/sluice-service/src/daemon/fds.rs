@@ -17,9 +17,11 @@ use super::DaemonError;
 /// at a time, so an executor keeps about one pooled connection per daemon).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
-/// Descriptors kept for what is not a connection: the listener, each
+/// Descriptors set aside for what is not a connection: the listener, each
 /// directory's lock file, spill files (one per partition or staged attempt
-/// that left memory), the standard streams.
+/// that left memory), the standard streams. An allowance, not a bound:
+/// spill files past it compete with connections, and a spill that gets no
+/// descriptor is refused `Storage`.
 pub const RESERVED_FDS: u64 = 1024;
 
 /// The open-file limit after raising the soft limit to the hard one where
@@ -60,7 +62,7 @@ pub(super) fn max_connections(
             why: format!(
                 "with {RESERVED_FDS} descriptors kept for spill files it needs an open-file \
                  limit of {}, and the limit is {open_file_limit} (raise `ulimit -n`)",
-                n as u64 + RESERVED_FDS
+                (n as u64).saturating_add(RESERVED_FDS)
             ),
         }),
         Some(n) => Ok((n, None)),

@@ -22,11 +22,14 @@
 //! lease lapses.
 //!
 //! A daemon serves at most its `max_connections` at once (`fds`: what its
-//! open-file limit holds). One more is answered [`ErrorCode::Busy`] in
-//! place of a challenge and closed, so that its client waits and tries
-//! again instead of taking a closed socket for a dead daemon; up to
-//! [`MAX_BUSY_ANSWERS`] such answers are written at once, each within
-//! [`BUSY_ANSWER_TIMEOUT`], and past them a connection is closed unanswered.
+//! open-file limit holds; connections that ended are joined before the
+//! count is taken). One more is answered [`ErrorCode::Busy`] in place of a
+//! challenge and closed, so that its client waits and tries again instead
+//! of taking a closed socket for a dead daemon: the answer, a frame of a
+//! few dozen bytes, goes into the new socket's empty send buffer without
+//! waiting (`try_write`), so the accept loop never waits on a client. A
+//! failed accept (out of descriptors) pauses accepting for
+//! [`ACCEPT_ERROR_PAUSE`] rather than spinning.
 
 mod conn;
 mod fds;
@@ -68,12 +71,9 @@ pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 /// is done with the last, which may take minutes.
 pub const STREAM_STALL_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Busy answers (to connections over the limit) written at once, at most.
-pub const MAX_BUSY_ANSWERS: usize = 64;
-
-/// How long one busy answer may take to write before its connection is
-/// closed without it.
-pub const BUSY_ANSWER_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long accepting pauses after an accept failed (no descriptor left,
+/// for one): the listener stays readable, and retrying at once would spin.
+pub const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// A daemon's settings.
 #[derive(Debug, Clone)]
@@ -263,24 +263,26 @@ async fn accept_loop(
     max_connections: usize,
 ) {
     let mut conns = JoinSet::new();
-    let mut busy = JoinSet::new();
+    let busy = conn::busy_answer(max_connections);
     let mut sweep = tokio::time::interval(LEASE_SWEEP_INTERVAL);
     loop {
         tokio::select! {
             r = listener.accept() => {
-                let Ok((stream, _)) = r else { continue };
+                let Ok((stream, _)) = r else {
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    continue;
+                };
                 let _ = stream.set_nodelay(true);
+                while conns.try_join_next().is_some() {}
                 if conns.len() < max_connections {
                     conns.spawn(conn::serve(stream, shared.clone(), stop.clone()));
                     shared.peak_connections.fetch_max(conns.len() as u64, Ordering::Relaxed);
                 } else {
                     shared.busy_refusals.fetch_add(1, Ordering::Relaxed);
-                    if busy.len() < MAX_BUSY_ANSWERS {
-                        busy.spawn(conn::busy(stream, max_connections));
-                    }
+                    // Dropped once written: closed, the answer sent first.
+                    let _ = stream.try_write(&busy);
                 }
             }
-            Some(_) = busy.join_next(), if !busy.is_empty() => {}
             _ = sweep.tick() => {
                 let lapsed = shared.store().expire(Instant::now());
                 if !lapsed.is_empty() {

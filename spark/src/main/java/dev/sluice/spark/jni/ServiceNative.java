@@ -28,8 +28,13 @@ public final class ServiceNative {
   /** {@link #request}: deletes all of the application's data. */
   public static final int END_APPLICATION = 3;
 
-  /** Connects to a daemon ({@code ip:port}) and authenticates; the connection's handle. */
-  public static native long connect(String address, String app, String keyHex, long leaseMs)
+  /**
+   * Connects to a daemon ({@code ip:port}) and authenticates; the connection's handle. A daemon
+   * that answers busy (it serves its {@code --max-connections}) is tried again, after jittered
+   * waits, for {@code busyWaitMs}; past it, its refusal is a {@code DaemonBusyException}.
+   */
+  public static native long connect(
+      String address, String app, String keyHex, long leaseMs, long busyWaitMs)
       throws IOException;
 
   /** Closes a connection. */

@@ -23,7 +23,8 @@ public final class CurrentAssignment implements Serializable {
 
   /**
    * How long serializing the cell waits for a replacement under way: above the client's connect
-   * timeout (10 s), so one daemon gone does not make a rerun start on the old assignment.
+   * timeout (10 s) and the driver's wait on a busy daemon ({@link Daemons#DRIVER_BUSY_WAIT_MS}, 5
+   * s), so one daemon gone or full does not make a rerun start on the old assignment.
    */
   public static final long PENDING_WAIT_MS = 30_000;
 

@@ -38,9 +38,35 @@ public final class Daemons {
 
   /**
    * How long an idle connection is kept for reuse: well under the daemon's idle timeout (300 s),
-   * so that a borrowed connection is never one the daemon has closed.
+   * so that a borrowed connection is never one the daemon has closed, and short, so that the
+   * connections a stage's tasks opened at once do not hold the daemon's connection slots (its
+   * {@code --max-connections}) long after the stage.
    */
-  public static final long IDLE_KEEP_NANOS = 120_000_000_000L;
+  public static final long IDLE_KEEP_NANOS = 30_000_000_000L;
+
+  /** How often idle connections older than {@link #IDLE_KEEP_NANOS} are closed. */
+  public static final long IDLE_SWEEP_MS = 10_000;
+
+  /**
+   * How long a task's connect tries a daemon that answers busy again before the refusal fails the
+   * push (the map output then stays on its executor) or the read (the task is retried).
+   */
+  public static final long TASK_BUSY_WAIT_MS = 30_000;
+
+  /**
+   * The same for the driver's requests (register, unregister, renew, end): short, so that a new
+   * generation's registration ends within {@link CurrentAssignment#PENDING_WAIT_MS}.
+   */
+  public static final long DRIVER_BUSY_WAIT_MS = 5_000;
+
+  /** One thread per JVM that closes idle connections past their keep time, every pool's. */
+  private static final ScheduledExecutorService SWEEPER =
+      Executors.newSingleThreadScheduledExecutor(
+          r -> {
+            Thread t = new Thread(r, "sluice-service-idle");
+            t.setDaemon(true);
+            return t;
+          });
 
   /** Daemons that a request to every daemon goes to at once, at most (a driver thread each). */
   public static final int REQUEST_THREADS = 16;
@@ -71,6 +97,7 @@ public final class Daemons {
 
   private final AtomicReferenceArray<String> downWhy;
   private ScheduledExecutorService renewer;
+  private volatile java.util.concurrent.ScheduledFuture<?> sweeping;
   private ExecutorService requests;
   private volatile boolean closed;
 
@@ -125,13 +152,67 @@ public final class Daemons {
 
   /** This JVM's pool for the application and daemons of {@code conf}. */
   public static Daemons of(ServiceConf conf) {
-    return POOLS.computeIfAbsent(conf.identity(), k -> new Daemons(conf));
+    return POOLS.computeIfAbsent(
+        conf.identity(),
+        k -> {
+          Daemons pool = new Daemons(conf);
+          pool.sweeping =
+              SWEEPER.scheduleWithFixedDelay(
+                  pool::closeStale, IDLE_SWEEP_MS, IDLE_SWEEP_MS, TimeUnit.MILLISECONDS);
+          return pool;
+        });
   }
 
-  /** A connection to daemon {@code d}: an idle one, or a new one. */
+  /**
+   * How long one connect tries a busy daemon before a task looks at the pool again: a connection
+   * this JVM gave back meanwhile holds one of the daemon's slots, and is the one to take.
+   */
+  public static final long BUSY_RECHECK_MS = 1_000;
+
+  /**
+   * A connection to daemon {@code d} for a task: an idle one, or a new one; a busy daemon is
+   * tried for {@link #TASK_BUSY_WAIT_MS}, the pool looked at again every {@link
+   * #BUSY_RECHECK_MS}.
+   */
   public long borrow(int d) throws IOException {
+    long deadline = System.nanoTime() + TASK_BUSY_WAIT_MS * 1_000_000L;
+    while (true) {
+      long c = idleOne(d);
+      if (c != 0) {
+        return c;
+      }
+      long leftMs = Math.max(0, (deadline - System.nanoTime()) / 1_000_000L);
+      try {
+        return connect(d, Math.min(BUSY_RECHECK_MS, leftMs));
+      } catch (DaemonBusyException e) {
+        if (leftMs <= BUSY_RECHECK_MS) {
+          throw e;
+        }
+      }
+    }
+  }
+
+  /**
+   * As {@link #borrow}, a busy daemon refused at once: for what may be given up (asking a daemon
+   * to drop an abandoned attempt's chunks, which it frees with the shuffle anyway).
+   */
+  public long borrowNow(int d) throws IOException {
     long c = idleOne(d);
-    return c != 0 ? c : connect(d);
+    return c != 0 ? c : connect(d, 0);
+  }
+
+  /** Closes, in every daemon's pool, the idle connections older than {@link #IDLE_KEEP_NANOS}. */
+  private void closeStale() {
+    long now = System.nanoTime();
+    for (ConcurrentLinkedDeque<long[]> q : idle) {
+      // Given back at the head: the oldest are at the tail.
+      long[] c;
+      while ((c = q.peekLast()) != null && now - c[1] >= IDLE_KEEP_NANOS) {
+        if (q.removeLastOccurrence(c)) {
+          ServiceNative.close(c[0]);
+        }
+      }
+    }
   }
 
   /** An idle connection to daemon {@code d} young enough to reuse, or 0. */
@@ -147,9 +228,10 @@ public final class Daemons {
     return 0;
   }
 
-  /** A new authenticated connection to daemon {@code d}. */
-  private long connect(int d) throws IOException {
-    return ServiceNative.connect(conf.daemons.get(d), conf.app, conf.key, ServiceConf.LEASE_MS);
+  /** A new authenticated connection to daemon {@code d}, a busy one tried for {@code busyMs}. */
+  private long connect(int d, long busyMs) throws IOException {
+    return ServiceNative.connect(
+        conf.daemons.get(d), conf.app, conf.key, ServiceConf.LEASE_MS, busyMs);
   }
 
   /** Gives a connection back: kept when it can take the next request, closed otherwise. */
@@ -355,7 +437,7 @@ public final class Daemons {
     }
     c = 0;
     try {
-      c = connect(d);
+      c = connect(d, DRIVER_BUSY_WAIT_MS);
       ServiceNative.request(c, what, shuffle, gen, partitions);
       giveBack(d, c);
       return null;
@@ -416,6 +498,9 @@ public final class Daemons {
   /** Closes every idle connection and stops the renewer; on the driver, ends the application. */
   public synchronized void close(boolean endApplication) {
     closed = true;
+    if (sweeping != null) {
+      sweeping.cancel(false);
+    }
     if (renewer != null) {
       renewer.shutdownNow();
       renewer = null;

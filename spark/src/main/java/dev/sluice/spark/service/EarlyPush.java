@@ -188,7 +188,7 @@ public final class EarlyPush {
     }
     long connection = 0;
     try {
-      connection = daemons.borrow(d);
+      connection = daemons.borrowNow(d);
       ServiceNative.pushDrop(p, connection);
       daemons.giveBack(d, connection);
       SluiceMetrics.SERVICE_EARLY_DROPS.incrementAndGet();

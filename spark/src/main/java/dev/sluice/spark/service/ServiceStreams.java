@@ -24,7 +24,8 @@ import scala.Tuple2;
  * segment; the stream pulls the daemon's blocks as it is read (one block, at most 4 MiB, in
  * memory), and a segment left half read is skipped to its end. A daemon that fails or refuses is
  * a {@link FetchFailedException} at the shuffle's service location (map index -1), which has
- * Spark unregister every output of this shuffle, and no other, and rerun its map stage. A read
+ * Spark unregister every output of this shuffle, and no other, and rerun its map stage; one that
+ * stays busy (serving its limit of connections) fails the task alone, which Spark retries. A read
  * given the shuffle's reduce-side operator has the daemons run it first: each partition then
  * comes as one segment, {@code shuffle_S_-1_R}, holding the results over every winner.
  */
@@ -165,6 +166,18 @@ public final class ServiceStreams
           daemons.failed(assignment.daemon(owner), connection, e);
         }
         connection = 0;
+        if (e instanceof DaemonBusyException) {
+          // Alive and holding the data: the task fails and is retried, the map stage stays.
+          throw ServiceStreams.<RuntimeException>unchecked(
+              new IOException(
+                  readFailure(
+                      start,
+                      end,
+                      daemons.conf.daemons.get(assignment.daemon(owner)),
+                      assignment.generation,
+                      e.getMessage()),
+                  e));
+        }
         throw failed(start, e);
       }
     }
