@@ -117,6 +117,34 @@ def test_sql_order_by_is_sorted_by_the_engine_unless_turned_off(tmp_path, refere
         s.stop()
 
 
+def test_sql_order_by_reads_one_task_per_range_with_coalescing_off(tmp_path):
+    # Adaptive execution's coalescing off: a native global sort reads one
+    # task per range its sample gave, as many as asked for when the keys are
+    # many, fewer (never a range that does not exist) when they are few.
+    s = session("local[2]", SLUICE, tmp_path,
+                extra={"spark.sql.adaptive.coalescePartitions.enabled": "false",
+                       "spark.sql.shuffle.partitions": "7"})
+    tracker = s.sparkContext.statusTracker()
+
+    def read_tasks(group):
+        last = tracker.getJobInfo(max(tracker.getJobIdsForGroup(group)))
+        return tracker.getStageInfo(max(last.stageIds)).numTasks
+
+    try:
+        many = s.range(30000, numPartitions=3).selectExpr("-id as x").orderBy("x")
+        assert "SluiceSortExchange" in plan_of(many), plan_of(many)
+        s.sparkContext.setJobGroup("many", "many")
+        assert [r.x for r in many.collect()] == list(range(-29999, 1))
+        assert read_tasks("many") == 7
+        few = s.range(30000, numPartitions=3).selectExpr("id % 3 as k", "id").orderBy("k")
+        s.sparkContext.setJobGroup("few", "few")
+        assert [r.k for r in few.collect()] == [0] * 10000 + [1] * 10000 + [2] * 10000
+        # Three keys: the sample's bounds are among them, so at most four ranges.
+        assert 1 < read_tasks("few") <= 4
+    finally:
+        s.stop()
+
+
 def test_sql_aggregate_runs_in_the_engine_unless_turned_off(tmp_path, reference):
     # With spark.sluice.sqlAggregate=true every aggregate the engine computes
     # as Spark does becomes SluiceAggregate (the engine aggregates map side

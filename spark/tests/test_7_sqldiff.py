@@ -5,7 +5,8 @@ aggregates, self-joins of aggregated CTEs, UNION ALL below aggregates and
 aggregates below UNION ALL,
 ORDER BY with LIMIT) run under Spark's sort shuffle and under Sluice, every
 answer compared (the script exits 1 on a difference); a second seed's
-queries again with Spark's execution memory off the heap and small."""
+queries again with Spark's execution memory off the heap and small, and a
+third's with adaptive execution's coalescing of partitions turned off."""
 
 import pathlib
 import re
@@ -21,6 +22,14 @@ QUERIES = 140  # CI's share of its 30 minutes; spark/sqldiff.py runs any number
 # the memory mode Spark's own consumers use.
 OFF_HEAP_QUERIES = 40
 OFF_HEAP = ("spark.memory.offHeap.enabled=true", "spark.memory.offHeap.size=16m")
+
+
+# Adaptive execution without its coalescing of small partitions, a setting
+# users turn off: every native read is then one task per partition that
+# exists (seed 11's queries 65 and 69 order a few groups over 7 and 200
+# partitions, fewer ranges than asked for).
+NO_COALESCING_QUERIES = 70
+NO_COALESCING = ("spark.sql.adaptive.coalescePartitions.enabled=false",)
 
 
 def sqldiff(tmp_path, seed, queries, conf=()):
@@ -55,3 +64,7 @@ def test_generated_queries_answer_alike_under_both_managers(tmp_path):
 
 def test_generated_queries_answer_alike_with_little_off_heap_memory(tmp_path):
     sqldiff(tmp_path, 41, OFF_HEAP_QUERIES, OFF_HEAP)
+
+
+def test_generated_queries_answer_alike_without_coalescing(tmp_path):
+    sqldiff(tmp_path, 11, NO_COALESCING_QUERIES, NO_COALESCING)

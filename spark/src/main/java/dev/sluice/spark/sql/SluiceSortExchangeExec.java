@@ -141,16 +141,20 @@ public final class SluiceSortExchangeExec extends LinePlan {
               new SortedRowPartitioner(ranges),
               serializer,
               ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(metrics.write));
+      // The ranges the sample gave: fewer than asked when it holds fewer distinct keys, as under
+      // Spark's own range exchange. The read covers exactly those: cut as adaptive execution
+      // cuts where it may, else one task per range.
+      int ranged = ranges.numPartitions();
       int[] bounds =
           coalescable
                   && conf().coalesceShufflePartitionsEnabled()
-                  && numPartitions > 1
+                  && ranged > 1
                   && rows.partitions().length > 0
               ? AdaptiveCoalesce.bounds(
-                  conf(), sparkContext(), AdaptiveCoalesce.mapStage(dep), numPartitions)
-              : new int[] {0, numPartitions};
+                  conf(), sparkContext(), AdaptiveCoalesce.mapStage(dep), ranged)
+              : null;
       RDD<InternalRow> read =
-          coalescable && bounds.length - 1 < numPartitions
+          bounds != null && bounds.length - 1 < ranged
               ? new ShuffledRowRDD(dep, metrics.read, AdaptiveCoalesce.specs(bounds))
               : new ShuffledRowRDD(dep, metrics.read);
       shuffled = width < child.output().size() ? dropComputedKeys(read) : read;
