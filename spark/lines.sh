@@ -11,8 +11,8 @@
 #
 #   bash spark/lines.sh [LINE ...]        (default: 3.5 4.0 4.2)
 #
-# spark/test.sh runs it in CI after Spark's own suites. Every line runs even when one fails;
-# the exit status fails when any did.
+# spark/test.sh runs it in CI, a line at a time in whichever of its two lanes is free first.
+# Every line runs even when one fails; the exit status fails when any did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +24,11 @@ failed=()
 for line in "${lines[@]}"; do
   echo "== Spark $line: the jar, ShuffleSuite, test_1_local.py, test_10_service.py (at ${SECONDS} s)"
   rc=0
-  bash spark/build.sh --line "$line" || rc=$?
+  # Two lanes of spark/test.sh may run lines at once: one Maven at a time (the
+  # jar's build, the suites' dependencies), which shares the native library's copy
+  # and Maven's local repository.
+  mkdir -p spark/suites/target
+  flock spark/suites/target/.maven.lock bash spark/build.sh --line "$line" || rc=$?
   [ "$rc" = 0 ] && { bash spark/suites/run.sh --line "$line" ShuffleSuite || rc=$?; }
   py=$PWD/spark/.venv-suites-$line/bin/python
   if [ "$rc" = 0 ]; then

@@ -58,10 +58,10 @@ export SPARK_LOCAL_IP=127.0.0.1
 export PYSPARK_PYTHON="$PWD/spark/.venv/bin/python"
 # Two lanes, one per core: the JUnit tests and then Spark's own suites (one
 # JVM each, about one core between them) in the background, pytest in the
-# foreground. The lanes leave each other idle time (sessions starting, tasks
-# waiting for executors), and CI stays under its 30 minutes. The background
-# lane's output goes to a log, printed whole once both have ended; either
-# failing fails the run.
+# foreground, then the other lines in both (below). The lanes leave each
+# other idle time (sessions starting, tasks waiting for executors), and CI
+# stays under its 30 minutes. The background lane's output goes to a log,
+# printed whole once both have ended; either failing fails the run.
 lane_log=spark/suites/target/run.log
 mkdir -p spark/suites/target
 if [ "$extended" = 1 ]; then
@@ -72,6 +72,21 @@ fi
 # The lines beside the default one whose Spark is on Maven Central (4.3's
 # jar, compiled against pyspark's jars, is built by the extended tests).
 OTHER_LINES=(3.5 4.0 4.2)
+# Each line is run by whichever lane gets to it first: the background lane
+# takes them in order once Spark's suites have ended, the foreground in
+# reverse once pytest has, so that neither core idles while the other has
+# lines left. A lane claims a line by creating its directory (mkdir is
+# atomic); spark/lines.sh builds one line's jar at a time (a lock).
+claims=spark/suites/target/line-claims
+rm -rf "$claims" && mkdir -p "$claims"
+claim_lines() {
+  local rc=0 line
+  for line in "$@"; do
+    mkdir "$claims/$line" 2>/dev/null || continue
+    bash spark/lines.sh "$line" || rc=1
+  done
+  return $rc
+}
 stage "JUnit (mvn test), Spark's own suites (spark/suites/run.sh), the other lines (spark/lines.sh ${OTHER_LINES[*]}), beside pytest: > $lane_log"
 (
   junit_rc=0
@@ -81,8 +96,8 @@ stage "JUnit (mvn test), Spark's own suites (spark/suites/run.sh), the other lin
   bash spark/suites/run.sh "${suites_args[@]}" || suites_rc=$?
   echo "== Spark's own suites ended (rc $suites_rc) at ${SECONDS} s; the other lines"
   lines_rc=0
-  bash spark/lines.sh "${OTHER_LINES[@]}" || lines_rc=$?
-  echo "== the other lines ended (rc $lines_rc) at ${SECONDS} s"
+  claim_lines "${OTHER_LINES[@]}" || lines_rc=$?
+  echo "== the other lines this lane took ended (rc $lines_rc) at ${SECONDS} s"
   [ "$junit_rc" = 0 ] && [ "$suites_rc" = 0 ] && [ "$lines_rc" = 0 ]
 ) >"$lane_log" 2>&1 &
 lane=$!
@@ -92,7 +107,11 @@ pytest_log=spark/suites/target/pytest.log
 pytest_rc=0
 spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 -rfE "${marks[@]}" spark/tests \
   2>&1 | tee "$pytest_log" || pytest_rc=$?
-stage "pytest ended (rc $pytest_rc); waiting for the other lane"
+stage "pytest ended (rc $pytest_rc); the other lines the background lane has not taken"
+fg_lines_rc=0
+claim_lines $(printf '%s\n' "${OTHER_LINES[@]}" | tac) 2>&1 | tee spark/suites/target/lines-fg.log \
+  || fg_lines_rc=$?
+stage "the other lines this lane took ended (rc $fg_lines_rc); waiting for the other lane"
 lane_rc=0
 wait $lane || lane_rc=$?
 trap - EXIT
@@ -100,10 +119,10 @@ stage "the other lane ended (rc $lane_rc); its output:"
 cat "$lane_log"
 # The lane's log is long: what failed, from both lanes, is repeated last,
 # where a truncated CI log still shows it.
-stage "summary: pytest rc $pytest_rc, the other lane rc $lane_rc"
+stage "summary: pytest rc $pytest_rc, its lines rc $fg_lines_rc, the other lane rc $lane_rc"
 grep -E '^(FAILED|ERROR) ' "$pytest_log" || true
 grep -E '^(FAILED|ERROR) |== .*ended \(rc |\*\*\* FAILED|Tests: succeeded [0-9]+, failed [1-9]' \
-  "$lane_log" || true
+  spark/suites/target/lines-fg.log "$lane_log" || true
 stage "done"
-[ "$pytest_rc" = 0 ] && [ "$lane_rc" = 0 ]
+[ "$pytest_rc" = 0 ] && [ "$fg_lines_rc" = 0 ] && [ "$lane_rc" = 0 ]
 

@@ -78,7 +78,10 @@ spark_home=$("$py" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file_
 lib=$root/spark/suites/target/lib$tag
 if [ ! -f "$lib/.complete" ]; then
   rm -rf "$lib"
-  (cd spark/suites && mvn -q -B dependency:copy-dependencies -DoutputDirectory="$lib" \
+  # The lock: spark/lines.sh may prepare two lines at once (one Maven at a time).
+  mkdir -p spark/suites/target
+  (cd spark/suites && flock target/.maven.lock \
+    mvn -q -B dependency:copy-dependencies -DoutputDirectory="$lib" \
     ${line:+-Dspark.version=$version} -Dscala.binary.version=$scala -DexcludeArtifactIds=scala-library,scala-reflect,scala-xml)
   touch "$lib/.complete"
 fi
