@@ -737,6 +737,42 @@ def test_a_daemon_at_its_connection_limit_makes_tasks_wait_not_fail(own_daemons,
     assert st["busy_refusals"] > 0, f"the two map tasks never met at the daemon: {st}"
 
 
+def test_the_drivers_lease_is_renewed_on_a_connection_of_its_own(own_daemons, tmp_path):
+    # The driver renews its application's lease on a connection per daemon
+    # that it holds between renewals, outside the pool whose idle
+    # connections close after 30 s: a renewal never waits for a slot at a
+    # daemon full of tasks' connections. Each renewal is run here at once
+    # (Daemons.renewNow, what the renewer runs every 60 s): the second
+    # reuses the first's connection; after the daemon is killed and
+    # restarted the held one is dead, and the next renewal opens a fresh
+    # one to the new process and keeps it open. Stopping the session closes
+    # it.
+    ds, key = own_daemons(directories=(None,))
+    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    try:
+        sc = s.sparkContext
+        assert _per_key(sc.parallelize(range(60000), 2).map(
+            lambda x: (x % 53, f"{x:08d}" * 16))) == EARLY_WANT
+        service = sc._jvm.dev.sluice.spark.service
+        pool = service.Daemons.of(service.ServiceConf.of(sc._jsc.sc().conf()))
+        assert pool.renewNow() == 0
+        first = pool.leaseConnection(0)
+        assert first != 0
+        assert pool.renewNow() == 0
+        assert pool.leaseConnection(0) == first, "the second renewal opened a connection"
+        ds[0].kill()
+        ds[0] = ds[0].restarted()
+        assert pool.renewNow() == 0, "no renewal at the restarted daemon"
+        assert pool.leaseConnection(0) != 0
+        # The restarted daemon's connections: the lease's, held open, and
+        # the one `sluice stats` asks on.
+        st = ds[0].stats()
+        assert st["peak_connections"] == 2, st
+    finally:
+        s.stop()
+    assert pool.leaseConnection(0) == 0, "the lease's connection outlived the session"
+
+
 def test_a_daemon_killed_between_early_pushes_keeps_the_outputs(own_daemons, tmp_path):
     # Each map task pushes a spill or more while it maps, then the first
     # kills the second daemon halfway through and both wait until its port

@@ -27,7 +27,8 @@
 //! challenge and closed, so that its client waits and tries again instead
 //! of taking a closed socket for a dead daemon: the answer, a frame of a
 //! few dozen bytes, goes into the new socket's empty send buffer without
-//! waiting (`try_write`), so the accept loop never waits on a client. A
+//! waiting (one non-blocking `send`), so the accept loop never waits on a
+//! client. A
 //! failed accept (out of descriptors) pauses accepting for
 //! [`ACCEPT_ERROR_PAUSE`] rather than spinning.
 
@@ -40,6 +41,7 @@ pub use spill::SPILL_WRITE_BYTES;
 mod store;
 mod trim;
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -279,8 +281,13 @@ async fn accept_loop(
                     shared.peak_connections.fetch_max(conns.len() as u64, Ordering::Relaxed);
                 } else {
                     shared.busy_refusals.fetch_add(1, Ordering::Relaxed);
-                    // Dropped once written: closed, the answer sent first.
-                    let _ = stream.try_write(&busy);
+                    // Dropped once written: closed, the answer sent first. A plain
+                    // send on the (still non-blocking) socket, not tokio's
+                    // `try_write`, which answers `WouldBlock` until the reactor has
+                    // seen the socket writable.
+                    if let Ok(socket) = stream.into_std() {
+                        let _ = (&socket).write(&busy);
+                    }
                 }
             }
             _ = sweep.tick() => {

@@ -2,6 +2,7 @@ package dev.sluice.spark.service;
 
 import dev.sluice.spark.jni.ServiceNative;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -18,6 +19,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.function.IntFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -109,6 +111,7 @@ public final class Daemons {
     }
     downUntil = new AtomicLongArray(conf.nodes());
     downWhy = new AtomicReferenceArray<>(conf.nodes());
+    leaseConnections = new AtomicLongArray(conf.nodes());
   }
 
   /**
@@ -164,18 +167,26 @@ public final class Daemons {
   }
 
   /**
-   * How long one connect tries a busy daemon before a task looks at the pool again: a connection
-   * this JVM gave back meanwhile holds one of the daemon's slots, and is the one to take.
+   * How long the first connect tries a busy daemon before a task looks at the pool again (a
+   * connection this JVM gave back meanwhile holds one of the daemon's slots, and is the one to
+   * take); each later look waits twice as long, up to {@link #BUSY_RECHECK_MAX_MS}, so that the
+   * client's own waits between tries (doubling from 50 ms to 2 s within one connect) keep
+   * growing rather than starting over every second.
    */
   public static final long BUSY_RECHECK_MS = 1_000;
 
+  /** The longest a task's connect tries a busy daemon between two looks at the pool. */
+  public static final long BUSY_RECHECK_MAX_MS = 8_000;
+
   /**
    * A connection to daemon {@code d} for a task: an idle one, or a new one; a busy daemon is
-   * tried for {@link #TASK_BUSY_WAIT_MS}, the pool looked at again every {@link
-   * #BUSY_RECHECK_MS}.
+   * tried for {@link #TASK_BUSY_WAIT_MS}, the pool looked at again after {@link
+   * #BUSY_RECHECK_MS}, then after twice as long each time. An interrupted task (killed,
+   * cancelled) stops waiting.
    */
   public long borrow(int d) throws IOException {
     long deadline = System.nanoTime() + TASK_BUSY_WAIT_MS * 1_000_000L;
+    long recheckMs = BUSY_RECHECK_MS;
     while (true) {
       long c = idleOne(d);
       if (c != 0) {
@@ -183,12 +194,19 @@ public final class Daemons {
       }
       long leftMs = Math.max(0, (deadline - System.nanoTime()) / 1_000_000L);
       try {
-        return connect(d, Math.min(BUSY_RECHECK_MS, leftMs));
+        return connect(d, Math.min(recheckMs, leftMs));
       } catch (DaemonBusyException e) {
-        if (leftMs <= BUSY_RECHECK_MS) {
+        if (leftMs <= recheckMs) {
           throw e;
         }
+        if (Thread.currentThread().isInterrupted()) {
+          InterruptedIOException stop =
+              new InterruptedIOException("interrupted while waiting on a busy daemon");
+          stop.initCause(e);
+          throw stop;
+        }
       }
+      recheckMs = Math.min(BUSY_RECHECK_MAX_MS, recheckMs * 2);
     }
   }
 
@@ -240,7 +258,12 @@ public final class Daemons {
       return;
     }
     if (!closed && ServiceNative.idle(connection) && idle.get(d).size() < IDLE_PER_DAEMON) {
-      idle.get(d).addFirst(new long[] {connection, System.nanoTime()});
+      long[] kept = {connection, System.nanoTime()};
+      idle.get(d).addFirst(kept);
+      // Closed meanwhile: close() may have emptied the pool before this one went in.
+      if (closed && idle.get(d).removeFirstOccurrence(kept)) {
+        ServiceNative.close(connection);
+      }
     } else {
       ServiceNative.close(connection);
     }
@@ -277,7 +300,7 @@ public final class Daemons {
    * client's connect and reply timeouts).
    */
   public void onEvery(int what, int shuffle, int partitions) throws IOException {
-    IOException[] failed = each(what, shuffle, generation, partitions, false);
+    IOException[] failed = each(d -> request(d, what, shuffle, generation, partitions), false);
     for (IOException e : failed) {
       if (e != null) {
         throw e;
@@ -295,7 +318,8 @@ public final class Daemons {
    * @throws IOException when no daemon registered the generation
    */
   public Assignment register(int shuffle, int generation, int partitions) throws IOException {
-    IOException[] failed = each(ServiceNative.REGISTER, shuffle, generation, partitions, true);
+    IOException[] failed =
+        each(d -> request(d, ServiceNative.REGISTER, shuffle, generation, partitions), true);
     int[] owners = new int[failed.length];
     int n = 0;
     IOException first = null;
@@ -382,7 +406,7 @@ public final class Daemons {
    * One request to every daemon (those down lately left out when {@code skipDown}), to up to
    * {@link #REQUEST_THREADS} at once; each daemon's failure, or null, after all answered or failed.
    */
-  private IOException[] each(int what, int shuffle, int gen, int partitions, boolean skipDown) {
+  private IOException[] each(IntFunction<IOException> request, boolean skipDown) {
     int nodes = conf.nodes();
     long now = System.nanoTime();
     List<Future<IOException>> answers = new ArrayList<>(nodes);
@@ -398,8 +422,8 @@ public final class Daemons {
       } else {
         answers.add(
             pool == null
-                ? CompletableFuture.completedFuture(request(daemon, what, shuffle, gen, partitions))
-                : pool.submit(() -> request(daemon, what, shuffle, gen, partitions)));
+                ? CompletableFuture.completedFuture(request.apply(daemon))
+                : pool.submit(() -> request.apply(daemon)));
       }
     }
     IOException[] failed = new IOException[nodes];
@@ -470,6 +494,82 @@ public final class Daemons {
     return requests;
   }
 
+  /**
+   * How long a renewal tries a busy daemon for the lease's own connection: half the renewal
+   * period (the lease is ten periods long).
+   */
+  public static final long LEASE_BUSY_WAIT_MS = ServiceConf.RENEW_MS / 2;
+
+  /**
+   * The lease's own connection to each daemon (0 while none): held by the renewer between
+   * renewals, outside the pool and its sweep, so that renewing never needs a new connection slot
+   * at a daemon that tasks' connections fill (the pool closes idle connections after 30 s, and
+   * renewals come every 60 s). A renewal every 60 s keeps it under the daemon's idle timeout.
+   */
+  private final AtomicLongArray leaseConnections;
+
+  /**
+   * Renews the application's lease at every daemon now, each on the lease's connection to it (a
+   * new one where none is held or the held one failed); the number of daemons that failed, each
+   * failure logged. What the renewer runs every {@code RENEW_MS}; public for the tests.
+   */
+  public int renewNow() {
+    IOException[] failed = each(this::renewAt, false);
+    int n = 0;
+    for (int d = 0; d < failed.length; d++) {
+      if (failed[d] != null) {
+        n++;
+        LOG.warn(
+            "Sluice: renewing the service lease of {} at {}: {}",
+            conf.app,
+            conf.daemons.get(d),
+            failed[d].getMessage());
+      }
+    }
+    return n;
+  }
+
+  /** The lease's connection to daemon {@code d} held now, or 0 (for the tests). */
+  public long leaseConnection(int d) {
+    return leaseConnections.get(d);
+  }
+
+  /** Renews the lease at daemon {@code d} on the lease's connection; the failure, or null. */
+  private IOException renewAt(int d) {
+    AtomicLongArray held = leaseConnections;
+    long c = held.getAndSet(d, 0);
+    if (c != 0) {
+      try {
+        ServiceNative.request(c, ServiceNative.RENEW, 0, 0, 0);
+        keepLeaseConnection(held, d, c);
+        return null;
+      } catch (IOException | RuntimeException e) {
+        // The daemon restarted, or refused: a fresh connection below says which.
+        ServiceNative.close(c);
+      }
+    }
+    c = 0;
+    try {
+      c = connect(d, LEASE_BUSY_WAIT_MS);
+      ServiceNative.request(c, ServiceNative.RENEW, 0, 0, 0);
+      keepLeaseConnection(held, d, c);
+      return null;
+    } catch (IOException | RuntimeException e) {
+      if (c != 0) {
+        ServiceNative.close(c);
+      }
+      return e instanceof IOException io ? io : new IOException(e.getMessage(), e);
+    }
+  }
+
+  /** Keeps {@code c} as daemon {@code d}'s lease connection, or closes it once the pool closed. */
+  private void keepLeaseConnection(AtomicLongArray held, int d, long c) {
+    held.set(d, c);
+    if (closed && held.compareAndSet(d, c, 0)) {
+      ServiceNative.close(c);
+    }
+  }
+
   /** On the driver: renews the application's lease at every daemon every {@code RENEW_MS}. */
   public synchronized void renewLeases() {
     if (renewer != null) {
@@ -485,8 +585,8 @@ public final class Daemons {
     renewer.scheduleWithFixedDelay(
         () -> {
           try {
-            onEvery(ServiceNative.RENEW, 0, 0);
-          } catch (IOException | RuntimeException e) {
+            renewNow();
+          } catch (RuntimeException e) {
             LOG.warn("Sluice: renewing the service lease of {}: {}", conf.app, e.getMessage());
           }
         },
@@ -504,6 +604,12 @@ public final class Daemons {
     if (renewer != null) {
       renewer.shutdownNow();
       renewer = null;
+    }
+    for (int d = 0; d < leaseConnections.length(); d++) {
+      long c = leaseConnections.getAndSet(d, 0);
+      if (c != 0) {
+        ServiceNative.close(c);
+      }
     }
     if (endApplication) {
       try {
