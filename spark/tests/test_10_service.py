@@ -748,7 +748,11 @@ def test_the_drivers_lease_is_renewed_on_a_connection_of_its_own(own_daemons, tm
     # one to the new process and keeps it open. Stopping the session closes
     # it.
     ds, key = own_daemons(directories=(None,))
-    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    # No context cleaner: it could unregister the job's shuffle at the
+    # restarted daemon on a connection of its own, which the count below
+    # would see.
+    s = session("local[2]", SLUICE, tmp_path / "s",
+                extra={**service_conf(ds, key), "spark.cleaner.referenceTracking": "false"})
     try:
         sc = s.sparkContext
         assert _per_key(sc.parallelize(range(60000), 2).map(

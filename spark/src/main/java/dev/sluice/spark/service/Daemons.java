@@ -285,7 +285,8 @@ public final class Daemons {
    */
   public void failed(int d, long connection, Throwable why) {
     discard(connection);
-    if (why instanceof DaemonRefusedException) {
+    // A live daemon's answer, or a task stopped while it waited on one (busy).
+    if (why instanceof DaemonRefusedException || why.getCause() instanceof DaemonRefusedException) {
       return;
     }
     long[] c;
@@ -508,13 +509,20 @@ public final class Daemons {
    */
   private final AtomicLongArray leaseConnections;
 
+  private final Object renewing = new Object();
+
   /**
    * Renews the application's lease at every daemon now, each on the lease's connection to it (a
    * new one where none is held or the held one failed); the number of daemons that failed, each
    * failure logged. What the renewer runs every {@code RENEW_MS}; public for the tests.
    */
   public int renewNow() {
-    IOException[] failed = each(this::renewAt, false);
+    IOException[] failed;
+    // One round at a time (the renewer's and a test's): each daemon's held connection is
+    // taken and put back by one round only.
+    synchronized (renewing) {
+      failed = each(this::renewAt, false);
+    }
     int n = 0;
     for (int d = 0; d < failed.length; d++) {
       if (failed[d] != null) {
