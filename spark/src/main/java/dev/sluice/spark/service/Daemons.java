@@ -19,6 +19,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLongArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.IntFunction;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -509,7 +510,11 @@ public final class Daemons {
    */
   private final AtomicLongArray leaseConnections;
 
-  private final Object renewing = new Object();
+  /**
+   * Held by a renewal round; {@link #close} takes it before ending the application, so that a
+   * round under way cannot renew (and so recreate, empty) the application after its end.
+   */
+  private final ReentrantLock renewing = new ReentrantLock();
 
   /**
    * Renews the application's lease at every daemon now, each on the lease's connection to it (a
@@ -520,8 +525,14 @@ public final class Daemons {
     IOException[] failed;
     // One round at a time (the renewer's and a test's): each daemon's held connection is
     // taken and put back by one round only.
-    synchronized (renewing) {
+    renewing.lock();
+    try {
+      if (closed) {
+        return 0;
+      }
       failed = each(this::renewAt, false);
+    } finally {
+      renewing.unlock();
     }
     int n = 0;
     for (int d = 0; d < failed.length; d++) {
@@ -544,12 +555,11 @@ public final class Daemons {
 
   /** Renews the lease at daemon {@code d} on the lease's connection; the failure, or null. */
   private IOException renewAt(int d) {
-    AtomicLongArray held = leaseConnections;
-    long c = held.getAndSet(d, 0);
+    long c = leaseConnections.getAndSet(d, 0);
     if (c != 0) {
       try {
         ServiceNative.request(c, ServiceNative.RENEW, 0, 0, 0);
-        keepLeaseConnection(held, d, c);
+        keepLeaseConnection(d, c);
         return null;
       } catch (IOException | RuntimeException e) {
         // The daemon restarted, or refused: a fresh connection below says which.
@@ -560,7 +570,7 @@ public final class Daemons {
     try {
       c = connect(d, LEASE_BUSY_WAIT_MS);
       ServiceNative.request(c, ServiceNative.RENEW, 0, 0, 0);
-      keepLeaseConnection(held, d, c);
+      keepLeaseConnection(d, c);
       return null;
     } catch (IOException | RuntimeException e) {
       if (c != 0) {
@@ -571,9 +581,9 @@ public final class Daemons {
   }
 
   /** Keeps {@code c} as daemon {@code d}'s lease connection, or closes it once the pool closed. */
-  private void keepLeaseConnection(AtomicLongArray held, int d, long c) {
-    held.set(d, c);
-    if (closed && held.compareAndSet(d, c, 0)) {
+  private void keepLeaseConnection(int d, long c) {
+    leaseConnections.set(d, c);
+    if (closed && leaseConnections.compareAndSet(d, c, 0)) {
       ServiceNative.close(c);
     }
   }
@@ -604,15 +614,38 @@ public final class Daemons {
   }
 
   /** Closes every idle connection and stops the renewer; on the driver, ends the application. */
-  public synchronized void close(boolean endApplication) {
+  public void close(boolean endApplication) {
     closed = true;
-    if (sweeping != null) {
-      sweeping.cancel(false);
+    synchronized (this) {
+      if (sweeping != null) {
+        sweeping.cancel(false);
+      }
+      if (renewer != null) {
+        // Not interrupted: a round under way finishes its requests (each bounded) rather than
+        // leave them running on the request threads past the wait below.
+        renewer.shutdown();
+        renewer = null;
+      }
     }
-    if (renewer != null) {
-      renewer.shutdownNow();
-      renewer = null;
+    // A round under way ends before the application does (outside this object's lock, which its
+    // requests take), so that it cannot renew, and so recreate empty, an ended application. Past
+    // the wait (a daemon busy for all of LEASE_BUSY_WAIT_MS) the application ends anyway, and a
+    // late renewal's empty application lapses with its lease.
+    boolean roundEnded = false;
+    try {
+      roundEnded = renewing.tryLock(2 * LEASE_BUSY_WAIT_MS, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
     }
+    if (roundEnded) {
+      renewing.unlock();
+    }
+    synchronized (this) {
+      closeNow(endApplication);
+    }
+  }
+
+  private void closeNow(boolean endApplication) {
     for (int d = 0; d < leaseConnections.length(); d++) {
       long c = leaseConnections.getAndSet(d, 0);
       if (c != 0) {
