@@ -1,6 +1,7 @@
 """Sluice under Spark settings it must follow or refuse: fallback to the sort
 shuffle, Spark's codec, and a corrupt block that becomes a fetch failure."""
 
+import collections
 import contextlib
 import pathlib
 import time
@@ -517,6 +518,8 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
     # so they take the same statistics and cut their reads the same way.
     # Below a sort-merge join the aggregate and the join's other side are
     # read in the same coalesced ranges (the join zips their partitions).
+    from pyspark.sql import functions as F
+
     extra = {"spark.sql.shuffle.partitions": "200", "spark.sql.autoBroadcastJoinThreshold": "-1"}
     s = session("local[2]", SLUICE, tmp_path, extra=extra)
     try:
@@ -542,6 +545,22 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
         rows = {r["k"]: (r["count"], r["w"]) for r in joined.collect()}
         assert rows == {k: (counts[k], 2 * k) for k in range(97)}
         assert max(stage_tasks(s, "join")) <= 4, stage_tasks(s, "join")
+        # An aggregate of an aggregate joined to it (TPC-DS q01's shape): the
+        # native aggregate keeps its count for the join, but its input, a
+        # shuffle it aggregates again by its own key, is read coalesced.
+        pairs = s.range(0, 20000, numPartitions=2).selectExpr("id % 97 as k", "id % 13 as j")
+        inner = pairs.groupBy("k", "j").agg(F.sum(F.col("j").cast("double")).alias("t"))
+        outer = inner.groupBy("k").count().withColumnRenamed("count", "n")
+        nested = inner.join(outer, "k")
+        assert "SluiceAggregate" in plan_of(nested) and "SortMergeJoin" in plan_of(nested)
+        sc.setJobGroup("nested", "nested")
+        sums = collections.Counter()
+        for x in range(20000):
+            sums[(x % 97, x % 13)] += x % 13
+        per_k = collections.Counter(k for k, _ in sums)
+        got = sorted((r["k"], r["j"], r["t"], r["n"]) for r in nested.collect())
+        assert got == sorted((k, j, float(t), per_k[k]) for (k, j), t in sums.items())
+        assert max(stage_tasks(s, "nested")) <= 4, stage_tasks(s, "nested")
         # With coalescing off the join reads all 200 partitions.
         s.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
         sc.setJobGroup("join-200", "join-200")

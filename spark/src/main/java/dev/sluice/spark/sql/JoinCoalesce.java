@@ -20,11 +20,13 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnionExec;
 import org.apache.spark.sql.execution.adaptive.AQEShuffleReadExec;
 import org.apache.spark.sql.execution.adaptive.AQEShuffleReadExec$;
+import org.apache.spark.sql.execution.adaptive.CoalesceShufflePartitions;
 import org.apache.spark.sql.execution.adaptive.QueryStageExec;
 import org.apache.spark.sql.execution.adaptive.ShuffleQueryStageExec;
 import org.apache.spark.sql.execution.exchange.ENSURE_REQUIREMENTS$;
 import org.apache.spark.sql.execution.exchange.REPARTITION_BY_COL$;
 import org.apache.spark.sql.execution.exchange.ShuffleOrigin;
+import org.apache.spark.sql.execution.exchange.ValidateRequirements;
 import org.apache.spark.sql.execution.joins.CartesianProductExec;
 import scala.Option;
 import scala.collection.immutable.Seq;
@@ -66,12 +68,49 @@ final class JoinCoalesce extends Rule<SparkPlan> {
     if (!conf().coalesceShufflePartitionsEnabled()) {
       return plan;
     }
+    plan = coalesceInputs(plan);
     Map<SparkPlan, Seq<ShufflePartitionSpec>> cuts = new IdentityHashMap<>();
     Map<SparkPlan, Object> keys = new IdentityHashMap<>();
     for (List<SparkPlan> group : groups(plan)) {
       cut(group, cuts, keys);
     }
     return cuts.isEmpty() ? plan : rewrite(plan, cuts, keys);
+  }
+
+  /**
+   * {@code p} with the input of each pinned native aggregate read as Spark reads a stage's plan:
+   * Spark's {@code CoalesceShufflePartitions} over the aggregate's child alone, kept where the
+   * child still meets its requirements (Spark's own check after its rule). The aggregate shuffles
+   * its input again by its own keys, so only its output's partition count is pinned. Spark's rule
+   * does not coalesce that input: it takes the join above and the shuffles below the aggregate as
+   * one group, and its check then finds the join's sides cut differently (the aggregate keeps its
+   * count), so the aggregate's map side ran one task per partition (TPC-DS q01 at scale factor
+   * 10: 200 tasks where the sort shuffle's plan runs 2).
+   */
+  private SparkPlan coalesceInputs(SparkPlan p) {
+    if (p instanceof SluiceAggregateExec a && a.pinned()) {
+      SparkPlan child = a.child();
+      if (child.exists(n -> n instanceof AQEShuffleReadExec)) {
+        return p;
+      }
+      SparkPlan read = new CoalesceShufflePartitions(session).apply(child);
+      return read == child || !ValidateRequirements.validate(read)
+          ? p
+          : a.withNewChildren(Scala.seq(List.of(read)));
+    }
+    if (p.children().isEmpty() || p instanceof QueryStageExec) {
+      return p;
+    }
+    List<SparkPlan> children = new ArrayList<>();
+    boolean changed = false;
+    scala.collection.Iterator<SparkPlan> it = p.children().iterator();
+    while (it.hasNext()) {
+      SparkPlan c = it.next();
+      SparkPlan n = coalesceInputs(c);
+      changed |= n != c;
+      children.add(n);
+    }
+    return changed ? p.withNewChildren(Scala.seq(children)) : p;
   }
 
   /**
