@@ -9,6 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.UnaryOperator;
 import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.catalyst.plans.physical.SinglePartition$;
@@ -98,7 +99,12 @@ final class JoinCoalesce extends Rule<SparkPlan> {
           ? p
           : a.withNewChildren(Scala.seq(List.of(read)));
     }
-    if (p.children().isEmpty() || p instanceof QueryStageExec) {
+    return p instanceof QueryStageExec ? p : withChildren(p, this::coalesceInputs);
+  }
+
+  /** {@code p} with {@code f} applied to each child; {@code p} itself when none changed. */
+  private static SparkPlan withChildren(SparkPlan p, UnaryOperator<SparkPlan> f) {
+    if (p.children().isEmpty()) {
       return p;
     }
     List<SparkPlan> children = new ArrayList<>();
@@ -106,7 +112,7 @@ final class JoinCoalesce extends Rule<SparkPlan> {
     scala.collection.Iterator<SparkPlan> it = p.children().iterator();
     while (it.hasNext()) {
       SparkPlan c = it.next();
-      SparkPlan n = coalesceInputs(c);
+      SparkPlan n = f.apply(c);
       changed |= n != c;
       children.add(n);
     }
@@ -222,18 +228,6 @@ final class JoinCoalesce extends Rule<SparkPlan> {
           ? a.withCut(AdaptiveCoalesce.bounds(specs), keys.get(p))
           : AQEShuffleReadExec$.MODULE$.apply(p, specs);
     }
-    if (p.children().isEmpty()) {
-      return p;
-    }
-    List<SparkPlan> children = new ArrayList<>();
-    boolean changed = false;
-    scala.collection.Iterator<SparkPlan> it = p.children().iterator();
-    while (it.hasNext()) {
-      SparkPlan c = it.next();
-      SparkPlan n = rewrite(c, cuts, keys);
-      changed |= n != c;
-      children.add(n);
-    }
-    return changed ? p.withNewChildren(Scala.seq(children)) : p;
+    return withChildren(p, c -> rewrite(c, cuts, keys));
   }
 }
