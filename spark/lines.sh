@@ -9,36 +9,69 @@
 # assigned anew, a restarted daemon taking the next shuffle) in the same venv, with the pytest of
 # spark/requirements.txt.
 #
-#   bash spark/lines.sh [LINE ...]        (default: 3.5 4.0 4.2)
+#   bash spark/lines.sh [LINE[:PART] ...]        (default: 3.5 4.0 4.2)
 #
-# spark/test.sh runs it in CI, a line at a time in whichever of its two lanes is free first.
-# Every line runs even when one fails; the exit status fails when any did.
+# A line's tests come in two parts, `suite` (ShuffleSuite) and `tests` (the pytest files); LINE
+# alone runs both. spark/test.sh runs it in CI, a part at a time in whichever of its two lanes is
+# free first, so that the two lanes end close together. A line's jar and venv are prepared once
+# per run (SLUICE_LINES_RUN names the run; one lines.sh invocation by default), under a lock of
+# the line's, whichever part comes first; the other part waits for that and uses them.
+# Every part runs even when one fails; the exit status fails when any did.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-lines=("$@")
-[ ${#lines[@]} -gt 0 ] || lines=(3.5 4.0 4.2)
+units=("$@")
+[ ${#units[@]} -gt 0 ] || units=(3.5 4.0 4.2)
 pytest_pin=$(grep -E '^pytest==' spark/requirements.txt)
 export SPARK_LOCAL_IP=127.0.0.1
+run_id=${SLUICE_LINES_RUN:-$$}
+mkdir -p spark/suites/target
+
+# The line's jar (spark/build.sh --line L), its venv with that line's pyspark, Spark's test jars
+# (spark/suites/run.sh --prepare) and the pytest of spark/requirements.txt, once per run.
+prepare() {
+  local line=$1 ready=spark/suites/target/line-$1.ready
+  (
+    flock 9
+    [ "$(cat "$ready" 2>/dev/null)" = "$run_id" ] && exit 0
+    rm -f "$ready"
+    # Two lanes of spark/test.sh may prepare two lines at once: one Maven at a time (the jar's
+    # build, the suites' dependencies), which shares the native library's copy and Maven's
+    # local repository.
+    # (Called in an `||` list, where errexit does not hold: each step checked.)
+    flock spark/suites/target/.maven.lock bash spark/build.sh --line "$line" || exit 1
+    bash spark/suites/run.sh --line "$line" --prepare || exit 1
+    "$PWD/spark/.venv-suites-$line/bin/python" -m pip install -q --disable-pip-version-check \
+      "$pytest_pin" || exit 1
+    echo "$run_id" >"$ready"
+  ) 9>"spark/suites/target/.line-$line.lock"
+}
+
 failed=()
-for line in "${lines[@]}"; do
-  echo "== Spark $line: the jar, ShuffleSuite, test_1_local.py, test_10_service.py (at ${SECONDS} s)"
+for unit in "${units[@]}"; do
+  line=${unit%%:*}
+  part=${unit#"$line"}; part=${part#:}
+  case "$part" in
+    ""|suite|tests) ;;
+    *) echo "unknown part $part (suite or tests)" >&2; exit 2 ;;
+  esac
+  case "$part" in
+    suite) what="ShuffleSuite" ;;
+    tests) what="test_1_local.py, test_10_service.py" ;;
+    *) what="ShuffleSuite, test_1_local.py, test_10_service.py" ;;
+  esac
+  echo "== Spark $line${part:+ ($part)}: the jar, $what (at ${SECONDS} s)"
   rc=0
-  # Two lanes of spark/test.sh may run lines at once: one Maven at a time (the
-  # jar's build, the suites' dependencies), which shares the native library's copy
-  # and Maven's local repository.
-  mkdir -p spark/suites/target
-  flock spark/suites/target/.maven.lock bash spark/build.sh --line "$line" || rc=$?
-  [ "$rc" = 0 ] && { bash spark/suites/run.sh --line "$line" ShuffleSuite || rc=$?; }
-  py=$PWD/spark/.venv-suites-$line/bin/python
-  if [ "$rc" = 0 ]; then
-    "$py" -m pip install -q --disable-pip-version-check "$pytest_pin" || rc=$?
+  prepare "$line" || rc=$?
+  if [ "$rc" = 0 ] && [ "$part" != tests ]; then
+    bash spark/suites/run.sh --line "$line" ShuffleSuite || rc=$?
   fi
-  if [ "$rc" = 0 ]; then
+  py=$PWD/spark/.venv-suites-$line/bin/python
+  if [ "$rc" = 0 ] && [ "$part" != suite ]; then
     SLUICE_LINE=$line PYSPARK_PYTHON=$py "$py" -m pytest -q -p no:cacheprovider \
       spark/tests/test_1_local.py || rc=$?
   fi
-  if [ "$rc" = 0 ]; then
+  if [ "$rc" = 0 ] && [ "$part" != suite ]; then
     # The service on this line: every kind of shuffle through two daemons (under the
     # default reduceAtDaemon, which reads both ways: aggregates reduced at the daemons,
     # the rest in the tasks), a daemon restarted under a job, and small outputs kept on
@@ -47,8 +80,8 @@ for line in "${lines[@]}"; do
     SLUICE_LINE=$line PYSPARK_PYTHON=$py "$py" -m pytest -q -p no:cacheprovider \
       spark/tests/test_10_service.py -k "reduceAtDaemon_auto or restarted or small" || rc=$?
   fi
-  echo "== Spark $line ended (rc $rc) at ${SECONDS} s"
-  [ "$rc" = 0 ] || failed+=("$line")
+  echo "== Spark $line${part:+ ($part)} ended (rc $rc) at ${SECONDS} s"
+  [ "$rc" = 0 ] || failed+=("$unit")
 done
 if [ ${#failed[@]} -gt 0 ]; then
   echo "failed on Spark ${failed[*]}" >&2

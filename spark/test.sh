@@ -70,20 +70,23 @@ else
   suites_args=(); marks=(-m "not extended")
 fi
 # The lines beside the default one whose Spark is on Maven Central (4.3's
-# jar, compiled against pyspark's jars, is built by the extended tests).
-OTHER_LINES=(3.5 4.0 4.2)
-# Each line is run by whichever lane gets to it first: the background lane
+# jar, compiled against pyspark's jars, is built by the extended tests), each
+# in two parts: its ShuffleSuite, its pytest files.
+OTHER_LINES=(3.5:suite 3.5:tests 4.0:suite 4.0:tests 4.2:suite 4.2:tests)
+# Each part is run by whichever lane gets to it first: the background lane
 # takes them in order once Spark's suites have ended, the foreground in
 # reverse once pytest has, so that neither core idles while the other has
-# lines left. A lane claims a line by creating its directory (mkdir is
-# atomic); spark/lines.sh builds one line's jar at a time (a lock).
+# parts left, and the lanes end within a part (two to four minutes) of each
+# other. A lane claims a part by creating its directory (mkdir is atomic);
+# spark/lines.sh prepares a line's jar and venv once for the run (a lock).
 claims=spark/suites/target/line-claims
 rm -rf "$claims" && mkdir -p "$claims"
+export SLUICE_LINES_RUN="$$-$(date +%s)"
 claim_lines() {
-  local rc=0 line
-  for line in "$@"; do
-    mkdir "$claims/$line" 2>/dev/null || continue
-    bash spark/lines.sh "$line" || rc=1
+  local rc=0 unit
+  for unit in "$@"; do
+    mkdir "$claims/$unit" 2>/dev/null || continue
+    bash spark/lines.sh "$unit" || rc=1
   done
   return $rc
 }

@@ -12,8 +12,10 @@
 # when named (outside CI for time). Tests on the one exclusion list (Exclusions.java) are left
 # out, each with its reason printed.
 #
-#   bash spark/suites/run.sh [--control] [--extended] [--line L] [-z TEST_NAME_PART ...] [SUITE ...]
+#   bash spark/suites/run.sh [--control] [--extended] [--line L] [--prepare] [-z TEST_NAME_PART ...] [SUITE ...]
 #
+# --prepare installs what the suites need (the venv and its pyspark, Spark's test jars, the golden
+# files) and runs nothing (spark/lines.sh, before a line's tests run in two lanes at once).
 # --extended runs the six SQL suites named only on request after the eight CI runs (what
 # `bash spark/test.sh --extended` runs), SQLQueryTestSuite's PostgreSQL ports and every
 # configuration the files name (CI leaves out CODEGEN_ONLY and two broadcast-join settings; see
@@ -37,6 +39,7 @@ extended_suites=(JoinSuite DataFrameSetOperationsSuite SubquerySuite ExchangeSui
   RulesAdaptiveQueryExecSuite)
 control=0
 line=""
+prepare=0
 all_dims=false
 suites=()
 only=()
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
     --extended) suites+=("${ci_suites[@]}" "${extended_suites[@]}"); all_dims=true ;;
     -z) only+=(-z "$2"); shift ;;
     --line) line="$2"; shift ;;
+    --prepare) prepare=1 ;;
     -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
@@ -95,6 +99,7 @@ if [ ! -f "$resources/.complete" ]; then
   (cd "$resources" && unzip -q -o "$lib"/spark-sql_$scala-*-tests.jar 'sql-tests/*' 'test-data/*')
   touch "$resources/.complete"
 fi
+[ "$prepare" = 0 ] || exit 0
 
 # pyspark's runtime jars first (the line's Spark and its Scala), then the test jars.
 cp="$spark_home/jars/*:$resources:$lib/*"
