@@ -219,7 +219,10 @@ def kinds_by_sort(tmp_path_factory):
         ref.stop()
 
 
-@pytest.mark.parametrize("at_daemon", ["false", "auto", "true"],
+# reduceAtDaemon=false reads every shuffle in the tasks, as auto reads all but
+# the aggregates: CI runs auto and true, the extended tier false as well.
+@pytest.mark.parametrize("at_daemon", [pytest.param("false", marks=pytest.mark.extended),
+                                       "auto", "true"],
                          ids=["reduceAtDaemon_false", "reduceAtDaemon_auto", "reduceAtDaemon_true"])
 def test_every_kind_of_shuffle_through_the_daemons(daemons, kinds_by_sort, tmp_path, at_daemon):
     # The reduce task reads each daemon's share as one stream and feeds a
