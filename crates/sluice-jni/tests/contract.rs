@@ -351,6 +351,9 @@ fn the_service_request_codes_agree_with_java() {
     // A reduced read's map index, u32::MAX on the wire, is -1 as a Java int.
     let reduced = sluice_service::protocol::REDUCED_MAP;
     assert_eq!(java_value(&source, "REDUCED_MAP").parse::<i32>(), Ok(reduced as i32));
+    // A shuffle whose reads would name more winners stays embedded.
+    let most = sluice_service::protocol::limits::MAX_WINNERS_PER_READ;
+    assert_eq!(java_shift(&source, "MAX_MAPS_PER_READ"), u64::from(most));
 }
 
 #[test]

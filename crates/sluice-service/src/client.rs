@@ -8,7 +8,8 @@
 //! stages the one before; a chunk slowed down is sent again after the wait.
 //!
 //! Every wait is bounded: connecting by [`CONNECT_TIMEOUT`], each reply by
-//! [`REPLY_TIMEOUT`], a push the daemon slows down is retried at most
+//! [`REPLY_TIMEOUT`] (a reduced read's next frame by
+//! [`REDUCED_READ_TIMEOUT`]), a push the daemon slows down is retried at most
 //! [`MAX_SLOW_DOWNS`] times before it fails, and a daemon that answers a
 //! new connection busy (it serves its limit) is tried again for at most
 //! [`BUSY_WAIT`], the waits between tries doubling from
@@ -36,6 +37,15 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a reply (or the next frame of a read) may take.
 pub const REPLY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long the next frame of a reduced read may take: the daemon runs a
+/// partition's reduce-side operator over all of its input (spilling, and
+/// merging its runs back, where it runs short of memory) before it sends
+/// the partition's first block, and a partition of tens of gigabytes takes
+/// minutes. As long as the daemon waits on a reader
+/// ([`STREAM_STALL_TIMEOUT`](crate::daemon::STREAM_STALL_TIMEOUT)); a
+/// plain read's blocks are sent as they are found, within [`REPLY_TIMEOUT`].
+pub const REDUCED_READ_TIMEOUT: Duration = crate::daemon::STREAM_STALL_TIMEOUT;
 
 /// How many slow-down answers one push takes before it fails.
 pub const MAX_SLOW_DOWNS: u32 = 500;
@@ -241,8 +251,16 @@ impl Client {
     }
 
     async fn recv(&mut self, what: &'static str) -> Result<Message, ClientError> {
+        self.recv_within(what, REPLY_TIMEOUT).await
+    }
+
+    async fn recv_within(
+        &mut self,
+        what: &'static str,
+        wait: Duration,
+    ) -> Result<Message, ClientError> {
         let addr = self.addr;
-        let r = frame::read(&mut self.rd, self.frames, REPLY_TIMEOUT, what).await;
+        let r = frame::read(&mut self.rd, self.frames, wait, what).await;
         self.frames += 1;
         if !matches!(r, Ok(Some(_))) {
             self.broken = true;
@@ -441,12 +459,13 @@ impl Client {
                 limit: MAX_WINNERS_PER_READ,
             });
         }
+        let reduced = reduce.is_some();
         let m = match reduce {
             None => Message::Read { shuffle, generation, start, end, winners },
             Some(op) => Message::ReadReduced { shuffle, generation, start, end, op, winners },
         };
         self.send_frame(&frame::encode(&m)).await?;
-        self.reading = Some(ReadState { start, end, blocks: 0, records: 0, bytes: 0 });
+        self.reading = Some(ReadState { start, end, reduced, blocks: 0, records: 0, bytes: 0 });
         Ok(())
     }
 
@@ -461,7 +480,8 @@ impl Client {
                 got: "no read in progress",
             });
         };
-        match self.recv("reading").await? {
+        let wait = if st.reduced { REDUCED_READ_TIMEOUT } else { REPLY_TIMEOUT };
+        match self.recv_within("reading", wait).await? {
             Message::Data { partition, map, records, data } => {
                 if partition < st.start || partition >= st.end {
                     self.broken = true;
@@ -530,6 +550,8 @@ impl Client {
 struct ReadState {
     start: u32,
     end: u32,
+    /// The daemon reduces each partition before its first block.
+    reduced: bool,
     blocks: u64,
     records: u64,
     bytes: u64,

@@ -166,6 +166,34 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushOpen<'l>(
 /// Bytes of a data file `pushFile` reads per `add`.
 pub const PUSH_FILE_READ_BYTES: usize = 1 << 20;
 
+/// Bytes the service's client may hold for one task outside Spark's memory
+/// manager, at most: a read's frame and the copy of its block
+/// (`MAX_FRAME_PAYLOAD_BYTES` each), and, beside it (a task reads one
+/// shuffle while its spills of the next are pushed), a push's records
+/// gathered for the next chunk ([`PUSH_CHUNK_BYTES`]), the frames it keeps
+/// until they are acknowledged ([`PUSH_WINDOW`] of at most
+/// `MAX_FRAME_PAYLOAD_BYTES`) and [`PUSH_FILE_READ_BYTES`] of its file.
+///
+/// [`PUSH_CHUNK_BYTES`]: sluice_service::protocol::limits::PUSH_CHUNK_BYTES
+/// [`PUSH_WINDOW`]: sluice_service::client::PUSH_WINDOW
+pub fn task_buffer_bytes() -> u64 {
+    use sluice_service::protocol::limits::{MAX_FRAME_PAYLOAD_BYTES, PUSH_CHUNK_BYTES};
+    let frame = MAX_FRAME_PAYLOAD_BYTES as usize;
+    let read = 2 * frame;
+    let push =
+        PUSH_CHUNK_BYTES + sluice_service::client::PUSH_WINDOW * frame + PUSH_FILE_READ_BYTES;
+    (read + push) as u64
+}
+
+/// `static native long taskBufferBytes()`: [`task_buffer_bytes`].
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_taskBufferBytes<'l>(
+    _env: JNIEnv<'l>,
+    _class: JClass<'l>,
+) -> jlong {
+    task_buffer_bytes() as jlong
+}
+
 /// `static native void pushFile(long push, long connection, String path, int first, long[] starts, long[] ends)`:
 /// adds partitions `first..first + starts.length` of the file at `path` (a
 /// data file, or a spill file while the map runs) to a push, partition

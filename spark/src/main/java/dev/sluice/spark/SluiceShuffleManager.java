@@ -182,7 +182,7 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
    */
   private <K, V, C> SluiceShuffleHandle<K, V, C> handle(
       int shuffleId, ShuffleDependency<K, V, C> dep, int maps, ShuffleKind kind) {
-    Assignment first = toService(shuffleId, kind, dep);
+    Assignment first = toService(shuffleId, kind, dep, maps);
     if (first == null) {
       return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind);
     }
@@ -197,7 +197,8 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
   }
 
   /** The shuffle's first assignment at the service's daemons, or null when it stays embedded. */
-  private Assignment toService(int shuffleId, ShuffleKind kind, ShuffleDependency<?, ?, ?> dep) {
+  private Assignment toService(
+      int shuffleId, ShuffleKind kind, ShuffleDependency<?, ?, ?> dep, int maps) {
     ServiceConf service = ServiceConf.of(conf);
     if (service == null) {
       return null;
@@ -206,6 +207,15 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       LOG.info(
           "Sluice: shuffle {} stays embedded: Spark's own aggregator or ordering reads it",
           shuffleId);
+      return null;
+    }
+    if (maps > ServiceNative.MAX_MAPS_PER_READ) {
+      LOG.info(
+          "Sluice: shuffle {} stays embedded: {} map tasks, more than the {} one read of the"
+              + " service's names",
+          shuffleId,
+          maps,
+          ServiceNative.MAX_MAPS_PER_READ);
       return null;
     }
     Daemons daemons = Daemons.of(service);
@@ -361,18 +371,25 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       int tasks = concurrentTasks();
       long engine = SluiceNative.unaccountedBytes(s.bufferPoolBytes, s.memoryBudget, 0);
       long outside = SluiceNative.unaccountedBytes(s.bufferPoolBytes, s.memoryBudget, tasks);
+      SparkEnv env = SparkEnv.get();
+      boolean service =
+          env != null && SluiceSetting.MODE.choice(env.conf()).equals("service");
+      // In service mode each task's reads and pushes hold the client's buffers too.
+      long client = service ? ServiceNative.taskBufferBytes() : 0;
+      outside += tasks * client;
       LOG.warn(
           "Sluice: up to {} MiB of native memory outside Spark's memory manager: the engine's {}"
               + " MiB (spark.sluice.bufferPoolBytes {} MiB, free page pools, "
               + "spark.sluice.memoryBudget {} MiB) and {} MiB for each of {} concurrent reduce"
-              + " tasks (state floor, merge read buffers, kept block buffers); leave that much in "
-              + "spark.executor.memoryOverhead",
+              + " tasks (state floor, merge read buffers, kept block buffers{}); leave that much"
+              + " in spark.executor.memoryOverhead",
           outside >> 20,
           engine >> 20,
           s.bufferPoolBytes >> 20,
           s.memoryBudget >> 20,
           tasks == 0 ? 0 : ((outside - engine) / tasks) >> 20,
-          tasks);
+          tasks,
+          service ? ", the service client's read and push buffers" : "");
     }
     SluiceNative.openEngine(
         new EngineSettings(

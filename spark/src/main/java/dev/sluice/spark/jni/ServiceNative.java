@@ -99,6 +99,20 @@ public final class ServiceNative {
       throws IOException;
 
   /**
+   * Bytes the service's client may hold for one task outside Spark's memory manager, at most (a
+   * read's frame and block, a push's gathered records, unacknowledged frames and file buffer;
+   * {@code calls::service::task_buffer_bytes}).
+   */
+  public static native long taskBufferBytes();
+
+  /**
+   * Map outputs one read names, at most ({@code
+   * sluice_service::protocol::limits::MAX_WINNERS_PER_READ}): a shuffle of more map tasks stays
+   * embedded, since every read of it would fail alike.
+   */
+  public static final int MAX_MAPS_PER_READ = 1 << 18;
+
+  /**
    * The map index of a reduced read's segments ({@code sluice_service::protocol::REDUCED_MAP},
    * {@code u32::MAX}, as a Java int).
    */

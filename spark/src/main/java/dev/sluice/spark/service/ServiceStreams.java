@@ -64,12 +64,26 @@ public final class ServiceStreams
    */
   private int owner = -1;
 
+  /**
+   * The open read's connection, or 0. Handed between the reader and {@link #close} (the task's
+   * completion listener, which may run on another thread) under {@link #handoff} only, so that a
+   * connection is either given back by the reader or discarded by {@code close}, never both, and
+   * none is borrowed after {@code close}.
+   */
   private long connection;
+
+  private final Object handoff = new Object();
+  private volatile boolean closed;
   /** The next block, read ahead; null when none is waiting. */
   private byte[] ahead;
 
   private final long[] aheadMeta = new long[3];
   private boolean done;
+  /**
+   * The failure thrown once, thrown again by every later call: a caller that catches it and reads
+   * on must not get the next daemon's partitions as if this one's had been read.
+   */
+  private Throwable failure;
   /** The segment handed out last, until it has been read (or skipped) to its end. */
   private Segment open;
 
@@ -115,15 +129,22 @@ public final class ServiceStreams
   private RuntimeException failed(int reduce, Throwable cause) {
     String where =
         owner >= 0 ? daemons.conf.daemons.get(assignment.daemon(owner)) : "no daemon";
-    throw ServiceStreams.<RuntimeException>unchecked(
+    throw fail(
         new FetchFailedException(
-        location(shuffle),
-        shuffle,
-        -1L,
-        -1,
-        reduce,
-        readFailure(start, end, where, assignment.generation, cause.getMessage()),
+            location(shuffle),
+            shuffle,
+            -1L,
+            -1,
+            reduce,
+            readFailure(start, end, where, assignment.generation, cause.getMessage()),
             cause));
+  }
+
+  /** Throws {@code e}, kept as this iterator's {@link #failure}. */
+  private RuntimeException fail(Throwable e) {
+    failure = e;
+    done = true;
+    throw ServiceStreams.<RuntimeException>unchecked(e);
   }
 
   @SuppressWarnings("unchecked")
@@ -133,18 +154,31 @@ public final class ServiceStreams
 
   /** Reads the next block into {@link #ahead}, opening the next daemon's read as needed. */
   private void readAhead() {
+    if (failure != null) {
+      throw ServiceStreams.<RuntimeException>unchecked(failure);
+    }
     while (ahead == null && !done) {
       try {
-        if (connection != 0) {
+        long reading = connection;
+        if (reading != 0) {
           long t0 = System.nanoTime();
-          byte[] b = ServiceNative.readNext(connection, aheadMeta);
+          byte[] b = ServiceNative.readNext(reading, aheadMeta);
           metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
           if (b != null) {
             ahead = b;
             return;
           }
-          daemons.giveBack(assignment.daemon(owner), connection);
-          connection = 0;
+          synchronized (handoff) {
+            // Unless close() took it meanwhile.
+            if (connection != 0) {
+              daemons.giveBack(assignment.daemon(owner), connection);
+              connection = 0;
+            }
+          }
+        }
+        if (closed) {
+          done = true;
+          return;
         }
         int from = owner < 0 ? assignment.ownerOf(start, partitions) : owner + 1;
         if (from >= assignment.nodes() || assignment.first(from, partitions) >= end) {
@@ -157,18 +191,34 @@ public final class ServiceStreams
         if (lo >= hi) {
           continue;
         }
-        connection = daemons.borrow(assignment.daemon(owner));
-        ServiceNative.readStart(
-            connection, shuffle, assignment.generation, lo, hi, maps, attempts, reduce);
+        long c = daemons.borrow(assignment.daemon(owner));
+        synchronized (handoff) {
+          if (closed) {
+            daemons.discard(c);
+            done = true;
+            return;
+          }
+          connection = c;
+        }
+        ServiceNative.readStart(c, shuffle, assignment.generation, lo, hi, maps, attempts, reduce);
         dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
       } catch (IOException e) {
-        if (owner >= 0) {
-          daemons.failed(assignment.daemon(owner), connection, e);
+        long c;
+        synchronized (handoff) {
+          c = connection;
+          connection = 0;
         }
-        connection = 0;
+        if (closed) {
+          // Its connection discarded under it by close(): the task has ended, and this is no
+          // fetch failure (whose constructor would mark the task so).
+          throw fail(new IOException("Sluice service: the read was closed", e));
+        }
+        if (owner >= 0) {
+          daemons.failed(assignment.daemon(owner), c, e);
+        }
         if (e instanceof DaemonBusyException) {
           // Alive and holding the data: the task fails and is retried, the map stage stays.
-          throw ServiceStreams.<RuntimeException>unchecked(
+          throw fail(
               new IOException(
                   readFailure(
                       start,
@@ -375,12 +425,19 @@ public final class ServiceStreams
     return out;
   }
 
-  /** Releases the connection of a read left unfinished (the task ended early). */
+  /**
+   * Releases the connection of a read left unfinished (the task ended early); the reader, on
+   * whichever thread, borrows none after this.
+   */
   public void close() {
-    if (connection != 0) {
-      daemons.discard(connection);
+    long c;
+    synchronized (handoff) {
+      closed = true;
+      c = connection;
       connection = 0;
     }
-    done = true;
+    if (c != 0) {
+      daemons.discard(c);
+    }
   }
 }

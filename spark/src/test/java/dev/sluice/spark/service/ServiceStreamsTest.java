@@ -1,0 +1,107 @@
+package dev.sluice.spark.service;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.spark.SparkConf;
+import org.apache.spark.executor.TempShuffleReadMetrics;
+import org.apache.spark.shuffle.FetchFailedException;
+import org.junit.jupiter.api.Test;
+
+/** A service read's iterator after a failure, and after {@code close}. */
+class ServiceStreamsTest {
+  /** A port on {@code host} that nothing listens on (bound and let go). */
+  private static int closedPort(String host) throws Exception {
+    try (ServerSocket s = new ServerSocket(0, 1, InetAddress.getByName(host))) {
+      return s.getLocalPort();
+    }
+  }
+
+  private static ServiceStreams streams(Daemons daemons) {
+    // Partitions 0..4 over two daemons: 0-1 at the first, 2-3 at the second.
+    return new ServiceStreams(
+        daemons,
+        7,
+        new Assignment(0, new int[] {0, 1}),
+        0,
+        4,
+        4,
+        Map.of(0, 0L),
+        (id, in) -> in,
+        new TempShuffleReadMetrics(),
+        null);
+  }
+
+  private static Daemons daemons(String app, String first, String second) {
+    return Daemons.of(
+        ServiceConf.of(
+            new SparkConf(false)
+                .set("spark.sluice.mode", "service")
+                .set("spark.sluice.service.daemons", first + "," + second)
+                .set("spark.sluice.service.app", app)
+                .set("spark.sluice.service.appSecret", "00".repeat(32))));
+  }
+
+  @Test
+  void aFailedReadFailsEveryLaterCallAndReadsNoOtherDaemon() throws Exception {
+    // The first daemon cannot be reached; the second is a socket that counts who connects. A
+    // caller that catches the fetch failure and asks again must get it again, not the second
+    // daemon's partitions as if the first's had been read.
+    try (ServerSocket second = new ServerSocket(0, 8, InetAddress.getByName("127.0.0.2"))) {
+      AtomicInteger connected = new AtomicInteger();
+      Thread accept =
+          new Thread(
+              () -> {
+                try {
+                  while (true) {
+                    Socket s = second.accept();
+                    connected.incrementAndGet();
+                    s.close();
+                  }
+                } catch (java.io.IOException closed) {
+                  // The test ended.
+                }
+              });
+      accept.setDaemon(true);
+      accept.start();
+      Daemons daemons =
+          daemons(
+              "sticky",
+              "127.0.0.1:" + closedPort("127.0.0.1"),
+              "127.0.0.2:" + second.getLocalPort());
+      ServiceStreams it = streams(daemons);
+      Throwable first = assertThrows(FetchFailedException.class, it::hasNext);
+      Throwable again = assertThrows(FetchFailedException.class, it::hasNext);
+      assertSame(first, again, "the same failure");
+      assertThrows(FetchFailedException.class, it::next);
+      assertEquals(0, connected.get(), "the second daemon was read after the first failed");
+    }
+  }
+
+  @Test
+  void aClosedReadBorrowsNoConnection() throws Exception {
+    // Closed before its first read (the task ended on another thread): it ends, connecting to
+    // neither daemon.
+    try (ServerSocket first = new ServerSocket()) {
+      first.bind(new InetSocketAddress(InetAddress.getByName("127.0.0.1"), 0), 8);
+      Daemons daemons =
+          daemons(
+              "closed",
+              "127.0.0.1:" + first.getLocalPort(),
+              "127.0.0.2:" + closedPort("127.0.0.2"));
+      ServiceStreams it = streams(daemons);
+      it.close();
+      assertFalse(it.hasNext());
+      first.setSoTimeout(200);
+      assertThrows(java.net.SocketTimeoutException.class, first::accept, "nothing connected");
+    }
+  }
+}
