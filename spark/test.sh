@@ -72,7 +72,11 @@ fi
 # The lines beside the default one whose Spark is on Maven Central (4.3's
 # jar, compiled against pyspark's jars, is built by the extended tests), each
 # in two parts: its ShuffleSuite, its pytest files.
-OTHER_LINES=(3.5:suite 3.5:tests 4.0:suite 4.0:tests 4.2:suite 4.2:tests)
+OTHER_LINES=(3.5 4.0 4.2)
+OTHER_PARTS=()
+for line in "${OTHER_LINES[@]}"; do
+  OTHER_PARTS+=("$line:suite" "$line:tests")
+done
 # Each part is run by whichever lane gets to it first: the background lane
 # takes them in order once Spark's suites have ended, the foreground in
 # reverse once pytest has, so that neither core idles while the other has
@@ -90,7 +94,7 @@ claim_lines() {
   done
   return $rc
 }
-stage "JUnit (mvn test), Spark's own suites (spark/suites/run.sh), the other lines (spark/lines.sh ${OTHER_LINES[*]}), beside pytest: > $lane_log"
+stage "JUnit (mvn test), Spark's own suites (spark/suites/run.sh), the other lines (spark/lines.sh ${OTHER_PARTS[*]}), beside pytest: > $lane_log"
 (
   junit_rc=0
   (cd spark && mvn -q -B test) || junit_rc=$?
@@ -99,7 +103,7 @@ stage "JUnit (mvn test), Spark's own suites (spark/suites/run.sh), the other lin
   bash spark/suites/run.sh "${suites_args[@]}" || suites_rc=$?
   echo "== Spark's own suites ended (rc $suites_rc) at ${SECONDS} s; the other lines"
   lines_rc=0
-  claim_lines "${OTHER_LINES[@]}" || lines_rc=$?
+  claim_lines "${OTHER_PARTS[@]}" || lines_rc=$?
   echo "== the other lines this lane took ended (rc $lines_rc) at ${SECONDS} s"
   [ "$junit_rc" = 0 ] && [ "$suites_rc" = 0 ] && [ "$lines_rc" = 0 ]
 ) >"$lane_log" 2>&1 &
@@ -112,7 +116,7 @@ spark/.venv/bin/python -m pytest -q -p no:cacheprovider --durations=12 -rfE "${m
   2>&1 | tee "$pytest_log" || pytest_rc=$?
 stage "pytest ended (rc $pytest_rc); the other lines the background lane has not taken"
 fg_lines_rc=0
-claim_lines $(printf '%s\n' "${OTHER_LINES[@]}" | tac) 2>&1 | tee spark/suites/target/lines-fg.log \
+claim_lines $(printf '%s\n' "${OTHER_PARTS[@]}" | tac) 2>&1 | tee spark/suites/target/lines-fg.log \
   || fg_lines_rc=$?
 stage "the other lines this lane took ended (rc $fg_lines_rc); waiting for the other lane"
 lane_rc=0
