@@ -25,7 +25,7 @@ QUERIES = 140  # CI's share of its 30 minutes; spark/sqldiff.py runs any number
 # fewer than its declared partitions; `spark/sqldiff.py --seed 11 --queries
 # 70 --conf spark.sql.adaptive.coalescePartitions.enabled=false` found two
 # queries that failed under Sluice before that was so).
-OFF_HEAP_QUERIES = 40
+OFF_HEAP_QUERIES = 30
 OTHER_SETTINGS = ("spark.memory.offHeap.enabled=true", "spark.memory.offHeap.size=16m",
                   "spark.sql.adaptive.coalescePartitions.enabled=false")
 
