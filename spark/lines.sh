@@ -52,13 +52,10 @@ for unit in "${units[@]}"; do
   line=${unit%%:*}
   part=${unit#"$line"}; part=${part#:}
   case "$part" in
-    ""|suite|tests) ;;
-    *) echo "unknown part $part (suite or tests)" >&2; exit 2 ;;
-  esac
-  case "$part" in
     suite) what="ShuffleSuite" ;;
     tests) what="test_1_local.py, test_10_service.py" ;;
-    *) what="ShuffleSuite, test_1_local.py, test_10_service.py" ;;
+    "") what="ShuffleSuite, test_1_local.py, test_10_service.py" ;;
+    *) echo "unknown part $part (suite or tests)" >&2; exit 2 ;;
   esac
   echo "== Spark $line${part:+ ($part)}: the jar, $what (at ${SECONDS} s)"
   rc=0
