@@ -8,8 +8,16 @@
 //! connect the daemon sends a fresh random nonce; the client answers with
 //! `HMAC-SHA256(app key, "sluice auth v1" 0 nonce app)`, which the daemon
 //! recomputes from the secret and compares in constant time. Nothing else
-//! is accepted before that, and a wrong proof closes the connection. The
-//! secret and keys are never logged or sent.
+//! is accepted before that, and a wrong proof closes the connection.
+//!
+//! The daemon proves itself in turn: the `Auth` carries a fresh nonce of
+//! the client's, and the `Welcome` answers it with `HMAC-SHA256(app key,
+//! "sluice daemon v1" 0 client nonce, daemon nonce, app)`. Only a holder of
+//! the node secret (or of this application's key) can compute it, so a
+//! process that took a daemon's address is found out before the client
+//! pushes or reads anything; the distinct label keeps one side's proof from
+//! being replayed as the other's. The secret and keys are never logged or
+//! sent.
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -20,6 +28,7 @@ type HmacSha256 = Hmac<Sha256>;
 
 const APP_KEY_LABEL: &[u8] = b"sluice app key v1\0";
 const PROOF_LABEL: &[u8] = b"sluice auth v1\0";
+const DAEMON_PROOF_LABEL: &[u8] = b"sluice daemon v1\0";
 
 /// The shortest node secret accepted, in bytes.
 pub const MIN_SECRET_BYTES: usize = 16;
@@ -105,6 +114,45 @@ pub fn verify(secret: &Key, nonce: &[u8; NONCE_BYTES], app: &str, proof: &[u8; M
     proof_mac(&app_key(secret, app), nonce, app).verify_slice(proof).is_ok()
 }
 
+fn daemon_proof_mac(
+    key: &Key,
+    client_nonce: &[u8; NONCE_BYTES],
+    daemon_nonce: &[u8; NONCE_BYTES],
+    app: &str,
+) -> HmacSha256 {
+    let mut m = key.mac();
+    m.update(DAEMON_PROOF_LABEL);
+    m.update(client_nonce);
+    m.update(daemon_nonce);
+    m.update(app.as_bytes());
+    m
+}
+
+/// The daemon's answer to the client's `client_nonce` on a connection whose
+/// challenge was `daemon_nonce`, for application `app` (the daemon derives
+/// `key` from its secret with [`app_key`]).
+pub fn daemon_proof(
+    key: &Key,
+    client_nonce: &[u8; NONCE_BYTES],
+    daemon_nonce: &[u8; NONCE_BYTES],
+    app: &str,
+) -> [u8; MAC_BYTES] {
+    daemon_proof_mac(key, client_nonce, daemon_nonce, app).finalize().into_bytes().into()
+}
+
+/// Whether `proof` is the daemon's answer to `client_nonce` under
+/// application `app`'s key `key` (compared in constant time): the client's
+/// check that it speaks to a daemon holding the node secret.
+pub fn verify_daemon(
+    key: &Key,
+    client_nonce: &[u8; NONCE_BYTES],
+    daemon_nonce: &[u8; NONCE_BYTES],
+    app: &str,
+    proof: &[u8; MAC_BYTES],
+) -> bool {
+    daemon_proof_mac(key, client_nonce, daemon_nonce, app).verify_slice(proof).is_ok()
+}
+
 /// A fresh random nonce from the operating system.
 pub fn nonce() -> std::io::Result<[u8; NONCE_BYTES]> {
     let mut n = [0u8; NONCE_BYTES];
@@ -131,6 +179,25 @@ mod tests {
         // An application's key does not open another's connection.
         let p2 = proof(&app_key(&secret, "app-1"), &n, "app-2");
         assert!(!verify(&secret, &n, "app-2", &p2));
+    }
+
+    #[test]
+    fn a_daemon_proof_verifies_only_under_its_key_nonces_and_app() {
+        let secret = Key::secret(b"0123456789abcdef0123").expect("secret");
+        let key = app_key(&secret, "app-1");
+        let (c, d) = (nonce().expect("nonce"), nonce().expect("nonce"));
+        let p = daemon_proof(&key, &c, &d, "app-1");
+        assert!(verify_daemon(&key, &c, &d, "app-1", &p));
+        // Another node secret, the nonces swapped or changed, another app.
+        let other = app_key(&Key::secret(b"fedcba9876543210fedc").expect("secret"), "app-1");
+        assert!(!verify_daemon(&other, &c, &d, "app-1", &p));
+        assert!(!verify_daemon(&key, &d, &c, "app-1", &p));
+        let mut c2 = c;
+        c2[31] ^= 1;
+        assert!(!verify_daemon(&key, &c2, &d, "app-1", &p));
+        assert!(!verify_daemon(&key, &c, &d, "app-2", &p));
+        // The client's own proof of the same nonce is no daemon proof.
+        assert!(!verify_daemon(&key, &c, &d, "app-1", &proof(&key, &c, "app-1")));
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The client side: a connection to one daemon (authenticate, register,
-//! push, commit, read), and [`AttemptPusher`], which gathers a map
+//! The client side: a connection to one daemon (authenticate both ways,
+//! register, push, commit, read), and [`AttemptPusher`], which gathers a map
 //! attempt's records per reduce partition into chunks of about
 //! [`PUSH_CHUNK_BYTES`], pushes them while the map still runs, and commits
 //! with the proof of what was acknowledged. A pusher keeps up to
@@ -74,6 +74,11 @@ pub enum ClientError {
     Protocol { addr: SocketAddr, source: ProtocolError },
     #[error("daemon {addr} refused ({code:?}): {message}")]
     Refused { addr: SocketAddr, code: ErrorCode, message: String },
+    #[error(
+        "{addr} welcomed the application without proving it holds the node secret: \
+         not a daemon of this cluster"
+    )]
+    Impostor { addr: SocketAddr },
     #[error("daemon {addr} closed the connection while {what}")]
     Closed { addr: SocketAddr, what: &'static str },
     #[error("daemon {addr} answered {got} while {what}")]
@@ -194,12 +199,16 @@ impl Client {
             other => return Err(c.unexpected("waiting for the challenge", &other)),
         };
         let proof = auth::proof(key, &nonce, app);
+        let challenge = auth::nonce().map_err(|source| ClientError::Connect { addr, source })?;
         let lease_ms = lease.as_millis() as u64;
-        match c
-            .call(&Message::Auth { app: app.to_owned(), lease_ms, proof }, "authenticating")
-            .await?
-        {
-            Message::Welcome { lease_ms } => c.lease = Duration::from_millis(lease_ms),
+        let auth = Message::Auth { app: app.to_owned(), lease_ms, proof, challenge };
+        match c.call(&auth, "authenticating").await? {
+            Message::Welcome { lease_ms, proof }
+                if auth::verify_daemon(key, &challenge, &nonce, app, &proof) =>
+            {
+                c.lease = Duration::from_millis(lease_ms)
+            }
+            Message::Welcome { .. } => return Err(ClientError::Impostor { addr }),
             other => return Err(c.unexpected("authenticating", &other)),
         }
         Ok(c)

@@ -21,9 +21,14 @@ fn seeds() -> Vec<(&'static str, Message)> {
         ("challenge", Message::Challenge { nonce: [7; 32] }),
         (
             "auth",
-            Message::Auth { app: "app-20261130-0001".into(), lease_ms: 60_000, proof: [9; 32] },
+            Message::Auth {
+                app: "app-20261130-0001".into(),
+                lease_ms: 60_000,
+                proof: [9; 32],
+                challenge: [5; 32],
+            },
         ),
-        ("welcome", Message::Welcome { lease_ms: 60_000 }),
+        ("welcome", Message::Welcome { lease_ms: 60_000, proof: [6; 32] }),
         ("register", Message::RegisterShuffle { shuffle: 3, generation: 1, partitions: 200 }),
         ("ok", Message::Ok),
         (

@@ -1,15 +1,18 @@
 //! What a daemon refuses, spoken to over a raw socket: a wrong key, a
 //! request before authentication, a forged frame (bad CRC, bad magic, a
 //! length over the limit), a truncated frame. Each gets a typed error
-//! frame before the connection closes, and none moves data.
+//! frame before the connection closes, and none moves data. And what a
+//! client refuses: a process at a daemon's address that cannot prove it
+//! holds the node secret, found out before the client sends anything more.
 
 mod common;
 
 use std::time::Duration;
 
 use common::{node, secret};
-use sluice_service::auth::{app_key, proof, Key};
+use sluice_service::auth::{app_key, daemon_proof, proof, Key};
 use sluice_service::protocol::{frame, ErrorCode, Message, Section};
+use sluice_service::{Client, ClientError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -29,6 +32,7 @@ async fn authed(addr: std::net::SocketAddr, app: &str) -> TcpStream {
         app: app.into(),
         lease_ms: 60_000,
         proof: proof(&app_key(&secret(), app), &nonce, app),
+        challenge: [3; 32],
     };
     s.write_all(&frame::encode(&auth)).await.expect("write");
     match frame::read(&mut s, 1, WAIT, "welcome").await.expect("frame") {
@@ -68,8 +72,12 @@ async fn a_wrong_key_is_refused_before_any_data_moves() {
     let n = node("127.0.0.1", 64 << 20).await;
     let (mut s, nonce) = open(n.addr()).await;
     let wrong = app_key(&Key::secret(b"another node's secret!").expect("secret"), "app");
-    let auth =
-        Message::Auth { app: "app".into(), lease_ms: 1000, proof: proof(&wrong, &nonce, "app") };
+    let auth = Message::Auth {
+        app: "app".into(),
+        lease_ms: 1000,
+        proof: proof(&wrong, &nonce, "app"),
+        challenge: [3; 32],
+    };
     s.write_all(&frame::encode(&auth)).await.expect("write");
     let m = refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
     assert!(
@@ -82,6 +90,7 @@ async fn a_wrong_key_is_refused_before_any_data_moves() {
         app: "app".into(),
         lease_ms: 1000,
         proof: proof(&app_key(&secret(), "other"), &nonce, "app"),
+        challenge: [3; 32],
     };
     s.write_all(&frame::encode(&auth)).await.expect("write");
     refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
@@ -159,5 +168,63 @@ async fn before_authentication_no_frame_larger_than_an_auth_is_read() {
     let bytes = frame::encode(&big);
     s.write_all(&bytes[..64]).await.expect("write");
     let m = refused_then_closed(&mut s, ErrorCode::Malformed).await;
-    assert!(m.contains("exceeds the limit of 298"), "{m}");
+    assert!(m.contains("exceeds the limit of 330"), "{m}");
+}
+
+/// A process at a daemon's address that has not the node secret: it
+/// challenges, reads the `Auth` and welcomes with `proof`'s answer. Returns
+/// what it read after its welcome (the client must send nothing more).
+async fn impostor(
+    listener: tokio::net::TcpListener,
+    proof: impl FnOnce(&Message) -> [u8; 32],
+) -> Vec<u8> {
+    let (mut s, _) = listener.accept().await.expect("accept");
+    s.write_all(&frame::encode(&Message::Challenge { nonce: [1; 32] })).await.expect("write");
+    let auth = match frame::read(&mut s, 0, WAIT, "auth").await.expect("frame") {
+        Some((m @ Message::Auth { .. }, _)) => m,
+        other => panic!("expected an auth, got {other:?}"),
+    };
+    let welcome = Message::Welcome { lease_ms: 60_000, proof: proof(&auth) };
+    s.write_all(&frame::encode(&welcome)).await.expect("write");
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut rest)).await.expect("closed in time");
+    rest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_refuses_a_daemon_that_does_not_prove_itself() {
+    let key = app_key(&secret(), "app");
+    // Three impostors: one that answers with zeros, one that echoes the
+    // client's own proof back, one that holds another cluster's secret and
+    // answers correctly under it.
+    let answers: [fn(&Message) -> [u8; 32]; 3] = [
+        |_| [0; 32],
+        |m| match m {
+            Message::Auth { proof, .. } => *proof,
+            _ => unreachable!(),
+        },
+        |m| match m {
+            Message::Auth { challenge, app, .. } => {
+                let other = Key::secret(b"another node's secret!").expect("secret");
+                daemon_proof(&app_key(&other, app), challenge, &[1; 32], app)
+            }
+            _ => unreachable!(),
+        },
+    ];
+    for answer in answers {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let fake = tokio::spawn(impostor(listener, answer));
+        let r = Client::connect(addr, "app", &key, Duration::from_secs(60)).await;
+        match r {
+            Err(e @ ClientError::Impostor { .. }) => {
+                assert!(e.to_string().contains("node secret"), "{e}")
+            }
+            other => panic!("expected the impostor found out, got {other:?}"),
+        }
+        assert!(fake.await.expect("impostor").is_empty(), "the client sent more after the welcome");
+    }
+    // The real daemon's proof passes.
+    let n = node("127.0.0.1", 64 << 20).await;
+    Client::connect(n.addr(), "app", &key, Duration::from_secs(60)).await.expect("a real daemon");
 }

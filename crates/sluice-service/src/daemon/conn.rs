@@ -70,11 +70,14 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
             after_ms: AUTH_TIMEOUT.as_millis() as u64,
         }));
         let app = match auth {
-            Ok(Some((Message::Auth { app, lease_ms, proof }, _)))
+            Ok(Some((Message::Auth { app, lease_ms, proof, challenge }, _)))
                 if auth::verify(&shared.secret, &nonce, &app, &proof) =>
             {
                 let lease = shared.store().open_app(&app, Duration::from_millis(lease_ms));
-                send(&mut out, &Message::Welcome { lease_ms: lease.as_millis() as u64 }).await?;
+                let key = auth::app_key(&shared.secret, &app);
+                let proof = auth::daemon_proof(&key, &challenge, &nonce, &app);
+                let lease_ms = lease.as_millis() as u64;
+                send(&mut out, &Message::Welcome { lease_ms, proof }).await?;
                 flush(&mut out, AUTH_TIMEOUT).await?;
                 (app, Duration::from_millis(lease_ms))
             }

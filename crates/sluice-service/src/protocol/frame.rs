@@ -16,8 +16,9 @@ use super::message::{kind, Message};
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"SLSV";
 
-/// The protocol version this build speaks.
-pub const VERSION: u8 = 1;
+/// The protocol version this build speaks (2: the daemon proves itself in
+/// `Welcome`).
+pub const VERSION: u8 = 2;
 
 /// The CRC32C field of an encoded frame.
 pub fn crc_of(encoded: &[u8]) -> u32 {

@@ -29,12 +29,13 @@ pub const MAX_SECTIONS_PER_PUSH: u32 = 1 << 16;
 /// Map outputs one read names as its winners, at most.
 pub const MAX_WINNERS_PER_READ: u32 = 1 << 18;
 
-/// Bytes of the challenge's nonce and of an HMAC-SHA256 proof.
+/// Bytes of a challenge's nonce (the daemon's, and the client's in `Auth`).
 pub const NONCE_BYTES: usize = 32;
 
 /// Bytes of an HMAC-SHA256 proof or key.
 pub const MAC_BYTES: usize = 32;
 
 /// The largest payload a daemon reads before a connection authenticated:
-/// an `Auth` (application id length, the id, lease, proof) and no more.
-pub const MAX_AUTH_PAYLOAD_BYTES: u32 = (2 + MAX_APP_ID_BYTES + 8 + MAC_BYTES) as u32;
+/// an `Auth` (application id length, the id, lease, proof, the client's
+/// challenge) and no more.
+pub const MAX_AUTH_PAYLOAD_BYTES: u32 = (2 + MAX_APP_ID_BYTES + 8 + MAC_BYTES + NONCE_BYTES) as u32;

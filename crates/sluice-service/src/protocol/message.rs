@@ -98,10 +98,12 @@ impl ErrorCode {
 pub enum Message {
     /// Daemon to client, first on every connection.
     Challenge { nonce: [u8; NONCE_BYTES] },
-    /// The client's answer: `proof` is `auth::proof(app key, nonce, app)`.
-    Auth { app: String, lease_ms: u64, proof: [u8; MAC_BYTES] },
-    /// Authenticated; the application's lease, as granted.
-    Welcome { lease_ms: u64 },
+    /// The client's answer: `proof` is `auth::proof(app key, nonce, app)`;
+    /// `challenge` is the client's own fresh nonce, for the daemon to answer.
+    Auth { app: String, lease_ms: u64, proof: [u8; MAC_BYTES], challenge: [u8; NONCE_BYTES] },
+    /// Authenticated; the application's lease, as granted, and the daemon's
+    /// answer to the client's challenge (`auth::daemon_proof`).
+    Welcome { lease_ms: u64, proof: [u8; MAC_BYTES] },
     /// Registers generation `generation` of a shuffle (a newer generation
     /// drops the older one's data).
     RegisterShuffle { shuffle: u32, generation: u32, partitions: u32 },
@@ -328,13 +330,17 @@ impl Message {
         };
         match self {
             Message::Challenge { nonce } => out.extend_from_slice(nonce),
-            Message::Auth { app, lease_ms, proof } => {
+            Message::Auth { app, lease_ms, proof, challenge } => {
                 out.extend_from_slice(&(app.len() as u16).to_le_bytes());
                 out.extend_from_slice(app.as_bytes());
                 out.extend_from_slice(&lease_ms.to_le_bytes());
                 out.extend_from_slice(proof);
+                out.extend_from_slice(challenge);
             }
-            Message::Welcome { lease_ms } => out.extend_from_slice(&lease_ms.to_le_bytes()),
+            Message::Welcome { lease_ms, proof } => {
+                out.extend_from_slice(&lease_ms.to_le_bytes());
+                out.extend_from_slice(proof);
+            }
             Message::RegisterShuffle { shuffle, generation, partitions } => {
                 u32s(out, &[*shuffle, *generation, *partitions]);
             }
@@ -414,9 +420,16 @@ impl Message {
                 let len = usize::from(r.u16("application id length")?);
                 r.limit("application id", len as u64, MAX_APP_ID_BYTES as u64)?;
                 let app = r.string(len, "application id")?;
-                Message::Auth { app, lease_ms: r.u64("lease")?, proof: r.array("proof")? }
+                Message::Auth {
+                    app,
+                    lease_ms: r.u64("lease")?,
+                    proof: r.array("proof")?,
+                    challenge: r.array("challenge")?,
+                }
             }
-            kind::WELCOME => Message::Welcome { lease_ms: r.u64("lease")? },
+            kind::WELCOME => {
+                Message::Welcome { lease_ms: r.u64("lease")?, proof: r.array("proof")? }
+            }
             kind::REGISTER_SHUFFLE => {
                 let (shuffle, generation) = (r.u32("shuffle")?, r.u32("generation")?);
                 let partitions = r.u32("partitions")?;

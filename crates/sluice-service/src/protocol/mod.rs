@@ -4,8 +4,9 @@
 //!  client                                 daemon
 //!    ── connect ─────────────────────────►
 //!    ◄──────────────── Challenge{nonce} ──   (nothing else is accepted
-//!    ── Auth{app, lease, proof} ─────────►    before a valid Auth)
-//!    ◄──────────── Welcome{lease} / Error ──
+//!    ── Auth{app, lease, proof, challenge} ►  before a valid Auth)
+//!    ◄───── Welcome{lease, proof} / Error ──   (the client checks the
+//!                                              daemon's proof)
 //!    ── RegisterShuffle / Push / Commit / Read / Unregister / Renew ─►
 //!    ◄── Ok / PushAck / SlowDown / Committed / Data.. End / Error ───
 //! ```
