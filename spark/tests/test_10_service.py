@@ -715,7 +715,8 @@ def test_a_daemon_at_its_connection_limit_makes_tasks_wait_not_fail(own_daemons,
     # spills to it while they map, then reduce tasks reading from it: a
     # connection over the limit is answered busy, the task waits (looking
     # at its JVM's pool between tries) and goes on. Every output at the
-    # daemon, none kept on an executor, no task failed, Spark's answer.
+    # daemon, none kept on an executor, no task failed, Spark's answer; and
+    # the driver's lease connection keeps no task out.
     ds, key = own_daemons(directories=(None,), args=("--max-connections", "1"))
     s = session("local[2]", SLUICE, tmp_path / "s", extra={**service_conf(ds, key), **EARLY})
     try:
@@ -728,15 +729,24 @@ def test_a_daemon_at_its_connection_limit_makes_tasks_wait_not_fail(own_daemons,
                   for i in tracker.getJobInfo(j).stageIds]
         failed = sum(st.numFailedTasks for st in stages)
         attempts = [st.currentAttemptId for st in stages]
+        # The driver's lease connection, held between renewals (the first
+        # after 60 s), takes a slot the daemon keeps for leases beside the
+        # one of its limit: a job after it is still served.
+        service = sc._jvm.dev.sluice.spark.service
+        pool = service.Daemons.of(service.ServiceConf.of(sc._jsc.sc().conf()))
+        assert pool.renewNow() == 0 and pool.leaseConnection(0) != 0
+        again = _per_key(sc.parallelize(range(60000), 2).map(lambda x: (x % 53, f"{x:08d}" * 16)))
+        pushed_again, kept_again, _ = (a - b for a, b in zip(counts(), after))
     finally:
         s.stop()
-    # The session's pooled connection is closed: the CLI gets the one slot.
+    # The session's connections are closed: the CLI gets the one slot.
     st = ds[0].stats()
-    assert got == EARLY_WANT
+    assert got == EARLY_WANT and again == EARLY_WANT
     pushed, kept, reads = (a - b for a, b in zip(after, before))
     assert pushed == 2 and kept == 0 and reads > 0, (pushed, kept, reads)
     assert len(stages) == 2 and failed == 0 and attempts == [0, 0], (failed, attempts)
-    assert st["peak_connections"] == 1, st
+    assert pushed_again == 2 and kept_again == 0, (pushed_again, kept_again)
+    assert st["peak_connections"] == 2, f"one task's and the lease's: {st}"
     assert st["busy_refusals"] > 0, f"the two map tasks never met at the daemon: {st}"
 
 

@@ -39,10 +39,11 @@ pub(crate) struct DaemonArgs {
     /// MIN_LEASE_S: Sluice's Spark driver renews every 60 s).
     #[arg(long, default_value_t = 600)]
     max_lease_s: u64,
-    /// Connections served at once; more are answered busy and closed.
-    /// Default 4096, or what the open-file limit holds beside 1024 kept for
-    /// spill files when that is less; a value the limit cannot hold is an
-    /// error (the soft limit is raised to the hard one first).
+    /// Tasks' connections served at once; more are answered busy and closed
+    /// (256 more are kept for drivers' lease connections). Default 4096, or
+    /// what the open-file limit holds beside 1024 kept for spill files and
+    /// the 256 when that is less; a value the limit cannot hold is an error
+    /// (the soft limit is raised to the hard one first).
     #[arg(long)]
     max_connections: Option<usize>,
 }

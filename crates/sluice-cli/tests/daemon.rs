@@ -136,6 +136,7 @@ fn bad_settings_are_clear_errors() {
     fails_with(c, "serves at least one connection");
     // An open-file limit (soft and hard, set by the shell) that cannot hold
     // the connections asked for beside the descriptors kept for spill files
+    // and leases' connections
     // (a shell may lower its hard limit, and raise it only up to its own).
     let limits = std::fs::read_to_string("/proc/self/limits").expect("limits");
     let hard = limits
@@ -148,7 +149,7 @@ fn bad_settings_are_clear_errors() {
     c.args(["-c", "ulimit -n 1100 && exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_sluice")]);
     c.args(["daemon", "--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
     c.arg(dir.path()).arg("--secret-file").arg(&good).args(["--max-connections", "200"]);
-    fails_with(c, "needs an open-file limit of 1224, and the limit is 1100");
+    fails_with(c, "needs an open-file limit of 1480, and the limit is 1100");
     let out =
         daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "lots"]).output().expect("run");
     assert_eq!(out.status.code(), Some(2), "clap's usage error");

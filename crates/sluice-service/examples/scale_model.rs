@@ -19,7 +19,7 @@
 //! reduce tasks per node: about 2.5 M map-side partitions per node).
 //! docs/service.md ("A model of 100 to 1,000 nodes") shows its output.
 
-use sluice_service::daemon::{DEFAULT_MAX_CONNECTIONS, RESERVED_FDS};
+use sluice_service::daemon::{DEFAULT_MAX_CONNECTIONS, LEASE_CONNECTIONS, RESERVED_FDS};
 use sluice_service::protocol::limits::{MAX_WINNERS_PER_READ, PUSH_CHUNK_BYTES};
 use sluice_service::reduce_ids;
 
@@ -159,7 +159,7 @@ fn main() {
             if conns > DEFAULT_MAX_CONNECTIONS as f64 {
                 format!(
                     " (over the default: `--max-connections {conns}`, `ulimit -n` at least {})",
-                    conns as u64 + RESERVED_FDS
+                    conns as u64 + RESERVED_FDS + LEASE_CONNECTIONS as u64
                 )
             } else {
                 String::new()

@@ -154,11 +154,36 @@ impl Client {
         lease: Duration,
         busy_wait: Duration,
     ) -> Result<Client, ClientError> {
+        Client::connecting(addr, app, key, lease, busy_wait, false).await
+    }
+
+    /// As [`Client::connect_within`], for a connection that only renews the
+    /// lease ([`Client::renew`]; the daemon refuses anything else on it):
+    /// it takes one of the slots a daemon keeps for leases' connections, so
+    /// that tasks filling the daemon do not keep it out, nor it them.
+    pub async fn connect_lease(
+        addr: SocketAddr,
+        app: &str,
+        key: &Key,
+        lease: Duration,
+        busy_wait: Duration,
+    ) -> Result<Client, ClientError> {
+        Client::connecting(addr, app, key, lease, busy_wait, true).await
+    }
+
+    async fn connecting(
+        addr: SocketAddr,
+        app: &str,
+        key: &Key,
+        lease: Duration,
+        busy_wait: Duration,
+        lease_only: bool,
+    ) -> Result<Client, ClientError> {
         // No deadline past what an Instant can hold: waits as long as asked.
         let deadline = Instant::now().checked_add(busy_wait);
         let mut wait = BUSY_RETRY_FIRST;
         loop {
-            let r = Client::connect_once(addr, app, key, lease).await;
+            let r = Client::connect_once(addr, app, key, lease, lease_only).await;
             let left =
                 deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(Instant::now()));
             match r {
@@ -177,6 +202,7 @@ impl Client {
         app: &str,
         key: &Key,
         lease: Duration,
+        lease_only: bool,
     ) -> Result<Client, ClientError> {
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
             .await
@@ -201,7 +227,7 @@ impl Client {
         let proof = auth::proof(key, &nonce, app);
         let challenge = auth::nonce().map_err(|source| ClientError::Connect { addr, source })?;
         let lease_ms = lease.as_millis() as u64;
-        let auth = Message::Auth { app: app.to_owned(), lease_ms, proof, challenge };
+        let auth = Message::Auth { app: app.to_owned(), lease_ms, proof, challenge, lease_only };
         match c.call(&auth, "authenticating").await? {
             Message::Welcome { lease_ms, proof }
                 if auth::verify_daemon(key, &challenge, &nonce, app, &proof) =>

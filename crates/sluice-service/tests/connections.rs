@@ -1,8 +1,9 @@
 //! A daemon's connection limit, on a real daemon on loopback: one
 //! connection over it is answered `Busy` (a typed refusal, not a closed
 //! socket that looks like a dead daemon), a client that waits gets in once
-//! a connection closes, the counts reach `sluice stats`, and a limit the
-//! open-file limit cannot hold stops the daemon from starting.
+//! a connection closes, the counts reach `sluice stats`, a driver's lease
+//! connection is served in a slot of its own (and only renews), and a
+//! limit the open-file limit cannot hold stops the daemon from starting.
 
 mod common;
 
@@ -11,7 +12,7 @@ use std::time::Duration;
 use common::{config, secret};
 use sluice_service::auth::app_key;
 use sluice_service::protocol::ErrorCode;
-use sluice_service::{Client, Daemon, DaemonError};
+use sluice_service::{Client, ClientError, Daemon, DaemonError, LEASE_CONNECTIONS};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_over_the_limit_is_answered_busy_and_gets_in_when_one_closes() {
@@ -53,6 +54,56 @@ async fn a_connection_over_the_limit_is_answered_busy_and_gets_in_when_one_close
     assert_eq!(s.peak_connections, 2, "{s:?}");
     assert!(s.busy_refusals >= 2, "the refused try and at least one of the waiting one's: {s:?}");
     drop((second, third));
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_connection_has_a_slot_of_its_own_and_only_renews() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20);
+    cfg.max_connections = Some(1);
+    let daemon = Daemon::start(cfg).await.expect("daemon");
+    let addr = daemon.addr();
+    let (app, lease, once) = ("app-lease", Duration::from_secs(30), Duration::ZERO);
+    let key = app_key(&secret(), app);
+    let busy = |r: Result<Client, ClientError>, what: &str| match r {
+        Err(e) => assert_eq!(e.code(), Some(ErrorCode::Busy), "{what}: {e}"),
+        Ok(_) => panic!("{what} was served over the limit"),
+    };
+
+    // The daemon's one task slot taken, a driver's lease connection still
+    // gets in, renews, and is refused anything else.
+    let task = Client::connect(addr, app, &key, lease).await.expect("a task's connection");
+    let mut renewer =
+        Client::connect_lease(addr, app, &key, lease, once).await.expect("the lease's connection");
+    renewer.renew().await.expect("renew");
+    match renewer.register_shuffle(0, 0, 1).await {
+        Err(e) => assert_eq!(e.code(), Some(ErrorCode::BadRequest), "{e}"),
+        Ok(()) => panic!("a lease connection registered a shuffle"),
+    }
+    // ...and it keeps no task out: the slot is the task's to give back.
+    busy(Client::connect_within(addr, app, &key, lease, once).await, "a second task");
+    drop(task);
+    let mut next = Client::connect(addr, app, &key, lease).await.expect("a task after the first");
+    next.register_shuffle(0, 0, 1).await.expect("served");
+
+    // Every lease slot taken (the renewer holds one), one more lease
+    // connection is busy while the task holds its slot, and takes that
+    // slot once it is free.
+    let mut held = Vec::with_capacity(LEASE_CONNECTIONS);
+    for _ in 1..LEASE_CONNECTIONS {
+        held.push(Client::connect_lease(addr, app, &key, lease, once).await.expect("a lease slot"));
+    }
+    busy(Client::connect_lease(addr, app, &key, lease, once).await, "a lease over both kinds");
+    drop(next);
+    let mut over =
+        Client::connect_lease(addr, app, &key, lease, Duration::from_secs(20)).await.expect("over");
+    over.renew().await.expect("renew in a task's slot");
+    busy(Client::connect_within(addr, app, &key, lease, once).await, "a task with none free");
+
+    let s = daemon.stats();
+    assert_eq!(s.peak_connections, LEASE_CONNECTIONS as u64 + 1, "{s:?}");
+    drop((renewer, held, over));
     daemon.shutdown().await;
 }
 

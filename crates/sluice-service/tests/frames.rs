@@ -26,6 +26,7 @@ fn seeds() -> Vec<(&'static str, Message)> {
                 lease_ms: 60_000,
                 proof: [9; 32],
                 challenge: [5; 32],
+                lease_only: true,
             },
         ),
         ("welcome", Message::Welcome { lease_ms: 60_000, proof: [6; 32] }),

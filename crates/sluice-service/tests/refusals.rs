@@ -33,6 +33,7 @@ async fn authed(addr: std::net::SocketAddr, app: &str) -> TcpStream {
         lease_ms: 60_000,
         proof: proof(&app_key(&secret(), app), &nonce, app),
         challenge: [3; 32],
+        lease_only: false,
     };
     s.write_all(&frame::encode(&auth)).await.expect("write");
     match frame::read(&mut s, 1, WAIT, "welcome").await.expect("frame") {
@@ -77,6 +78,7 @@ async fn a_wrong_key_is_refused_before_any_data_moves() {
         lease_ms: 1000,
         proof: proof(&wrong, &nonce, "app"),
         challenge: [3; 32],
+        lease_only: false,
     };
     s.write_all(&frame::encode(&auth)).await.expect("write");
     let m = refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
@@ -91,6 +93,7 @@ async fn a_wrong_key_is_refused_before_any_data_moves() {
         lease_ms: 1000,
         proof: proof(&app_key(&secret(), "other"), &nonce, "app"),
         challenge: [3; 32],
+        lease_only: false,
     };
     s.write_all(&frame::encode(&auth)).await.expect("write");
     refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
@@ -168,7 +171,7 @@ async fn before_authentication_no_frame_larger_than_an_auth_is_read() {
     let bytes = frame::encode(&big);
     s.write_all(&bytes[..64]).await.expect("write");
     let m = refused_then_closed(&mut s, ErrorCode::Malformed).await;
-    assert!(m.contains("exceeds the limit of 330"), "{m}");
+    assert!(m.contains("exceeds the limit of 331"), "{m}");
 }
 
 /// A process at a daemon's address that has not the node secret: it

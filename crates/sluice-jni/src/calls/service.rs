@@ -57,8 +57,9 @@ fn u32_arg(v: i64, what: &str) -> BridgeResult<u32> {
     u32::try_from(v).map_err(|_| BridgeError::Argument(format!("{what} {v} is out of range")))
 }
 
-/// `static native long connect(String address, String app, String keyHex, long leaseMs, long busyWaitMs)`:
-/// a daemon that answers busy is tried again for `busyWaitMs`.
+/// `static native long connect(String address, String app, String keyHex, long leaseMs, long busyWaitMs, boolean leaseOnly)`:
+/// a daemon that answers busy is tried again for `busyWaitMs`; a
+/// `leaseOnly` connection is [`Client::connect_lease`]'s.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_connect<'l>(
     mut env: JNIEnv<'l>,
@@ -68,6 +69,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_connect<'l>(
     key_hex: JString<'l>,
     lease_ms: jlong,
     busy_wait_ms: jlong,
+    lease_only: jboolean,
 ) -> jlong {
     guard(&mut env, 0, |env| {
         let address: String = env.get_string(&address)?.into();
@@ -80,8 +82,12 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_connect<'l>(
             .map_err(|e| BridgeError::Argument(format!("spark.sluice.service.appSecret: {e}")))?;
         let lease = Duration::from_millis(non_negative(lease_ms, "lease")?);
         let busy_wait = Duration::from_millis(non_negative(busy_wait_ms, "busy wait")?);
-        let client =
-            runtime()?.block_on(Client::connect_within(addr, &app, &key, lease, busy_wait))?;
+        let rt = runtime()?;
+        let client = if lease_only != 0 {
+            rt.block_on(Client::connect_lease(addr, &app, &key, lease, busy_wait))?
+        } else {
+            rt.block_on(Client::connect_within(addr, &app, &key, lease, busy_wait))?
+        };
         Ok(CLIENTS.insert(client))
     })
 }

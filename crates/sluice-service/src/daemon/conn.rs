@@ -17,7 +17,10 @@ use tokio::sync::watch;
 
 use super::reduce::ReduceDir;
 use super::store::{ChunkId, Pushed, Refusal, SLOW_DOWN_MS};
-use super::{shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, STREAM_STALL_TIMEOUT};
+use super::{
+    shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, LEASE_CONNECTIONS,
+    STREAM_STALL_TIMEOUT,
+};
 use crate::auth;
 use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError, Section};
@@ -43,13 +46,13 @@ pub(super) async fn refuse(out: &mut Out, (code, message): Refusal) -> Result<()
     flush(out, frame::FRAME_BODY_TIMEOUT).await
 }
 
-/// The frame a connection over the daemon's limit gets in place of a
-/// challenge: [`ErrorCode::Busy`].
-pub(super) fn busy_answer(max_connections: usize) -> Vec<u8> {
-    frame::encode(&Message::Error {
-        code: ErrorCode::Busy,
-        message: format!("the daemon serves {max_connections} connections, its limit; try again"),
-    })
+/// What a connection over the daemon's limit is told with
+/// [`ErrorCode::Busy`].
+pub(super) fn busy(max_connections: usize) -> String {
+    format!(
+        "the daemon serves {max_connections} tasks' connections and {LEASE_CONNECTIONS} leases', \
+         its limits; try again"
+    )
 }
 
 pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -69,17 +72,22 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
             what: "authentication",
             after_ms: AUTH_TIMEOUT.as_millis() as u64,
         }));
-        let app = match auth {
-            Ok(Some((Message::Auth { app, lease_ms, proof, challenge }, _)))
+        // The slot is held until the connection ends.
+        let (app, _slot, lease_only) = match auth {
+            Ok(Some((Message::Auth { app, lease_ms, proof, challenge, lease_only }, _)))
                 if auth::verify(&shared.secret, &nonce, &app, &proof) =>
             {
+                let Some(slot) = shared.slot(lease_only) else {
+                    let busy = busy(shared.max_connections);
+                    return refuse(&mut out, (ErrorCode::Busy, busy)).await;
+                };
                 let lease = shared.store().open_app(&app, Duration::from_millis(lease_ms));
                 let key = auth::app_key(&shared.secret, &app);
                 let proof = auth::daemon_proof(&key, &challenge, &nonce, &app);
-                let lease_ms = lease.as_millis() as u64;
-                send(&mut out, &Message::Welcome { lease_ms, proof }).await?;
+                let granted = lease.as_millis() as u64;
+                send(&mut out, &Message::Welcome { lease_ms: granted, proof }).await?;
                 flush(&mut out, AUTH_TIMEOUT).await?;
-                (app, Duration::from_millis(lease_ms))
+                ((app, Duration::from_millis(lease_ms)), slot, lease_only)
             }
             Ok(Some((Message::Auth { .. }, _))) => {
                 return refuse(
@@ -120,6 +128,12 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
                 Err(e) => return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await,
             };
             n += 1;
+            if lease_only && !matches!(m, Message::Renew) {
+                let what = Message::kind_name(m.kind());
+                let why = format!("{what} on a lease connection, which sends only Renew");
+                refuse(&mut out, (ErrorCode::BadRequest, why)).await?;
+                continue;
+            }
             handle(&shared, &app, m, crc, &mut out).await?;
             flush(&mut out, STREAM_STALL_TIMEOUT).await?;
         }

@@ -3,9 +3,11 @@
 //! Every connection is a file descriptor, and so is every spill file a
 //! partition or a staged attempt has open. At start the daemon raises its
 //! soft `RLIMIT_NOFILE` to the hard one (as the JVM does), and keeps
-//! [`RESERVED_FDS`] of the result for everything that is not a connection.
-//! A `--max-connections` the limit cannot hold beside that reserve is a bad
-//! setting and the daemon does not start; without one it serves
+//! [`RESERVED_FDS`] of the result for everything that is not a connection,
+//! and [`LEASE_CONNECTIONS`] for the connections applications' drivers
+//! hold to renew their leases, served beside `--max-connections`. A
+//! `--max-connections` the limit cannot hold beside those is a bad setting
+//! and the daemon does not start; without one it serves
 //! [`DEFAULT_MAX_CONNECTIONS`], or fewer when the limit is lower, and says
 //! so.
 
@@ -23,6 +25,19 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 /// spill files past it compete with connections, and a spill that gets no
 /// descriptor is refused `Storage`.
 pub const RESERVED_FDS: u64 = 1024;
+
+/// Connections served beside `--max-connections` for applications' leases:
+/// a driver holds one per daemon, asked for as a lease connection, which
+/// sends nothing but `Renew`, so that tasks' connections filling the daemon
+/// never keep a lease from being renewed and a lease connection never keeps
+/// a task out. A lease connection past these takes a task's slot if one is
+/// free (so a daemon with more applications than this at once renews them
+/// all while it has room).
+pub const LEASE_CONNECTIONS: usize = 256;
+
+/// Descriptors kept from the open-file limit for what is not a task's
+/// connection.
+const KEPT_FDS: u64 = RESERVED_FDS + LEASE_CONNECTIONS as u64;
 
 /// The open-file limit after raising the soft limit to the hard one where
 /// the hard one is finite and the kernel lets it (otherwise the soft one
@@ -51,7 +66,7 @@ pub(super) fn max_connections(
     asked: Option<usize>,
     open_file_limit: u64,
 ) -> Result<(usize, Option<String>), DaemonError> {
-    let room = open_file_limit.saturating_sub(RESERVED_FDS);
+    let room = open_file_limit.saturating_sub(KEPT_FDS);
     match asked {
         Some(0) => Err(DaemonError::Connections {
             asked: 0,
@@ -60,9 +75,10 @@ pub(super) fn max_connections(
         Some(n) if n as u64 > room => Err(DaemonError::Connections {
             asked: n,
             why: format!(
-                "with {RESERVED_FDS} descriptors kept for spill files it needs an open-file \
-                 limit of {}, and the limit is {open_file_limit} (raise `ulimit -n`)",
-                (n as u64).saturating_add(RESERVED_FDS)
+                "with {RESERVED_FDS} descriptors kept for spill files and {LEASE_CONNECTIONS} \
+                 for leases' connections it needs an open-file limit of {}, and the limit is \
+                 {open_file_limit} (raise `ulimit -n`)",
+                (n as u64).saturating_add(KEPT_FDS)
             ),
         }),
         Some(n) => Ok((n, None)),
@@ -70,15 +86,16 @@ pub(super) fn max_connections(
         None if room == 0 => Err(DaemonError::Connections {
             asked: DEFAULT_MAX_CONNECTIONS,
             why: format!(
-                "the open-file limit is {open_file_limit}, not above the {RESERVED_FDS} \
-                 descriptors kept for spill files (raise `ulimit -n`)"
+                "the open-file limit is {open_file_limit}, not above the {KEPT_FDS} \
+                 descriptors kept for spill files and leases' connections (raise `ulimit -n`)"
             ),
         }),
         None => Ok((
             room as usize,
             Some(format!(
                 "serving at most {room} connections, not {DEFAULT_MAX_CONNECTIONS}: the \
-                 open-file limit is {open_file_limit} and {RESERVED_FDS} are kept for spill files"
+                 open-file limit is {open_file_limit} and {KEPT_FDS} are kept for spill files \
+                 and leases' connections"
             )),
         )),
     }
@@ -95,13 +112,13 @@ mod tests {
         assert_eq!(ok(Some(100_000), 1 << 20), Ok((100_000, None)));
         // The default fits itself to a low limit, and says so.
         let (n, notice) = ok(None, 2048).expect("fits");
-        assert_eq!(n, 1024);
+        assert_eq!(n, 2048 - 1024 - 256);
         assert!(notice.expect("a notice").contains("2048"));
         // An explicit setting the limit cannot hold, zero, or no room at all.
         let e = ok(Some(4096), 2048).expect_err("too many");
-        assert!(e.contains("5120") && e.contains("2048"), "{e}");
+        assert!(e.contains("5376") && e.contains("2048"), "{e}");
         assert!(ok(Some(0), 1 << 20).is_err());
-        assert!(ok(None, RESERVED_FDS).is_err());
+        assert!(ok(None, KEPT_FDS).is_err());
     }
 
     #[test]

@@ -21,20 +21,25 @@
 //! [`LEASE_SWEEP_INTERVAL`]: a crashed driver's data is deleted once its
 //! lease lapses.
 //!
-//! A daemon serves at most its `max_connections` at once (`fds`: what its
-//! open-file limit holds; connections that ended are joined before the
-//! count is taken). One more is answered [`ErrorCode::Busy`] in place of a
-//! challenge and closed, so that its client waits and tries again instead
-//! of taking a closed socket for a dead daemon: the answer, a frame of a
-//! few dozen bytes, goes into the new socket's empty send buffer without
-//! waiting (one non-blocking `send`), so the accept loop never waits on a
-//! client. A
+//! A daemon serves at most its `max_connections` tasks' connections at
+//! once (`fds`: what its open-file limit holds), and beside them
+//! [`LEASE_CONNECTIONS`] that drivers hold to renew their leases. A
+//! connection takes its slot once it has authenticated (its `Auth` says
+//! which kind it is; a lease connection finding its kind's slots taken
+//! takes a task's). One over the limit is answered [`ErrorCode::Busy`] and
+//! closed, so that its client waits and tries again instead of taking a
+//! closed socket for a dead daemon: in place of the welcome when its kind
+//! has no slot, and in place of the challenge when the daemon already holds
+//! as many connections as both kinds' slots (connections that ended are
+//! joined before that count is taken). That answer, a frame of a few dozen
+//! bytes, goes into the new socket's empty send buffer without waiting (one
+//! non-blocking `send`), so the accept loop never waits on a client. A
 //! failed accept (out of descriptors) pauses accepting for
 //! [`ACCEPT_ERROR_PAUSE`] rather than spinning.
 
 mod conn;
 mod fds;
-pub use fds::{raise_open_file_limit, DEFAULT_MAX_CONNECTIONS, RESERVED_FDS};
+pub use fds::{raise_open_file_limit, DEFAULT_MAX_CONNECTIONS, LEASE_CONNECTIONS, RESERVED_FDS};
 mod reduce;
 mod spill;
 pub use spill::SPILL_WRITE_BYTES;
@@ -49,11 +54,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::auth::Key;
-use crate::protocol::ErrorCode;
+use crate::protocol::{frame, ErrorCode, Message};
 use store::Store;
 
 /// How long shutdown waits for open connections to finish.
@@ -124,9 +129,15 @@ pub(crate) struct Shared {
     pub(crate) store: Mutex<Store>,
     pub(crate) secret: Key,
     pub(crate) stopping: AtomicBool,
-    /// The most connections served at once, and those answered busy.
+    /// The most connections served at once (authenticated, holding a
+    /// slot), and those answered busy.
     peak_connections: AtomicU64,
     busy_refusals: AtomicU64,
+    /// Slots of tasks' connections (`max_connections` of them) and of
+    /// leases' connections ([`LEASE_CONNECTIONS`]).
+    slots: Arc<Semaphore>,
+    lease_slots: Arc<Semaphore>,
+    max_connections: usize,
 }
 
 impl Shared {
@@ -136,6 +147,22 @@ impl Shared {
         // of the connection task, never a wrong answer.
         #[allow(clippy::expect_used)]
         self.store.lock().expect("the daemon's store lock")
+    }
+
+    /// A slot for an authenticated connection, held while it is served: a
+    /// lease connection's own kind first, else a task's; none when both are
+    /// taken (the connection is answered busy).
+    pub(crate) fn slot(&self, lease_only: bool) -> Option<OwnedSemaphorePermit> {
+        let lease = lease_only.then(|| self.lease_slots.clone().try_acquire_owned().ok());
+        let slot = lease.flatten().or_else(|| self.slots.clone().try_acquire_owned().ok());
+        let Some(slot) = slot else {
+            self.busy_refusals.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        let served = (self.max_connections - self.slots.available_permits())
+            + (LEASE_CONNECTIONS - self.lease_slots.available_permits());
+        self.peak_connections.fetch_max(served as u64, Ordering::Relaxed);
+        Some(slot)
     }
 
     /// The store's accounting and the connections' counts.
@@ -216,6 +243,9 @@ impl Daemon {
             stopping: AtomicBool::new(false),
             peak_connections: AtomicU64::new(0),
             busy_refusals: AtomicU64::new(0),
+            slots: Arc::new(Semaphore::new(max_connections)),
+            lease_slots: Arc::new(Semaphore::new(LEASE_CONNECTIONS)),
+            max_connections,
         });
         let (stop, stop_rx) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, max_connections));
@@ -265,7 +295,10 @@ async fn accept_loop(
     max_connections: usize,
 ) {
     let mut conns = JoinSet::new();
-    let busy = conn::busy_answer(max_connections);
+    let busy = frame::encode(&Message::Error {
+        code: ErrorCode::Busy,
+        message: conn::busy(max_connections),
+    });
     let mut sweep = tokio::time::interval(LEASE_SWEEP_INTERVAL);
     loop {
         tokio::select! {
@@ -276,9 +309,8 @@ async fn accept_loop(
                 };
                 let _ = stream.set_nodelay(true);
                 while conns.try_join_next().is_some() {}
-                if conns.len() < max_connections {
+                if conns.len() < max_connections + LEASE_CONNECTIONS {
                     conns.spawn(conn::serve(stream, shared.clone(), stop.clone()));
-                    shared.peak_connections.fetch_max(conns.len() as u64, Ordering::Relaxed);
                 } else {
                     shared.busy_refusals.fetch_add(1, Ordering::Relaxed);
                     // Dropped once written: closed, the answer sent first. A plain

@@ -37,5 +37,6 @@ pub const MAC_BYTES: usize = 32;
 
 /// The largest payload a daemon reads before a connection authenticated:
 /// an `Auth` (application id length, the id, lease, proof, the client's
-/// challenge) and no more.
-pub const MAX_AUTH_PAYLOAD_BYTES: u32 = (2 + MAX_APP_ID_BYTES + 8 + MAC_BYTES + NONCE_BYTES) as u32;
+/// challenge, the lease-only flag) and no more.
+pub const MAX_AUTH_PAYLOAD_BYTES: u32 =
+    (2 + MAX_APP_ID_BYTES + 8 + MAC_BYTES + NONCE_BYTES + 1) as u32;

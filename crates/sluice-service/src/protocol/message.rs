@@ -99,8 +99,16 @@ pub enum Message {
     /// Daemon to client, first on every connection.
     Challenge { nonce: [u8; NONCE_BYTES] },
     /// The client's answer: `proof` is `auth::proof(app key, nonce, app)`;
-    /// `challenge` is the client's own fresh nonce, for the daemon to answer.
-    Auth { app: String, lease_ms: u64, proof: [u8; MAC_BYTES], challenge: [u8; NONCE_BYTES] },
+    /// `challenge` is the client's own fresh nonce, for the daemon to answer;
+    /// `lease_only` asks for one of the slots a daemon keeps for leases'
+    /// connections, which send only `Renew`.
+    Auth {
+        app: String,
+        lease_ms: u64,
+        proof: [u8; MAC_BYTES],
+        challenge: [u8; NONCE_BYTES],
+        lease_only: bool,
+    },
     /// Authenticated; the application's lease, as granted, and the daemon's
     /// answer to the client's challenge (`auth::daemon_proof`).
     Welcome { lease_ms: u64, proof: [u8; MAC_BYTES] },
@@ -330,12 +338,13 @@ impl Message {
         };
         match self {
             Message::Challenge { nonce } => out.extend_from_slice(nonce),
-            Message::Auth { app, lease_ms, proof, challenge } => {
+            Message::Auth { app, lease_ms, proof, challenge, lease_only } => {
                 out.extend_from_slice(&(app.len() as u16).to_le_bytes());
                 out.extend_from_slice(app.as_bytes());
                 out.extend_from_slice(&lease_ms.to_le_bytes());
                 out.extend_from_slice(proof);
                 out.extend_from_slice(challenge);
+                out.push(u8::from(*lease_only));
             }
             Message::Welcome { lease_ms, proof } => {
                 out.extend_from_slice(&lease_ms.to_le_bytes());
@@ -420,12 +429,13 @@ impl Message {
                 let len = usize::from(r.u16("application id length")?);
                 r.limit("application id", len as u64, MAX_APP_ID_BYTES as u64)?;
                 let app = r.string(len, "application id")?;
-                Message::Auth {
-                    app,
-                    lease_ms: r.u64("lease")?,
-                    proof: r.array("proof")?,
-                    challenge: r.array("challenge")?,
-                }
+                let (lease_ms, proof, challenge) =
+                    (r.u64("lease")?, r.array("proof")?, r.array("challenge")?);
+                let lease_only = match r.u8("lease only")? {
+                    v @ 0..=1 => v == 1,
+                    v => return Err(r.range("lease only", u64::from(v))),
+                };
+                Message::Auth { app, lease_ms, proof, challenge, lease_only }
             }
             kind::WELCOME => {
                 Message::Welcome { lease_ms: r.u64("lease")?, proof: r.array("proof")? }

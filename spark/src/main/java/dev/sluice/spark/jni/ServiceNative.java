@@ -31,10 +31,12 @@ public final class ServiceNative {
   /**
    * Connects to a daemon ({@code ip:port}) and authenticates; the connection's handle. A daemon
    * that answers busy (it serves its {@code --max-connections}) is tried again, after jittered
-   * waits, for {@code busyWaitMs}; past it, its refusal is a {@code DaemonBusyException}.
+   * waits, for {@code busyWaitMs}; past it, its refusal is a {@code DaemonBusyException}. A
+   * {@code leaseOnly} connection takes one of the slots the daemon keeps for leases' connections
+   * beside its {@code --max-connections}, and may send only {@link #RENEW}.
    */
   public static native long connect(
-      String address, String app, String keyHex, long leaseMs, long busyWaitMs)
+      String address, String app, String keyHex, long leaseMs, long busyWaitMs, boolean leaseOnly)
       throws IOException;
 
   /** Closes a connection. */

@@ -250,7 +250,7 @@ public final class Daemons {
   /** A new authenticated connection to daemon {@code d}, a busy one tried for {@code busyMs}. */
   private long connect(int d, long busyMs) throws IOException {
     return ServiceNative.connect(
-        conf.daemons.get(d), conf.app, conf.key, ServiceConf.LEASE_MS, busyMs);
+        conf.daemons.get(d), conf.app, conf.key, ServiceConf.LEASE_MS, busyMs, false);
   }
 
   /** Gives a connection back: kept when it can take the next request, closed otherwise. */
@@ -506,7 +506,9 @@ public final class Daemons {
    * The lease's own connection to each daemon (0 while none): held by the renewer between
    * renewals, outside the pool and its sweep, so that renewing never needs a new connection slot
    * at a daemon that tasks' connections fill (the pool closes idle connections after 30 s, and
-   * renewals come every 60 s). A renewal every 60 s keeps it under the daemon's idle timeout.
+   * renewals come every 60 s). It is a lease connection: it takes one of the slots the daemon keeps
+   * for leases beside its {@code --max-connections}, so that it never keeps a task out either. A
+   * renewal every 60 s keeps it under the daemon's idle timeout.
    */
   private final AtomicLongArray leaseConnections;
 
@@ -568,7 +570,10 @@ public final class Daemons {
     }
     c = 0;
     try {
-      c = connect(d, LEASE_BUSY_WAIT_MS);
+      c =
+          ServiceNative.connect(
+              conf.daemons.get(d), conf.app, conf.key, ServiceConf.LEASE_MS, LEASE_BUSY_WAIT_MS,
+              true);
       ServiceNative.request(c, ServiceNative.RENEW, 0, 0, 0);
       keepLeaseConnection(d, c);
       return null;
