@@ -18,9 +18,16 @@
 //!   application ended) during the write freed its memory then: nothing is
 //!   swapped, and the file goes with the job.
 //!
-//! `held` counts the spilling blocks until they are swapped, so the
-//! budget is never overrun while a write is in flight; a push that finds
-//! every owner in memory already spilling gets `SlowDown`.
+//! - a block a read took during the write (the read's plan holds it until
+//!   it is streamed) is not swapped: it stays in memory, counted, and its
+//!   written copy is left unused in the file.
+//!
+//! A job takes only blocks no read holds, for the same reason: a block a
+//! read holds stays in memory until the read lets it go, so writing it
+//! would free nothing and `held` would no longer count it. `held` counts
+//! the spilling blocks until they are swapped, so the budget is never
+//! overrun while a write is in flight; a push that finds every owner in
+//! memory already spilling, or held by reads, gets `SlowDown`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -61,13 +68,14 @@ impl SpillJob {
 }
 
 impl Store {
-    /// The largest owner in memory that is not spilling already, taken out
-    /// as a job; None when there is none.
+    /// The largest owner in memory that is not spilling already and holds a
+    /// block no read holds, taken out as a job of those blocks; None when
+    /// there is none.
     pub(crate) fn begin_spill(&mut self) -> Option<SpillJob> {
-        let mut best: Option<(u64, String, u32, Owner)> = None;
+        let mut owners: Vec<(u64, String, u32, Owner)> = Vec::new();
         let mut consider = |bytes: u64, spilling: bool, app: &String, sh: u32, owner: Owner| {
-            if !spilling && bytes > best.as_ref().map_or(0, |b| b.0) {
-                best = Some((bytes, app.clone(), sh, owner));
+            if !spilling && bytes > 0 {
+                owners.push((bytes, app.clone(), sh, owner));
             }
         };
         for (id, a) in &self.apps {
@@ -80,40 +88,58 @@ impl Store {
                 }
             }
         }
-        let (_, app, sh, owner) = best?;
-        self.files += 1;
-        let n = self.files;
-        let a = self.apps.get_mut(&app)?;
+        owners.sort_unstable_by_key(|o| std::cmp::Reverse(o.0));
+        owners.into_iter().find_map(|(_, app, sh, owner)| self.take_spill(&app, sh, owner))
+    }
+
+    /// `owner`'s blocks in memory that only the store holds, taken out as a
+    /// job; None when a read holds every one (writing those would free
+    /// nothing while the read lasts).
+    fn take_spill(&mut self, app: &str, sh: u32, owner: Owner) -> Option<SpillJob> {
+        let n = self.files + 1;
+        let a = self.apps.get_mut(app)?;
         let dir = self.dirs[(n as usize) % self.dirs.len()].join(&a.tag);
         let s = a.shuffles.get_mut(&sh)?;
         let generation = s.generation;
         let mut blocks = Vec::new();
+        let mut unshared = |key: BlockKey, at: &Loc| {
+            if let Loc::Mem(d) = at {
+                if Arc::strong_count(d) == 1 {
+                    blocks.push((key, Arc::clone(d)));
+                }
+            }
+        };
         let (appender, path) = match owner {
             Owner::Part(p) => {
                 let part = s.parts.get_mut(&p)?;
-                part.spilling = true;
-                for (i, b) in part.blocks.iter().enumerate() {
-                    if let Loc::Mem(d) = &b.at {
-                        blocks.push((BlockKey::Part(i), Arc::clone(d)));
-                    }
+                part.blocks
+                    .iter()
+                    .enumerate()
+                    .for_each(|(i, b)| unshared(BlockKey::Part(i), &b.at));
+                if blocks.is_empty() {
+                    return None;
                 }
+                part.spilling = true;
                 (part.file.take(), dir.join(format!("s{sh}-g{generation}-p{p}-{n}.data")))
             }
             Owner::Staged(map, attempt) => {
                 let st = s.staged.get_mut(&(map, attempt))?;
-                st.spilling = true;
                 for (&seq, (_, sections)) in &st.chunks {
                     for (j, x) in sections.iter().enumerate() {
-                        if let Loc::Mem(d) = &x.at {
-                            blocks.push((BlockKey::Staged(seq, j), Arc::clone(d)));
-                        }
+                        unshared(BlockKey::Staged(seq, j), &x.at);
                     }
                 }
+                if blocks.is_empty() {
+                    return None;
+                }
+                st.spilling = true;
                 let name = format!("s{sh}-g{generation}-m{map}-a{attempt}-{n}.staged");
                 (st.file.take(), dir.join(name))
             }
         };
+        self.files = n;
         let locs = blocks.iter().map(|(_, d)| Loc::Mem(Arc::clone(d))).collect();
+        let app = app.to_owned();
         Some(SpillJob { app, shuffle: sh, generation, owner, blocks, locs, appender, path })
     }
 
@@ -135,9 +161,14 @@ impl Store {
         let Some(s) = s else { return written.map(|_| ()) };
         let ok = written.is_ok();
         let mut freed = 0u64;
+        // A block is swapped if it is still the one written and nothing but
+        // its owner and this job holds it: one a read took meanwhile stays
+        // in memory, counted, until a later spill (its written copy is left
+        // unused in the file).
         let mut swap = |at: Option<&mut Loc>, held: &Arc<Vec<u8>>, loc: Loc| {
             if let Some(at) = at {
-                if ok && matches!(&*at, Loc::Mem(d) if Arc::ptr_eq(d, held)) {
+                let alone = Arc::strong_count(held) == 2;
+                if ok && alone && matches!(&*at, Loc::Mem(d) if Arc::ptr_eq(d, held)) {
                     *at = loc;
                     freed += held.len() as u64;
                 }
@@ -274,6 +305,49 @@ mod tests {
         let part = &s.apps[APP].shuffles[&0].parts[&0];
         let on_disk = part.blocks.iter().filter(|b| b.at.mem_bytes() == 0).count();
         assert_eq!((on_disk, part.mem_bytes, part.spilling), (2, 400, false));
+    }
+
+    #[test]
+    fn a_block_a_read_holds_is_not_spilled_and_stays_counted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 3000);
+        acked(push(&mut s, 0, 0, 1000));
+        commit(&mut s, 0);
+        acked(push(&mut s, 1, 0, 1500));
+        commit(&mut s, 1);
+        // A read of partition 0 that has streamed nothing yet holds both of
+        // its blocks: map 2 does not fit, and the one owner in memory frees
+        // nothing while the read lasts (a slow-down, not a spill).
+        let winners = [Winner { map: 0, attempt: 1 }, Winner { map: 1, attempt: 1 }];
+        let mut plan = s.read_plan(APP, 0, 1, 0, 1, &winners).expect("plan").into_iter();
+        let slow = push(&mut s, 2, 1, 1000);
+        assert!(matches!(slow, Pushed::Reply(Message::SlowDown { .. })), "{slow:?}");
+        // Its first block streamed and let go, that block spills alone.
+        drop(plan.next());
+        let mut j = job(push(&mut s, 2, 1, 1000));
+        let w = j.write();
+        assert_eq!(w, Ok(1000));
+        s.finish_spill(j, w).expect("finish");
+        assert_eq!((s.held, s.spilled), (1500, 1000));
+        assert_eq!(s.held, mem_held(&s));
+        drop(plan);
+        acked(push(&mut s, 2, 1, 1000));
+        // A read that starts while partition 0's spill is written keeps
+        // map 1's block in memory, counted; the next spill takes map 2's
+        // staged chunk instead of writing the held block again.
+        let mut j = job(push(&mut s, 3, 1, 1000));
+        assert!(matches!(j.owner, Owner::Part(0)), "{:?}", j.owner);
+        let plan = s.read_plan(APP, 0, 1, 0, 1, &winners).expect("plan");
+        let w = j.write();
+        assert_eq!(w, Ok(1500));
+        s.finish_spill(j, w).expect("finish");
+        assert_eq!((s.held, s.spilled), (2500, 1000), "the read's block stays counted");
+        assert_eq!(s.held, mem_held(&s));
+        let j = job(push(&mut s, 3, 1, 1000));
+        assert!(matches!(j.owner, Owner::Staged(2, 1)), "{:?}", j.owner);
+        let data: Vec<Vec<u8>> =
+            plan.iter().map(|b| b.at.fetch().expect("fetch").to_vec()).collect();
+        assert_eq!(data, vec![bytes(0, 1000), bytes(1, 1500)]);
     }
 
     #[test]
