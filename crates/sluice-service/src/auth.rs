@@ -12,12 +12,17 @@
 //!
 //! The daemon proves itself in turn: the `Auth` carries a fresh nonce of
 //! the client's, and the `Welcome` answers it with `HMAC-SHA256(app key,
-//! "sluice daemon v1" 0 client nonce, daemon nonce, app)`. Only a holder of
-//! the node secret (or of this application's key) can compute it, so a
-//! process that took a daemon's address is found out before the client
-//! pushes or reads anything; the distinct label keeps one side's proof from
-//! being replayed as the other's. The secret and keys are never logged or
-//! sent.
+//! "sluice daemon v1" 0 client nonce, daemon nonce, address, app)`, the
+//! address being the one the connection reached (`ip:port`, an IPv4-mapped
+//! address as IPv4). Only a holder of the node secret (or of this
+//! application's key) can compute it, and a daemon computes it for its own
+//! address only, so a process that took a daemon's address is found out
+//! before the client pushes or reads anything, even one that relays the
+//! handshake to another daemon of the cluster; the distinct label keeps one
+//! side's proof from being replayed as the other's. The secret and keys are
+//! never logged or sent.
+
+use std::net::SocketAddr;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -114,43 +119,44 @@ pub fn verify(secret: &Key, nonce: &[u8; NONCE_BYTES], app: &str, proof: &[u8; M
     proof_mac(&app_key(secret, app), nonce, app).verify_slice(proof).is_ok()
 }
 
-fn daemon_proof_mac(
-    key: &Key,
-    client_nonce: &[u8; NONCE_BYTES],
-    daemon_nonce: &[u8; NONCE_BYTES],
-    app: &str,
-) -> HmacSha256 {
+/// The nonces of a connection: the daemon's challenge and the client's.
+#[derive(Debug, Clone, Copy)]
+pub struct Nonces {
+    pub daemon: [u8; NONCE_BYTES],
+    pub client: [u8; NONCE_BYTES],
+}
+
+fn daemon_proof_mac(key: &Key, nonces: &Nonces, daemon: SocketAddr, app: &str) -> HmacSha256 {
+    let daemon = SocketAddr::new(daemon.ip().to_canonical(), daemon.port()).to_string();
     let mut m = key.mac();
     m.update(DAEMON_PROOF_LABEL);
-    m.update(client_nonce);
-    m.update(daemon_nonce);
+    m.update(&nonces.client);
+    m.update(&nonces.daemon);
+    m.update(&(daemon.len() as u16).to_le_bytes());
+    m.update(daemon.as_bytes());
     m.update(app.as_bytes());
     m
 }
 
-/// The daemon's answer to the client's `client_nonce` on a connection whose
-/// challenge was `daemon_nonce`, for application `app` (the daemon derives
-/// `key` from its secret with [`app_key`]).
-pub fn daemon_proof(
-    key: &Key,
-    client_nonce: &[u8; NONCE_BYTES],
-    daemon_nonce: &[u8; NONCE_BYTES],
-    app: &str,
-) -> [u8; MAC_BYTES] {
-    daemon_proof_mac(key, client_nonce, daemon_nonce, app).finalize().into_bytes().into()
+/// The daemon's answer to the client's nonce on a connection that reached
+/// it at `daemon`, for application `app` (the daemon derives `key` from its
+/// secret with [`app_key`]).
+pub fn daemon_proof(key: &Key, nonces: &Nonces, daemon: SocketAddr, app: &str) -> [u8; MAC_BYTES] {
+    daemon_proof_mac(key, nonces, daemon, app).finalize().into_bytes().into()
 }
 
-/// Whether `proof` is the daemon's answer to `client_nonce` under
-/// application `app`'s key `key` (compared in constant time): the client's
-/// check that it speaks to a daemon holding the node secret.
+/// Whether `proof` is the answer of a daemon at `daemon` (the address the
+/// client dialed) to the client's nonce under application `app`'s key
+/// `key`, compared in constant time: the client's check that it speaks to
+/// the daemon it meant, and that it holds the node secret.
 pub fn verify_daemon(
     key: &Key,
-    client_nonce: &[u8; NONCE_BYTES],
-    daemon_nonce: &[u8; NONCE_BYTES],
+    nonces: &Nonces,
+    daemon: SocketAddr,
     app: &str,
     proof: &[u8; MAC_BYTES],
 ) -> bool {
-    daemon_proof_mac(key, client_nonce, daemon_nonce, app).verify_slice(proof).is_ok()
+    daemon_proof_mac(key, nonces, daemon, app).verify_slice(proof).is_ok()
 }
 
 /// A fresh random nonce from the operating system.
@@ -182,22 +188,32 @@ mod tests {
     }
 
     #[test]
-    fn a_daemon_proof_verifies_only_under_its_key_nonces_and_app() {
+    fn a_daemon_proof_verifies_only_under_its_key_nonces_address_and_app() {
         let secret = Key::secret(b"0123456789abcdef0123").expect("secret");
         let key = app_key(&secret, "app-1");
-        let (c, d) = (nonce().expect("nonce"), nonce().expect("nonce"));
-        let p = daemon_proof(&key, &c, &d, "app-1");
-        assert!(verify_daemon(&key, &c, &d, "app-1", &p));
-        // Another node secret, the nonces swapped or changed, another app.
+        let n = Nonces { daemon: nonce().expect("nonce"), client: nonce().expect("nonce") };
+        let at: SocketAddr = "127.0.0.2:7337".parse().expect("addr");
+        let p = daemon_proof(&key, &n, at, "app-1");
+        assert!(verify_daemon(&key, &n, at, "app-1", &p));
+        // The same address reached over an IPv4-mapped IPv6 socket.
+        let mapped: SocketAddr = "[::ffff:127.0.0.2]:7337".parse().expect("addr");
+        assert!(verify_daemon(&key, &n, mapped, "app-1", &p));
+        // Another node secret, another daemon's address, the nonces swapped
+        // or changed, another app.
         let other = app_key(&Key::secret(b"fedcba9876543210fedc").expect("secret"), "app-1");
-        assert!(!verify_daemon(&other, &c, &d, "app-1", &p));
-        assert!(!verify_daemon(&key, &d, &c, "app-1", &p));
-        let mut c2 = c;
-        c2[31] ^= 1;
-        assert!(!verify_daemon(&key, &c2, &d, "app-1", &p));
-        assert!(!verify_daemon(&key, &c, &d, "app-2", &p));
+        assert!(!verify_daemon(&other, &n, at, "app-1", &p));
+        for elsewhere in ["127.0.0.1:7337", "127.0.0.2:7338"] {
+            let e: SocketAddr = elsewhere.parse().expect("addr");
+            assert!(!verify_daemon(&key, &n, e, "app-1", &p), "{elsewhere}");
+        }
+        let swapped = Nonces { daemon: n.client, client: n.daemon };
+        assert!(!verify_daemon(&key, &swapped, at, "app-1", &p));
+        let mut changed = n;
+        changed.client[31] ^= 1;
+        assert!(!verify_daemon(&key, &changed, at, "app-1", &p));
+        assert!(!verify_daemon(&key, &n, at, "app-2", &p));
         // The client's own proof of the same nonce is no daemon proof.
-        assert!(!verify_daemon(&key, &c, &d, "app-1", &proof(&key, &c, "app-1")));
+        assert!(!verify_daemon(&key, &n, at, "app-1", &proof(&key, &n.client, "app-1")));
     }
 
     #[test]

@@ -230,7 +230,13 @@ impl Client {
         let auth = Message::Auth { app: app.to_owned(), lease_ms, proof, challenge, lease_only };
         match c.call(&auth, "authenticating").await? {
             Message::Welcome { lease_ms, proof }
-                if auth::verify_daemon(key, &challenge, &nonce, app, &proof) =>
+                if auth::verify_daemon(
+                    key,
+                    &auth::Nonces { daemon: nonce, client: challenge },
+                    addr,
+                    app,
+                    &proof,
+                ) =>
             {
                 c.lease = Duration::from_millis(lease_ms)
             }

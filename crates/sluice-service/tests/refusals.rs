@@ -10,7 +10,7 @@ mod common;
 use std::time::Duration;
 
 use common::{node, secret};
-use sluice_service::auth::{app_key, daemon_proof, proof, Key};
+use sluice_service::auth::{app_key, daemon_proof, proof, Key, Nonces};
 use sluice_service::protocol::{frame, ErrorCode, Message, Section};
 use sluice_service::{Client, ClientError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -175,23 +175,34 @@ async fn before_authentication_no_frame_larger_than_an_auth_is_read() {
 }
 
 /// A process at a daemon's address that has not the node secret: it
-/// challenges, reads the `Auth` and welcomes with `proof`'s answer. Returns
-/// what it read after its welcome (the client must send nothing more).
+/// challenges, reads the `Auth` and welcomes with `proof`'s answer (given
+/// the `Auth` and its own address). Returns what it read after its welcome
+/// (the client must send nothing more).
 async fn impostor(
     listener: tokio::net::TcpListener,
-    proof: impl FnOnce(&Message) -> [u8; 32],
+    proof: fn(&Message, std::net::SocketAddr) -> [u8; 32],
 ) -> Vec<u8> {
+    let at = listener.local_addr().expect("addr");
     let (mut s, _) = listener.accept().await.expect("accept");
     s.write_all(&frame::encode(&Message::Challenge { nonce: [1; 32] })).await.expect("write");
     let auth = match frame::read(&mut s, 0, WAIT, "auth").await.expect("frame") {
         Some((m @ Message::Auth { .. }, _)) => m,
         other => panic!("expected an auth, got {other:?}"),
     };
-    let welcome = Message::Welcome { lease_ms: 60_000, proof: proof(&auth) };
+    let welcome = Message::Welcome { lease_ms: 60_000, proof: proof(&auth, at) };
     s.write_all(&frame::encode(&welcome)).await.expect("write");
     let mut rest = Vec::new();
     let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut rest)).await.expect("closed in time");
     rest
+}
+
+fn refused_as_impostor(r: Result<Client, ClientError>) {
+    match r {
+        Err(e @ ClientError::Impostor { .. }) => {
+            assert!(e.to_string().contains("node secret"), "{e}")
+        }
+        other => panic!("expected the impostor found out, got {other:?}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,16 +211,17 @@ async fn a_client_refuses_a_daemon_that_does_not_prove_itself() {
     // Three impostors: one that answers with zeros, one that echoes the
     // client's own proof back, one that holds another cluster's secret and
     // answers correctly under it.
-    let answers: [fn(&Message) -> [u8; 32]; 3] = [
-        |_| [0; 32],
-        |m| match m {
+    let answers: [fn(&Message, std::net::SocketAddr) -> [u8; 32]; 3] = [
+        |_, _| [0; 32],
+        |m, _| match m {
             Message::Auth { proof, .. } => *proof,
             _ => unreachable!(),
         },
-        |m| match m {
+        |m, at| match m {
             Message::Auth { challenge, app, .. } => {
                 let other = Key::secret(b"another node's secret!").expect("secret");
-                daemon_proof(&app_key(&other, app), challenge, &[1; 32], app)
+                let nonces = Nonces { daemon: [1; 32], client: *challenge };
+                daemon_proof(&app_key(&other, app), &nonces, at, app)
             }
             _ => unreachable!(),
         },
@@ -218,16 +230,30 @@ async fn a_client_refuses_a_daemon_that_does_not_prove_itself() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let fake = tokio::spawn(impostor(listener, answer));
-        let r = Client::connect(addr, "app", &key, Duration::from_secs(60)).await;
-        match r {
-            Err(e @ ClientError::Impostor { .. }) => {
-                assert!(e.to_string().contains("node secret"), "{e}")
-            }
-            other => panic!("expected the impostor found out, got {other:?}"),
-        }
+        refused_as_impostor(Client::connect(addr, "app", &key, Duration::from_secs(60)).await);
         assert!(fake.await.expect("impostor").is_empty(), "the client sent more after the welcome");
     }
     // The real daemon's proof passes.
     let n = node("127.0.0.1", 64 << 20).await;
     Client::connect(n.addr(), "app", &key, Duration::from_secs(60)).await.expect("a real daemon");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_refuses_an_impostor_that_relays_the_handshake_to_another_daemon() {
+    // A process at one node's address, without the secret, passes each
+    // byte on to a real daemon of the cluster at another node: that
+    // daemon's proof names its own address, not the one the client dialed.
+    let n = node("127.0.0.2", 64 << 20).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let real = n.addr();
+    let relay = tokio::spawn(async move {
+        let (mut client, _) = listener.accept().await.expect("accept");
+        let mut daemon = TcpStream::connect(real).await.expect("connect");
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut daemon).await;
+    });
+    let key = app_key(&secret(), "app");
+    refused_as_impostor(Client::connect(addr, "app", &key, Duration::from_secs(60)).await);
+    tokio::time::timeout(WAIT, relay).await.expect("the relay ended").expect("join");
+    assert_eq!(n.daemon.stats().held_bytes, 0);
 }

@@ -56,6 +56,8 @@ pub(super) fn busy(max_connections: usize) -> String {
 }
 
 pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    // The address the client reached, which the daemon's proof names.
+    let Ok(local) = stream.local_addr() else { return };
     let (mut rd, wr) = stream.into_split();
     let mut out = BufWriter::new(wr);
     let _ = async {
@@ -83,7 +85,8 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
                 };
                 let lease = shared.store().open_app(&app, Duration::from_millis(lease_ms));
                 let key = auth::app_key(&shared.secret, &app);
-                let proof = auth::daemon_proof(&key, &challenge, &nonce, &app);
+                let nonces = auth::Nonces { daemon: nonce, client: challenge };
+                let proof = auth::daemon_proof(&key, &nonces, local, &app);
                 let granted = lease.as_millis() as u64;
                 send(&mut out, &Message::Welcome { lease_ms: granted, proof }).await?;
                 flush(&mut out, AUTH_TIMEOUT).await?;

@@ -161,14 +161,20 @@ pub(super) async fn stream(
     out: &mut Out,
 ) -> Result<(), ProtocolError> {
     let (mut blocks, mut records, mut bytes, mut took) = (0u64, 0u64, 0u64, 0u64);
-    let mut i = 0;
-    while i < plan.len() {
-        let p = plan[i].partition;
-        let n = plan[i..].iter().take_while(|b| b.partition == p).count();
+    let mut plan = plan.into_iter().peekable();
+    while let Some(first) = plan.next() {
+        let p = first.partition;
+        let mut part = vec![first];
+        while let Some(b) = plan.next_if(|b| b.partition == p) {
+            part.push(b);
+        }
         let mut held = Held { shared, floor: 0, granted: 0 };
         let reduced = tokio::task::block_in_place(|| {
-            reduce_partition(shared, shuffle, spec, &plan[i..i + n], dir, &mut held)
+            reduce_partition(shared, shuffle, spec, &part, dir, &mut held)
         });
+        // The partition's input blocks are let go once reduced (a spill may
+        // then take them), not held while its results stream.
+        drop(part);
         let (mut task, fed) = match reduced {
             Ok(r) => r,
             Err(r) => return super::conn::refuse(out, r).await,
@@ -212,7 +218,6 @@ pub(super) async fn stream(
         }
         // The partition is whole: out to the reader before the next one is reduced.
         super::conn::flush(out, STREAM_STALL_TIMEOUT).await?;
-        i += n;
     }
     shared.store().note_reduced(took, records);
     super::conn::send(out, &Message::End { blocks, records, bytes }).await

@@ -72,24 +72,26 @@ impl Store {
     /// block no read holds, taken out as a job of those blocks; None when
     /// there is none.
     pub(crate) fn begin_spill(&mut self) -> Option<SpillJob> {
-        let mut owners: Vec<(u64, String, u32, Owner)> = Vec::new();
-        let mut consider = |bytes: u64, spilling: bool, app: &String, sh: u32, owner: Owner| {
-            if !spilling && bytes > 0 {
-                owners.push((bytes, app.clone(), sh, owner));
-            }
-        };
+        // Each application's name once, its owners by its index.
+        let mut apps: Vec<String> = Vec::with_capacity(self.apps.len());
+        let mut owners: Vec<(u64, usize, u32, Owner)> = Vec::new();
         for (id, a) in &self.apps {
+            let k = apps.len();
+            apps.push(id.clone());
             for (&sh, s) in &a.shuffles {
-                for (&p, part) in &s.parts {
-                    consider(part.mem_bytes, part.spilling, id, sh, Owner::Part(p));
-                }
-                for (&(map, attempt), st) in &s.staged {
-                    consider(st.mem_bytes, st.spilling, id, sh, Owner::Staged(map, attempt));
+                let parts = s.parts.iter().map(|(&p, x)| (x.mem_bytes, x.spilling, Owner::Part(p)));
+                let staged = s.staged.iter().map(|(&(map, attempt), x)| {
+                    (x.mem_bytes, x.spilling, Owner::Staged(map, attempt))
+                });
+                for (bytes, spilling, owner) in parts.chain(staged) {
+                    if !spilling && bytes > 0 {
+                        owners.push((bytes, k, sh, owner));
+                    }
                 }
             }
         }
         owners.sort_unstable_by_key(|o| std::cmp::Reverse(o.0));
-        owners.into_iter().find_map(|(_, app, sh, owner)| self.take_spill(&app, sh, owner))
+        owners.into_iter().find_map(|(_, k, sh, owner)| self.take_spill(&apps[k], sh, owner))
     }
 
     /// `owner`'s blocks in memory that only the store holds, taken out as a
