@@ -261,16 +261,18 @@ def rest(spark, what):
 
 def job_stats(spark, group):
     """Task CPU, shuffle bytes and the time covered by the jobs of one job
-    group, from Spark's REST API (the listener bus is asynchronous: polled
-    until every job of the group has ended and two reads agree)."""
-    last = None
+    group, from Spark's REST API. The listener bus that fills the REST API's
+    store is asynchronous: read once its queues have drained (every event
+    posted by the time collect() returned has reached the store), then
+    polled while a job of the group still runs (one adaptive execution
+    cancelled, ending a moment later)."""
+    bus = spark.sparkContext._jsc.sc().listenerBus()
     for _ in range(40):
+        bus.waitUntilEmpty(30_000)
         jobs = [j for j in rest(spark, "jobs") if j.get("jobGroup") == group]
-        key = sorted((j["jobId"], j["status"], j.get("completionTime")) for j in jobs)
-        if key == last and all(j["status"] != "RUNNING" for j in jobs):
+        if all(j["status"] != "RUNNING" for j in jobs):
             break
-        last = key
-        time.sleep(0.25)
+        time.sleep(0.1)
     stage_ids = {s for j in jobs for s in j["stageIds"]}
     stages = [s for s in rest(spark, "stages?status=complete") if s["stageId"] in stage_ids]
 
@@ -331,7 +333,7 @@ class Worker:
         self.texts = SUITES[a.suite].queries()
         self.runs = 0
 
-    def run(self, query, partitions):
+    def run(self, query, partitions, gc=True):
         spark = self.spark
         spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
         self.runs += 1
@@ -349,7 +351,10 @@ class Worker:
         by_group = thread_cpu_s(threads0, threads(spark), cpu)
         plan = df._jdf.queryExecution().executedPlan().toString()
         stats = job_stats(spark, group)
-        spark.sparkContext._jvm.java.lang.System.gc()
+        if gc:
+            # Each timed query starts on a collected heap, none paying for
+            # the garbage of the one before.
+            spark.sparkContext._jvm.java.lang.System.gc()
         return {"seconds": wall, "process_cpu_s": cpu, "thread_cpu_s": by_group,
                 "driver_s": max(0.0, wall - stats["job_s"]),
                 "paths": paths(plan), "answer": canonical(rows), **stats}
@@ -360,7 +365,8 @@ class Worker:
                 cmd = json.loads(line)
                 if cmd.get("op") == "stop":
                     break
-                print(json.dumps(self.run(cmd["query"], cmd["partitions"])), file=out, flush=True)
+                print(json.dumps(self.run(cmd["query"], cmd["partitions"], cmd.get("gc", True))),
+                      file=out, flush=True)
         finally:
             self.spark.stop()
 
@@ -434,7 +440,9 @@ def run_power(a):
             if a.concurrent:
                 with bench.worker_set(a, round_, start_worker) as (_, workers):
                     for q in a.queries:
-                        for m, r in bench.ask_all(workers, query=q, partitions=partitions).items():
+                        # Side by side, the times say nothing: no collection between queries.
+                        answers = bench.ask_all(workers, query=q, partitions=partitions, gc=False)
+                        for m, r in answers.items():
                             record(a, runs, wrong, partitions, q, m, r,
                                    f"process {round_ + 1} run 1")
                 continue
