@@ -11,8 +11,8 @@ self-joined CTEs over UNION ALL and the rest are the plan shapes where a
 native node that does not stand exactly for the nodes it replaces breaks a
 query (issue 38: 14 of the 99 failed so).
 
-In CI (about 3 minutes on two cores, nearly all of it Spark's planning of
-99 queries twice): Spark 4.1's union that keeps its children's
+In CI (about 3 minutes on two cores beside the other lane, 104 s alone,
+nearly all of it Spark's planning of 99 queries twice): Spark 4.1's union that keeps its children's
 partitioning broke q14 and q23 under Sluice, and neither the generated
 queries of spark/sqldiff.py (test_7) nor Spark's SQL suites had that shape."""
 
