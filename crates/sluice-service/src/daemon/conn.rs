@@ -259,9 +259,8 @@ fn push(
             Pushed::Reply(m) => return Ok(m),
             Pushed::Spill(mut job) => {
                 let written = tokio::task::block_in_place(|| job.write());
-                let bytes = *written.as_ref().unwrap_or(&0);
-                shared.store().finish_spill(job, written)?;
-                trim::freed(bytes);
+                let freed = shared.store().finish_spill(job, written)?;
+                trim::freed(freed);
             }
         }
     }

@@ -14,7 +14,9 @@
 //! winner that never committed here is [`ErrorCode::MissingCommit`].
 //!
 //! Bytes are accounted by the store itself: `held` is the staged chunks and
-//! partition blocks in memory. A push that would take `held` over the
+//! partition blocks in memory, and the blocks it let go (a shuffle
+//! unregistered, an attempt dropped) that a read's plan or a spill's job
+//! still holds, until that holder lets them go. A push that would take `held` over the
 //! budget first spills the owner with the most bytes in memory, a reduce
 //! partition or a map attempt's staged chunks (all of its blocks in one
 //! sequential write, see `spill`), written without the store's lock
@@ -51,7 +53,14 @@ pub(crate) struct Store {
     apps: HashMap<String, App>,
     dirs: Vec<PathBuf>,
     budget: u64,
+    /// Bytes of blocks in memory: the store's, and those it let go that a
+    /// read or a spill's write still holds (`draining`).
     held: u64,
+    /// Blocks the store let go (their shuffle unregistered, their attempt
+    /// dropped) while a read's plan or a spill's job still held them: their
+    /// memory is freed when that holder lets go, and `held` counts them
+    /// until [`Store::reap`] sees it has.
+    draining: Vec<Arc<Vec<u8>>>,
     peak: u64,
     spilled: u64,
     /// Chunks staged, attempts committed and reads planned since the start.
@@ -177,6 +186,7 @@ impl Store {
             dirs,
             budget,
             held: 0,
+            draining: Vec::new(),
             peak: 0,
             spilled: 0,
             chunks: 0,
@@ -245,8 +255,46 @@ impl Store {
 
     /// Frees a shuffle's bytes; its spill files go with their last block.
     fn drop_shuffle(&mut self, s: Shuffle) {
-        self.held -= s.staged.values().map(|st| st.mem_bytes).sum::<u64>();
-        self.held -= s.parts.values().map(|p| p.mem_bytes).sum::<u64>();
+        for st in s.staged.into_values() {
+            self.let_go_staged(st);
+        }
+        for p in s.parts.into_values() {
+            self.let_go(p.blocks.into_iter().map(|b| b.at));
+        }
+    }
+
+    fn let_go_staged(&mut self, st: Staged) {
+        self.let_go(st.chunks.into_values().flat_map(|(_, x)| x).map(|x| x.at));
+    }
+
+    /// Takes blocks out of the store's count: one only the store held is
+    /// freed now; one a read or a spill's job still holds drains (counted
+    /// until it is freed).
+    fn let_go(&mut self, blocks: impl Iterator<Item = Loc>) {
+        for at in blocks {
+            if let Loc::Mem(d) = at {
+                if Arc::strong_count(&d) == 1 {
+                    self.held -= d.len() as u64;
+                } else {
+                    self.draining.push(d);
+                }
+            }
+        }
+    }
+
+    /// Frees the draining blocks whose last other holder let go; their
+    /// bytes.
+    fn reap(&mut self) -> u64 {
+        let mut freed = 0;
+        self.draining.retain(|d| {
+            let alone = Arc::strong_count(d) == 1;
+            if alone {
+                freed += d.len() as u64;
+            }
+            !alone
+        });
+        self.held -= freed;
+        freed
     }
 
     fn app(&mut self, app: &str) -> Result<&mut App, Refusal> {
@@ -325,8 +373,9 @@ impl Store {
                 format!("map {map} attempt {attempt} of shuffle {shuffle} is committed"),
             );
         }
-        let freed = s.staged.remove(&(map, attempt)).map_or(0, |st| st.mem_bytes);
-        self.held -= freed;
+        if let Some(st) = s.staged.remove(&(map, attempt)) {
+            self.let_go_staged(st);
+        }
         Ok(Message::Ok)
     }
 
@@ -400,6 +449,7 @@ impl Store {
             );
         }
         let bytes: u64 = sections.iter().map(|x| x.data.len() as u64).sum();
+        self.reap();
         if self.held + bytes > self.budget {
             return Ok(match self.begin_spill() {
                 Some(job) => Pushed::Spill(job),
@@ -463,7 +513,7 @@ impl Store {
         if !contiguous || staged_crc != acks_crc || staged_records != records {
             // A failed commit's chunks are dropped: the attempt fails and
             // its retry pushes again.
-            self.held -= st.mem_bytes;
+            self.let_go_staged(st);
             return refuse(
                 ErrorCode::CommitMismatch,
                 format!(
@@ -538,7 +588,8 @@ impl Store {
         Ok(plan)
     }
 
-    pub(crate) fn stats(&self) -> DaemonStats {
+    pub(crate) fn stats(&mut self) -> DaemonStats {
+        self.reap();
         DaemonStats {
             held_bytes: self.held,
             peak_bytes: self.peak,

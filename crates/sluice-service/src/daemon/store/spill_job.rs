@@ -148,20 +148,29 @@ impl Store {
     /// Takes a written job back: the owner, if it is still there, gets its
     /// appender back and its blocks that are still the ones written move
     /// to disk. A failed write (a full disk) swaps nothing and is the
-    /// push's refusal.
+    /// push's refusal. Blocks the store let go during the write (their
+    /// shuffle or attempt dropped) are freed with the job. The bytes freed.
     pub(crate) fn finish_spill(
         &mut self,
         job: SpillJob,
         written: Result<u64, Refusal>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<u64, Refusal> {
+        let swapped = self.swap_written(job, written.is_ok());
+        let drained = self.reap();
+        written.map(|_| swapped + drained)
+    }
+
+    /// Moves to disk the job's blocks that are still the ones written,
+    /// when the write went well (`ok`); the bytes that moved. The job goes
+    /// with it.
+    fn swap_written(&mut self, job: SpillJob, ok: bool) -> u64 {
         let SpillJob { app, shuffle, generation, owner, blocks, locs, appender, .. } = job;
         let s = self
             .apps
             .get_mut(&app)
             .and_then(|a| a.shuffles.get_mut(&shuffle))
             .filter(|s| s.generation == generation);
-        let Some(s) = s else { return written.map(|_| ()) };
-        let ok = written.is_ok();
+        let Some(s) = s else { return 0 };
         let mut freed = 0u64;
         // A block is swapped if it is still the one written and nothing but
         // its owner and this job holds it: one a read took meanwhile stays
@@ -205,7 +214,7 @@ impl Store {
         }
         self.held -= freed;
         self.spilled += freed;
-        written.map(|_| ())
+        freed
     }
 }
 
@@ -353,6 +362,35 @@ mod tests {
     }
 
     #[test]
+    fn blocks_a_read_holds_stay_counted_after_their_shuffle_is_unregistered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 3000);
+        acked(push(&mut s, 0, 0, 1000));
+        commit(&mut s, 0);
+        acked(push(&mut s, 1, 1, 1500));
+        commit(&mut s, 1);
+        // A read of partition 0 has streamed nothing yet when the shuffle
+        // is unregistered: its block is still in memory and counted, so a
+        // push of the shuffle registered anew that would take the daemon
+        // over its budget with it waits (nothing of the store's to spill).
+        let plan = s.read_plan(APP, 0, 1, 0, 1, &[Winner { map: 0, attempt: 1 }]).expect("plan");
+        s.unregister(APP, 0).expect("unregister");
+        assert_eq!(s.stats().held_bytes, 1000, "the read's block is still in memory");
+        s.register(APP, 0, 1, 2).expect("register");
+        let slow = push(&mut s, 2, 0, 2500);
+        assert!(matches!(slow, Pushed::Reply(Message::SlowDown { .. })), "{slow:?}");
+        let data: Vec<Vec<u8>> =
+            plan.iter().map(|b| b.at.fetch().expect("fetch").to_vec()).collect();
+        assert_eq!(data, vec![bytes(0, 1000)]);
+        // The read over, its block is freed and uncounted.
+        drop(plan);
+        assert_eq!(s.stats().held_bytes, 0);
+        acked(push(&mut s, 2, 0, 2500));
+        assert_eq!((s.held, s.peak), (2500, 2500));
+        assert!(s.draining.is_empty());
+    }
+
+    #[test]
     fn a_dropped_attempt_frees_what_it_staged_even_while_it_is_spilled() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut s = store(dir.path(), 3000);
@@ -388,7 +426,7 @@ mod tests {
         commit(&mut s, 0);
         let mut j = job(push(&mut s, 1, 0, 800));
         s.unregister(APP, 0).expect("unregister");
-        assert_eq!(s.held, 0);
+        assert_eq!(s.held, 800, "the write still holds the block");
         let w = j.write();
         assert_eq!(w, Ok(800));
         s.finish_spill(j, w).expect("finish");
