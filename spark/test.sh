@@ -43,8 +43,12 @@ esac
 # the benchmarks, which never set this. A JVM so started reserves a code
 # cache of 48 MiB, not tiered compilation's 240 MiB, and one session running
 # the 99 TPC-DS queries filled it ("Out of space in CodeCache for adapters",
-# test_6, once in CI): the tests ask for the tiered size.
-export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:+$JAVA_TOOL_OPTIONS }-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+# test_6, once in CI): the tests ask for the tiered size. They collect with
+# the serial collector: G1's concurrent threads are CPU that two cores shared
+# by two lanes do not have to spare, on heaps of a few GiB at most (test_6
+# alone, two runs of each: 101-103 s and 177 s of CPU against 115-119 s and
+# 211 s under G1).
+export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:+$JAVA_TOOL_OPTIONS }-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 
 stage() { echo "== $1 (at ${SECONDS} s)"; }
 stage "spark/build.sh"
