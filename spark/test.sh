@@ -45,9 +45,10 @@ esac
 # the 99 TPC-DS queries filled it ("Out of space in CodeCache for adapters",
 # test_6, once in CI): the tests ask for the tiered size. They collect with
 # the serial collector: G1's concurrent threads are CPU that two cores shared
-# by two lanes do not have to spare, on heaps of a few GiB at most (test_6
-# alone, two runs of each: 101-103 s and 177 s of CPU against 115-119 s and
-# 211 s under G1).
+# by two lanes do not have to spare, on heaps of a few GiB at most (alone,
+# two runs of each: test_6 101-103 s and 177 s of CPU against 115-119 s and
+# 211 s under G1; test_7's first test 69-70 s and 123-124 s against 73 s and
+# 132 s).
 export JAVA_TOOL_OPTIONS="${JAVA_TOOL_OPTIONS:+$JAVA_TOOL_OPTIONS }-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 
 stage() { echo "== $1 (at ${SECONDS} s)"; }

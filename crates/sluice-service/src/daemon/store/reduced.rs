@@ -43,6 +43,7 @@ impl Store {
 
     /// Takes an operator's floor, `bytes`, whatever the budget has left.
     pub(crate) fn hold_reduce_floor(&mut self, bytes: u64) {
+        self.reap();
         self.held += bytes;
         self.peak = self.peak.max(self.held);
     }
@@ -51,6 +52,7 @@ impl Store {
     /// `granted` beyond its floor already: what the budget has left, within
     /// the read's and all reads' shares. Counted as held until released.
     pub(crate) fn reserve_reduce(&mut self, want: u64, granted: u64) -> u64 {
+        self.reap();
         let got = want
             .min(self.budget.saturating_sub(self.held))
             .min((self.budget / REDUCE_READ_SHARE).saturating_sub(granted))
