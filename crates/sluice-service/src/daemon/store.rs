@@ -16,12 +16,12 @@
 //! Bytes are accounted by the store itself: `held` is the staged chunks and
 //! partition blocks in memory, and the blocks it let go (a shuffle
 //! unregistered, an attempt dropped) that a read's plan or a spill's job
-//! still holds, until that holder lets them go. A push that would take `held` over the
-//! budget first spills the owner with the most bytes in memory, a reduce
-//! partition or a map attempt's staged chunks (all of its blocks in one
-//! sequential write, see `spill`), written without the store's lock
-//! (`spill_job`); staged chunks spill too, so map tasks that push more
-//! than the budget before they commit never wait on each other. Only when
+//! still holds, until that holder lets them go. A push that would take
+//! `held` over the budget first spills the owner with the most bytes in
+//! memory, a reduce partition or a map attempt's staged chunks (all of its
+//! blocks in one sequential write, see `spill`), written without the
+//! store's lock (`spill_job`); staged chunks spill too, so map tasks that
+//! push more than the budget before they commit never wait on each other. Only when
 //! nothing in memory can go (every owner spilling already, or an
 //! impossible push larger than the budget) does a push get
 //! [`Message::SlowDown`]. A failed spill (a full disk) refuses the push
