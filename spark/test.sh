@@ -22,9 +22,8 @@
 # spark/.venv-spark-LINE; executors that come and go in
 # standalone clusters on loopback: the external shuffle service under dynamic
 # allocation, decommissioning, a kill mid-commit, speculative SQL map tasks;
-# a 512 MiB SQL row in an 8 GiB driver) and Spark SQL's
-# join, set-operation, subquery, exchange, planner and adaptive execution
-# suites and SQLQueryTestSuite's PostgreSQL ports with Sluice's SQL rules on
+# a 512 MiB SQL row in an 8 GiB driver) and Spark SQL's adaptive execution
+# suite and SQLQueryTestSuite's PostgreSQL ports with Sluice's SQL rules on
 # (spark/suites/run.sh --extended).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -4,19 +4,20 @@
 # SortShuffleSuite runs it with "sort"), ShuffleDependencySuite, HostLocalShuffleReadingSuite
 # and Spark SQL's AdaptiveQueryExecSuite, with Sluice as the shuffle manager; and Spark SQL's
 # suites of the plan shapes Sluice's SQL rules rewrite, with the rules on as well (after each, a
-# check that the rules planned native nodes in it): DataFrameAggregateSuite,
-# DataFrameWindowFunctionsSuite, SQLWindowFunctionSuite and SQLQueryTestSuite (the golden files
-# of aggregates and windows, SluiceSQLQueryTestSuite.FILES) by default (CI), JoinSuite,
-# DataFrameSetOperationsSuite, SubquerySuite, ExchangeSuite, PlannerSuite and
-# RulesAdaptiveQueryExecSuite (AdaptiveQueryExecSuite again, with the rules on) with --extended or
-# when named (outside CI for time). Tests on the one exclusion list (Exclusions.java) are left
-# out, each with its reason printed.
+# check that the rules planned native nodes in it, or for ExchangeSuite, whose plans hold no
+# shape they take, that Sluice's row path carried its rows): DataFrameAggregateSuite,
+# DataFrameWindowFunctionsSuite, SQLWindowFunctionSuite, JoinSuite, DataFrameSetOperationsSuite,
+# SubquerySuite, ExchangeSuite, PlannerSuite and SQLQueryTestSuite (the golden files of
+# aggregates and windows, SluiceSQLQueryTestSuite.FILES) by default (CI), and
+# RulesAdaptiveQueryExecSuite (AdaptiveQueryExecSuite again, with the rules on) with --extended
+# or when named (outside CI for time). Tests on the one exclusion list (Exclusions.java) are
+# left out, each with its reason printed.
 #
 #   bash spark/suites/run.sh [--control] [--extended] [--line L] [--prepare] [-z TEST_NAME_PART ...] [SUITE ...]
 #
 # --prepare installs what the suites need (the venv and its pyspark, Spark's test jars, the golden
 # files) and runs nothing (spark/lines.sh, before a line's tests run in two lanes at once).
-# --extended runs the six SQL suites named only on request after the eight CI runs (what
+# --extended runs RulesAdaptiveQueryExecSuite after the thirteen CI runs (what
 # `bash spark/test.sh --extended` runs), SQLQueryTestSuite's PostgreSQL ports and every
 # configuration the files name (CI leaves out CODEGEN_ONLY and two broadcast-join settings; see
 # SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves out of CI.
@@ -27,16 +28,16 @@
 # jar (spark/build.sh --line L); the default is the 4.1 line (Spark 4.1.1).
 # MapStatusEndToEndSuite (Spark 4.1's row checksums; run when named) runs on 4.1 and 4.2.
 # SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, ...: the names above);
-# the default is the eight CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
+# the default is the thirteen CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
 # spark/test.sh); the Sluice jar from spark/build.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 
 ci_suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite
-  DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite SQLQueryTestSuite)
-extended_suites=(JoinSuite DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite
-  RulesAdaptiveQueryExecSuite)
+  DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite JoinSuite
+  DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite SQLQueryTestSuite)
+extended_suites=(RulesAdaptiveQueryExecSuite)
 control=0
 line=""
 prepare=0
@@ -50,7 +51,7 @@ while [ $# -gt 0 ]; do
     -z) only+=(-z "$2"); shift ;;
     --line) line="$2"; shift ;;
     --prepare) prepare=1 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
   shift

@@ -61,6 +61,17 @@ public final class SuiteChecks {
     }
   }
 
+  /**
+   * Checks, after one of Spark SQL's suites whose plans hold no shape the rules take (so {@link
+   * #checkRulesFired} cannot apply), that Sluice's SQL row path wrote some of the suite's rows
+   * without the serializer.
+   */
+  public static void checkRowPath(String suite, long rowsDirectBefore) {
+    if (dev.sluice.spark.metrics.SluiceMetrics.sqlRowsDirect() <= rowsDirectBefore) {
+      throw new IllegalStateException(suite + " ran, but Sluice's SQL row path wrote no row");
+    }
+  }
+
   /** Fails unless this JVM's Spark defaults select Sluice. */
   public static void requireSystemManager() {
     String set = System.getProperty(MANAGER_KEY);
