@@ -137,8 +137,10 @@ def service_conf(ds, key, app="sluice-test"):
         "spark.sluice.service.appSecret": key,
         "spark.sql.shuffle.partitions": "8",
         # The tests' map outputs are kilobytes: every one pushed, except where a
-        # test asks for the default (small outputs stay on their executors).
+        # test asks for the defaults (small outputs, and the outputs of small
+        # shuffles, stay on their executors).
         "spark.sluice.service.minPushBytes": "0",
+        "spark.sluice.service.minShuffleBytes": "0",
     }
 
 
@@ -282,7 +284,9 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     # reduce-side locality on, local mode would never launch the first half
     # (it offers its cores again only when a task ends). The driver turns it
     # off; a timer cancels the job if it hangs. A shuffle of kilobytes only
-    # never reaches a daemon.
+    # never reaches a daemon. Then, under the default service.minShuffleBytes
+    # (256 MiB), the first job again: its 2.5 MB output puts the shuffle of
+    # four maps at about 10 MB, so it stays on the executor too.
     ds, key = daemons
     conf = service_conf(ds, key)
     del conf["spark.sluice.service.minPushBytes"]
@@ -318,15 +322,23 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
         c1 = counts()
         got_tiny = tiny(s)
         c2 = counts()
+        # The executor of local mode reads the driver's settings at each task.
+        s.sparkContext._jvm.org.apache.spark.SparkEnv.get().conf().remove(
+            "spark.sluice.service.minShuffleBytes")
+        got_sized = skewed(s)
+        c3 = counts()
     finally:
         timer.cancel()
         s.stop()
     assert (got_skewed, got_tiny) == want
+    assert got_sized == want[0]
     assert all(n > 0 for n, _, _ in got_skewed), got_skewed
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c0, c1))
     assert (pushed, small, fallbacks) == (1, 3, 0), (pushed, small, fallbacks)
     assert reads > 0, "no reduce task read the pushed output from the daemons"
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c1, c2))
+    assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
+    pushed, small, reads, fallbacks = (b - a for a, b in zip(c2, c3))
     assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
 
 

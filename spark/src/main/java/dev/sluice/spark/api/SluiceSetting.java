@@ -245,6 +245,21 @@ public enum SluiceSetting {
           + " commit at every daemon for less than one push chunk. A shuffle whose outputs are all"
           + " small never reaches the daemons; an executor lost takes its small outputs with it"
           + " (Spark reruns those map tasks). 0 pushes every output."),
+  SERVICE_MIN_SHUFFLE_BYTES(
+      "service.minShuffleBytes",
+      Type.BYTES,
+      "256m",
+      0,
+      1L << 50,
+      "bytes",
+      Scope.TASK,
+      "In service mode, a map output stays on the executor that wrote it, as under"
+          + " service.minPushBytes, when its bytes times its shuffle's number of map tasks (the"
+          + " shuffle's size as this output estimates it) are fewer: a shuffle this small costs"
+          + " more through the daemons (a second write, a push, the daemons' checks on the same"
+          + " cores) than its map tasks cost to rerun, and its segments stay in the page cache."
+          + " Outputs whose spills were already pushed while mapping are pushed whole. 0 sizes"
+          + " no shuffle."),
   SERVICE_PUSH_WHILE_MAPPING_BYTES(
       "service.pushWhileMappingBytes",
       Type.BYTES,

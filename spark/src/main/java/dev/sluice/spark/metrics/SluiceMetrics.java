@@ -29,7 +29,7 @@ public final class SluiceMetrics {
   public static final AtomicLong SERVICE_MAP_OUTPUTS = new AtomicLong();
   /** Map attempts of service shuffles whose output stayed on the executor (a push failed). */
   public static final AtomicLong SERVICE_FALLBACKS = new AtomicLong();
-  /** Map attempts of service shuffles kept on the executor as under service.minPushBytes. */
+  /** Map attempts of service shuffles kept on the executor as small (ServiceConf.keepReason). */
   public static final AtomicLong SERVICE_SMALL_KEPT = new AtomicLong();
   /** Reduce-side reads served by the service's daemons (one per daemon a task read from). */
   public static final AtomicLong SERVICE_READS = new AtomicLong();
@@ -93,8 +93,9 @@ public final class SluiceMetrics {
   }
 
   /**
-   * Map attempts of service shuffles whose output stayed on their executor because it was smaller
-   * than {@code spark.sluice.service.minPushBytes}.
+   * Map attempts of service shuffles whose output stayed on their executor because it, or the
+   * shuffle it estimates, was smaller than {@code spark.sluice.service.minPushBytes} or {@code
+   * spark.sluice.service.minShuffleBytes}.
    */
   public static long serviceSmallKept() {
     return SERVICE_SMALL_KEPT.get();

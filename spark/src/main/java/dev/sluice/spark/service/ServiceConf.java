@@ -27,6 +27,12 @@ public final class ServiceConf implements Serializable {
   public final long minPushBytes;
 
   /**
+   * A map output whose bytes times its shuffle's map count are fewer stays on its executor
+   * ({@code service.minShuffleBytes}); see {@link #keepReason}.
+   */
+  public final long minShuffleBytes;
+
+  /**
    * Bytes a map task hands over between the spills it pushes while it maps ({@code
    * service.pushWhileMappingBytes}); 0: only the spills Spark asks for.
    */
@@ -44,12 +50,14 @@ public final class ServiceConf implements Serializable {
       String app,
       String key,
       long minPushBytes,
+      long minShuffleBytes,
       long pushWhileMappingBytes,
       String reduceAtDaemon) {
     this.daemons = daemons;
     this.app = app;
     this.key = key;
     this.minPushBytes = minPushBytes;
+    this.minShuffleBytes = minShuffleBytes;
     this.pushWhileMappingBytes = pushWhileMappingBytes;
     this.reduceAtDaemon = reduceAtDaemon;
   }
@@ -92,8 +100,46 @@ public final class ServiceConf implements Serializable {
         app,
         key,
         SluiceSetting.SERVICE_MIN_PUSH_BYTES.bytes(conf),
+        SluiceSetting.SERVICE_MIN_SHUFFLE_BYTES.bytes(conf),
         SluiceSetting.SERVICE_PUSH_WHILE_MAPPING_BYTES.bytes(conf),
         SluiceSetting.SERVICE_REDUCE_AT_DAEMON.choice(conf));
+  }
+
+  /**
+   * The shuffle's size as one map output of {@code bytes} estimates it, one of {@code maps}:
+   * {@code bytes * maps} (at least one map: the output's own), saturating at {@code
+   * Long.MAX_VALUE}.
+   */
+  public static long shuffleEstimate(long bytes, int maps) {
+    int m = Math.max(maps, 1);
+    return bytes > Long.MAX_VALUE / m ? Long.MAX_VALUE : bytes * m;
+  }
+
+  /**
+   * Why a map output of {@code bytes}, one of {@code maps} of its shuffle, stays on its executor
+   * instead of being pushed, or null when it is pushed: fewer bytes than {@link #minPushBytes}
+   * (its push would cost a round trip and a commit at every daemon for less than one chunk), or a
+   * shuffle estimated at fewer than {@link #minShuffleBytes} ({@link #shuffleEstimate}; the map
+   * tasks of a shuffle this small cost less to rerun than the daemons cost it: a second write,
+   * a push and their checks on the cores the tasks use, measured at 0.73-0.88x of embedded on
+   * TPC-H sf 1's shuffles of 15-90 MB, docs/benchmarks.md).
+   */
+  public String keepReason(long bytes, int maps) {
+    if (bytes < minPushBytes) {
+      return bytes + " bytes, under service.minPushBytes (" + minPushBytes + ")";
+    }
+    long shuffle = shuffleEstimate(bytes, maps);
+    if (shuffle < minShuffleBytes) {
+      return bytes
+          + " bytes of "
+          + maps
+          + " map outputs, a shuffle of about "
+          + shuffle
+          + " bytes, under service.minShuffleBytes ("
+          + minShuffleBytes
+          + ")";
+    }
+    return null;
   }
 
   /**

@@ -20,11 +20,13 @@ import org.slf4j.LoggerFactory;
  * through the same native push (its chunks continue that sequence) and each partition's segment
  * from the bytes its spills already sent.
  *
- * <p>An output smaller than {@link ServiceConf#minPushBytes} is not pushed: it stays on the
- * executor like a failed push's (below), without marking any daemon down, and is counted in {@code
- * serviceSmallKept}. Its push would cost a round trip per daemon and a commit at each, which a few
- * kilobytes do not repay, and a shuffle whose outputs are all small is then read as an embedded
- * one (no reduce task reads from a daemon).
+ * <p>An output smaller than {@link ServiceConf#minPushBytes}, or of a shuffle it estimates smaller
+ * than {@link ServiceConf#minShuffleBytes} ({@link ServiceConf#keepReason}), is not pushed: it
+ * stays on the executor like a failed push's (below), without marking any daemon down, and is
+ * counted in {@code serviceSmallKept}. A shuffle whose outputs are all kept is read as an embedded
+ * one (no reduce task reads from a daemon). An output whose spills were pushed while it mapped
+ * ({@code early}) is pushed whole: its first parts are at the daemons already, and its map task
+ * pushed early only once its bytes so far put the shuffle over the size.
  *
  * <p>A push that fails (a daemon gone, refusing, or out of disk) abandons the attempt's pushes and
  * keeps its output on the executor that wrote it: the map status then names that executor, reduce
@@ -54,6 +56,7 @@ public final class ServicePush {
       int shuffle,
       Assignment assignment,
       int mapIndex,
+      int maps,
       long attempt,
       File data,
       long[] lengths,
@@ -62,15 +65,15 @@ public final class ServicePush {
     for (long l : lengths) {
       bytes += l;
     }
-    if (bytes < conf.minPushBytes) {
+    String small = early == null ? conf.keepReason(bytes, maps) : null;
+    if (small != null) {
       SluiceMetrics.SERVICE_SMALL_KEPT.incrementAndGet();
       LOG.debug(
-          "Sluice: map {} (attempt {}) of shuffle {} stays on this executor: {} bytes, under {}",
+          "Sluice: map {} (attempt {}) of shuffle {} stays on this executor: {}",
           mapIndex,
           attempt,
           shuffle,
-          bytes,
-          conf.minPushBytes);
+          small);
       return false;
     }
     Daemons daemons = Daemons.of(conf);

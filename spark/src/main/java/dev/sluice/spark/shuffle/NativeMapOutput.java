@@ -46,12 +46,14 @@ import org.apache.spark.storage.BlockManagerId;
  * (the writer is pulling its next row), never during one. A request from any other thread gets
  * nothing.
  *
- * <p>In service mode the spills are pushed to the daemons while the map runs ({@link
- * EarlyPush}), and a shuffle the engine does not combine at the map side (every one but an
- * offloaded operator's) spills every {@code service.pushWhileMappingBytes} handed over for that
- * alone, at most {@link #FORCED_SPILLS_MAX} times, so that a large output crosses the network
- * while it is still being mapped instead of after; the commit pushes the rest. Such spills count
- * in Spark's spill metrics as any other: they are written to disk.
+ * <p>In service mode the spills are pushed to the daemons while the map runs ({@link EarlyPush})
+ * when the output's bytes by its first spill would be pushed at commit ({@link
+ * ServiceConf#keepReason}: not under the sizes below which an output stays on its executor), and a
+ * shuffle the engine does not combine at the map side (every one but an offloaded operator's)
+ * spills every {@code service.pushWhileMappingBytes} handed over for that alone, at most {@link
+ * #FORCED_SPILLS_MAX} times, so that a large output crosses the network while it is still being
+ * mapped instead of after; the commit pushes the rest. Such spills count in Spark's spill metrics
+ * as any other: they are written to disk.
  */
 public final class NativeMapOutput extends MemoryConsumer {
   /** Bytes of the two lengths in front of each record. */
@@ -117,10 +119,20 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** Spills made to push early so far. */
   private int forcedSpills;
 
+  /** Whether the output has spilled, pushed early or not. */
+  private boolean spilled;
+
+  /** The shuffle's map tasks, for the size of the shuffle this output estimates. */
+  private final int maps;
+
+  /** Bytes handed over to the engine so far (records, before compression). */
+  private long handedOver;
+
   NativeMapOutput(
       int engineShuffle,
       int shuffleId,
       long mapId,
+      int maps,
       int partitions,
       boolean hostKeys,
       TaskContext context,
@@ -136,6 +148,7 @@ public final class NativeMapOutput extends MemoryConsumer {
         SluiceConf.nativeMemoryMode());
     this.shuffleId = shuffleId;
     this.mapId = mapId;
+    this.maps = maps;
     this.metrics = metrics;
     this.settings = settings;
     this.resolver = resolver;
@@ -248,6 +261,7 @@ public final class NativeMapOutput extends MemoryConsumer {
       throw spillFailure;
     }
     held += got;
+    handedOver += bytes;
     try {
       SluiceNative.mapProduce(task, b, bytes, count);
     } catch (SluiceException e) {
@@ -267,7 +281,8 @@ public final class NativeMapOutput extends MemoryConsumer {
 
   /**
    * Whether a forced spill would be pushed: fewer than {@link #FORCED_SPILLS_MAX} so far, no early
-   * push failed, and no owner of the shuffle failed lately in this JVM.
+   * push failed, and, before the first, no spill yet, the output so far large enough to be pushed
+   * ({@link #pushable}) and no owner of the shuffle failed lately in this JVM.
    */
   private boolean pushesEarly() {
     if (forcedSpills >= FORCED_SPILLS_MAX) {
@@ -275,7 +290,17 @@ public final class NativeMapOutput extends MemoryConsumer {
     }
     return early != null
         ? early.live()
-        : Daemons.of(serviceConf).downReason(service) == null;
+        : !spilled && pushable() && Daemons.of(serviceConf).downReason(service) == null;
+  }
+
+  /**
+   * Whether the bytes handed over so far would be pushed at commit ({@link
+   * ServiceConf#keepReason}): a shuffle's early pushes start only then. They start with the
+   * output's first spill or not at all: the commit pushes each partition's segment on from the
+   * bytes its spills sent, which must be the segment's start.
+   */
+  private boolean pushable() {
+    return serviceConf.keepReason(handedOver, maps) == null;
   }
 
   /**
@@ -310,13 +335,16 @@ public final class NativeMapOutput extends MemoryConsumer {
       bytes += s;
     }
     if (serviceConf != null) {
-      if (early == null) {
+      if (early == null && !spilled && pushable()) {
         early =
             EarlyPush.of(
                 serviceConf, shuffleId, service, context.partitionId(), mapId, segments.length);
       }
-      early.submit(f, segments);
+      if (early != null) {
+        early.submit(f, segments);
+      }
     }
+    spilled = true;
     metrics.incWriteTime(System.nanoTime() - t0);
     SluiceMetrics.MAP_SPILLS.incrementAndGet();
     SluiceMetrics.SPILL_BYTES.addAndGet(bytes);
@@ -393,6 +421,7 @@ public final class NativeMapOutput extends MemoryConsumer {
             shuffleId,
             service,
             context.partitionId(),
+            maps,
             mapId,
             dataFile,
             lengths,

@@ -69,6 +69,7 @@ public abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             engineShuffle,
             handle.shuffleId(),
             mapId,
+            handle.numMaps(),
             handle.dependency().partitioner().numPartitions(),
             hostKeys,
             context,

@@ -2,6 +2,7 @@ package dev.sluice.spark.service;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -11,9 +12,18 @@ import dev.sluice.spark.jni.SpillStrategy;
 import org.apache.spark.SparkConf;
 import org.junit.jupiter.api.Test;
 
-/** Which shuffles the daemons reduce, per {@code service.reduceAtDaemon}. */
+/**
+ * Which shuffles the daemons reduce, per {@code service.reduceAtDaemon}; which map outputs they
+ * take, per {@code service.minPushBytes} and {@code service.minShuffleBytes}.
+ */
 class ServiceConfTest {
+  private static final long MIB = 1L << 20;
+
   private static ServiceConf conf(String reduceAtDaemon) {
+    return ServiceConf.of(settings(reduceAtDaemon));
+  }
+
+  private static SparkConf settings(String reduceAtDaemon) {
     SparkConf c =
         new SparkConf(false)
             .set("spark.sluice.mode", "service")
@@ -23,7 +33,7 @@ class ServiceConfTest {
     if (reduceAtDaemon != null) {
       c.set("spark.sluice.service.reduceAtDaemon", reduceAtDaemon);
     }
-    return ServiceConf.of(c);
+    return c;
   }
 
   private static final EngineOp SUM =
@@ -56,5 +66,32 @@ class ServiceConfTest {
     IllegalArgumentException e =
         assertThrows(IllegalArgumentException.class, () -> conf("sometimes"));
     assertTrue(e.getMessage().contains("service.reduceAtDaemon"), e.getMessage());
+  }
+
+  @Test
+  void outputsOfSmallShufflesStayOnTheirExecutors() {
+    ServiceConf d = conf(null);
+    assertEquals(MIB, d.minPushBytes, "the default");
+    assertEquals(256 * MIB, d.minShuffleBytes, "the default");
+    String four = d.keepReason(20 * MIB, 4);
+    assertTrue(four != null && four.contains("service.minShuffleBytes"), four);
+    assertTrue(four.contains("about " + 80 * MIB + " bytes"), four);
+    assertNull(d.keepReason(20 * MIB, 13), "260 MiB estimated: pushed");
+    assertNull(d.keepReason(256 * MIB, 1), "one map of the whole size: pushed");
+    String tiny = d.keepReason(MIB - 1, 100_000);
+    assertTrue(tiny != null && tiny.contains("service.minPushBytes"), tiny);
+    ServiceConf all =
+        ServiceConf.of(
+            settings(null)
+                .set("spark.sluice.service.minPushBytes", "0")
+                .set("spark.sluice.service.minShuffleBytes", "0"));
+    assertNull(all.keepReason(0, 1), "0 and 0 push every output");
+  }
+
+  @Test
+  void theEstimateSaturates() {
+    assertEquals(Long.MAX_VALUE, ServiceConf.shuffleEstimate(Long.MAX_VALUE / 2, 3));
+    assertEquals(6 * MIB, ServiceConf.shuffleEstimate(2 * MIB, 3));
+    assertEquals(2 * MIB, ServiceConf.shuffleEstimate(2 * MIB, 0), "at least its own output");
   }
 }
