@@ -274,6 +274,26 @@ def test_every_kind_of_shuffle_through_the_daemons(daemons, kinds_by_sort, tmp_p
         assert all(merged.values()), ("true left a merge to the tasks", merged)
 
 
+def exchange_blocks_read(df):
+    """The blocks the reduce tasks of `df`'s one shuffle query stage fetched
+    (its exchange's read metrics), after `df` ran."""
+    node = df._jdf.queryExecution().executedPlan().executedPlan()
+    todo, blocks = [node], []
+    while todo:
+        n = todo.pop()
+        if "ResultQueryStage" in n.nodeName():
+            todo.append(n.plan())
+        elif "ShuffleQueryStage" in n.nodeName():
+            m = n.shuffle().metrics()
+            blocks.append(m.apply("localBlocksFetched").value()
+                          + m.apply("remoteBlocksFetched").value())
+        else:
+            ch = n.children()
+            todo += [ch.apply(i) for i in range(ch.size())]
+    assert len(blocks) == 1, blocks
+    return blocks[0]
+
+
 def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     # With the default service.minPushBytes (1 MiB), one map task of four
     # writes megabytes, to reduce partitions 0-2, and is pushed; the other
@@ -286,7 +306,8 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     # off; a timer cancels the job if it hangs. A shuffle of kilobytes only
     # never reaches a daemon. Then, under the default service.minShuffleBytes
     # (256 MiB), the first job again: its 2.5 MB output puts the shuffle of
-    # four maps at about 10 MB, so it stays on the executor too.
+    # four maps at about 10 MB, so it stays on the executor too; and SQL rows
+    # through a coalesced read of outputs all kept.
     ds, key = daemons
     conf = service_conf(ds, key)
     del conf["spark.sluice.service.minPushBytes"]
@@ -305,9 +326,18 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
         rdd = spark.sparkContext.parallelize(range(2000), 4).map(lambda x: (x % 13, x))
         return sorted(rdd.partitionBy(5).mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
 
+    def rows(spark):
+        # SQL rows of a repartition that adaptive execution coalesces into
+        # one read: the kept outputs' contiguous partitions fetched as one,
+        # one block per map output (eight, one per partition, without).
+        df = spark.range(0, 200000, 1, 4).selectExpr("id % 1000 AS k", "id AS v").repartition("k")
+        df = df.groupBy("k").agg({"v": "sum", "*": "count"})
+        answer = sorted(tuple(r) for r in df.collect())
+        return answer, exchange_blocks_read(df)
+
     ref = session("local[2]", "sort", tmp_path / "sort")
     try:
-        want = skewed(ref), tiny(ref)
+        want = skewed(ref), tiny(ref), rows(ref)
     finally:
         ref.stop()
     s = session("local[2]", SLUICE, tmp_path / "service", extra=conf)
@@ -325,13 +355,15 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
         # The executor of local mode reads the driver's settings at each task.
         s.sparkContext._jvm.org.apache.spark.SparkEnv.get().conf().remove(
             "spark.sluice.service.minShuffleBytes")
-        got_sized = skewed(s)
+        got_sized = skewed(s), rows(s)
         c3 = counts()
     finally:
         timer.cancel()
         s.stop()
-    assert (got_skewed, got_tiny) == want
-    assert got_sized == want[0]
+    assert (got_skewed, got_tiny) == want[:2]
+    assert got_sized[0] == want[0]
+    assert got_sized[1][0] == want[2][0]
+    assert (want[2][1], got_sized[1][1]) == (4, 4), "the coalesced read was not fetched in batches"
     assert all(n > 0 for n, _, _ in got_skewed), got_skewed
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c0, c1))
     assert (pushed, small, fallbacks) == (1, 3, 0), (pushed, small, fallbacks)
@@ -339,7 +371,7 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c1, c2))
     assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c2, c3))
-    assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
+    assert (pushed, small, reads, fallbacks) == (0, 8, 0, 0), (pushed, small, reads, fallbacks)
 
 
 def test_a_shuffle_spark_cleans_up_is_deleted_at_the_daemons(own_daemons, tmp_path):

@@ -288,8 +288,8 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
                       h.shuffleId(), startMapIndex, endMapIndex, startPartition, endPartition),
               context,
               metrics,
-              !h.service()
-                  && SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
+              // A service shuffle batches only the outputs kept on executors.
+              SortShuffleManager.canUseBatchFetch(startPartition, endPartition, context));
       return h.service() ? rows.service(startPartition, endPartition) : rows;
     }
     if (h.service()) {

@@ -140,12 +140,13 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
     Serializer serializer = handle.dependency().serializer();
     SluiceSerializerManager segments =
         new SluiceSerializerManager(env.serializer(), conf, null, metrics);
+    boolean batch = batchFetch(conf, serializer);
     scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams =
         handle.service()
             ? ServiceReads.streams(
-                handle, blocks, startPartition, endPartition, context, metrics, segments, null)
-            : SegmentFetch.of(
-                context, blocks, segments, metrics, batchFetch(conf, serializer));
+                handle, blocks, startPartition, endPartition, context, metrics, segments, null,
+                batch)
+            : SegmentFetch.of(context, blocks, segments, metrics, batch);
     Rows rows = new Rows(streams, segments, numFields(serializer));
     return new InterruptibleIterator<>(context, (scala.collection.Iterator) rows);
   }

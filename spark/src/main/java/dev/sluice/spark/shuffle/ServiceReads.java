@@ -61,6 +61,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
    * the daemons, one stream per daemon, closed with the task; with {@code reduce} (the shuffle's
    * native reduce operator) where {@code service.reduceAtDaemon} chooses it ({@link
    * ServiceConf#reducesAtDaemon}), the daemons run it over each partition before they stream it.
+   * {@code batch}: whether the kept outputs' contiguous partitions are fetched as one, as an
+   * embedded read of the same shuffle would fetch them.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
   static scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams(
@@ -71,7 +73,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
       TaskContext context,
       ShuffleReadMetricsReporter metrics,
       SluiceSerializerManager segments,
-      EngineOp reduce) {
+      EngineOp reduce,
+      boolean batch) {
     List<Tuple2<BlockManagerId, scala.collection.Seq>> atService = new ArrayList<>();
     List<Tuple2<BlockManagerId, scala.collection.Seq>> kept = new ArrayList<>();
     while (blocks.hasNext()) {
@@ -97,7 +100,7 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
       return s;
     }
     return SegmentFetch.chain(
-        SegmentFetch.of(context, SegmentFetch.over((List) kept), segments, metrics, false), s);
+        SegmentFetch.of(context, SegmentFetch.over((List) kept), segments, metrics, batch), s);
   }
 
   /**
@@ -124,7 +127,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
         context,
         metrics,
         new SluiceSerializerManager(env.serializer(), env.conf(), operator, metrics),
-        operator != null ? handle.engineOp() : null);
+        operator != null ? handle.engineOp() : null,
+        false);
   }
 
   /**
