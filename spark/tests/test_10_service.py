@@ -303,8 +303,10 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     # the second half and the service's (no executor's) for the first: with
     # reduce-side locality on, local mode would never launch the first half
     # (it offers its cores again only when a task ends). The driver turns it
-    # off; a timer cancels the job if it hangs. A shuffle of kilobytes only
-    # never reaches a daemon. Then, under the default service.minShuffleBytes
+    # off once the pushed map task's accumulator update reaches it, before
+    # its map status; a timer cancels the job if it hangs. A shuffle of kilobytes only
+    # never reaches a daemon (run first: reduce-side locality stays on until an
+    # output is pushed). Then, under the default service.minShuffleBytes
     # (256 MiB), the first job again: its 2.5 MB output puts the shuffle of
     # four maps at about 10 MB, so it stays on the executor too; and SQL rows
     # through a coalesced read of outputs all kept.
@@ -347,10 +349,15 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
         m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
         counts = lambda: (m.serviceMapOutputs(), m.serviceSmallKept(), m.serviceReads(),
                           m.serviceFallbacks())
+        tracker = s.sparkContext._jvm.org.apache.spark.SparkEnv.get().mapOutputTracker()
+        flag = tracker.getClass().getDeclaredField("shuffleLocalityEnabled")
+        flag.setAccessible(True)
         c0 = counts()
-        got_skewed = skewed(s)
-        c1 = counts()
         got_tiny = tiny(s)
+        locality_after_tiny = flag.getBoolean(tracker)
+        c1 = counts()
+        got_skewed = skewed(s)
+        locality_after_skewed = flag.getBoolean(tracker)
         c2 = counts()
         # The executor of local mode reads the driver's settings at each task.
         s.sparkContext._jvm.org.apache.spark.SparkEnv.get().conf().remove(
@@ -366,10 +373,13 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     assert (want[2][1], got_sized[1][1]) == (4, 4), "the coalesced read was not fetched in batches"
     assert all(n > 0 for n, _, _ in got_skewed), got_skewed
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c0, c1))
+    assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
+    # Reduce-side locality stays on while no output went to the daemons, and
+    # is off once one has (before its reduce stage was planned).
+    assert (locality_after_tiny, locality_after_skewed) == (True, False)
+    pushed, small, reads, fallbacks = (b - a for a, b in zip(c1, c2))
     assert (pushed, small, fallbacks) == (1, 3, 0), (pushed, small, fallbacks)
     assert reads > 0, "no reduce task read the pushed output from the daemons"
-    pushed, small, reads, fallbacks = (b - a for a, b in zip(c1, c2))
-    assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c2, c3))
     assert (pushed, small, reads, fallbacks) == (0, 8, 0, 0), (pushed, small, reads, fallbacks)
 

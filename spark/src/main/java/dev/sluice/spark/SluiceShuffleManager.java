@@ -14,9 +14,9 @@ import dev.sluice.spark.ops.SluiceOpWriter;
 import dev.sluice.spark.service.Assignment;
 import dev.sluice.spark.service.CurrentAssignment;
 import dev.sluice.spark.service.Daemons;
-import dev.sluice.spark.service.ReduceLocality;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServiceFailures;
+import dev.sluice.spark.service.ServicePushes;
 import dev.sluice.spark.shuffle.Coverage;
 import dev.sluice.spark.shuffle.EngineShuffles;
 import dev.sluice.spark.shuffle.RowShuffleReader;
@@ -187,13 +187,15 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind);
     }
     CurrentAssignment service = new CurrentAssignment(first);
+    ServicePushes pushes = new ServicePushes();
+    dep.rdd().context().register(pushes);
     ServiceFailures.watch(
         dep.rdd().context(),
         Daemons.of(ServiceConf.of(conf)),
         shuffleId,
         dep.partitioner().numPartitions(),
         service);
-    return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind, service);
+    return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind, service, pushes);
   }
 
   /** The shuffle's first assignment at the service's daemons, or null when it stays embedded. */
@@ -227,7 +229,6 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       return null;
     }
     daemons.renewLeases();
-    ReduceLocality.off();
     serviceShuffles.add(shuffleId);
     LOG.info(
         "Sluice: shuffle {} goes to the service's daemons {}", shuffleId, a.addresses(service));

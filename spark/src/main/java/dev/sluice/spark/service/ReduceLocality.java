@@ -8,8 +8,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Reduce-side locality, turned off in the driver of an application whose shuffles go to the
- * daemons.
+ * Reduce-side locality, turned off in the driver of an application once a map output of one of
+ * its shuffles has gone to the daemons ({@link ServicePushes}).
  *
  * <p>Spark prefers, for each reduce task, the hosts that hold at least a fifth of its input
  * ({@code MapOutputTrackerMaster.getPreferredLocationsForShuffle}, under {@code
@@ -22,10 +22,14 @@ import org.slf4j.LoggerFactory;
  * terms (the owning daemon differs per partition, a map status names one location), so the
  * preference buys nothing; Uniffle turns the same setting off for the same reason.
  *
+ * <p>Until then it stays on: an application whose service shuffles all stayed on their executors
+ * (small outputs, small shuffles) places its reduce tasks beside their inputs as in embedded mode,
+ * and fetches less across the network (TPC-H q13 at sf 1 on the loopback cluster, with every
+ * output kept: 0.88x of embedded with locality off, as embedded with locality off itself).
+ *
  * <p>The map output tracker reads the setting once, when the SparkContext starts, before a shuffle
- * manager or plugin can change it, so the driver turns off its tracker's copy of it when it
- * registers its first service shuffle. Where that copy cannot be reached (a Spark that renamed
- * it), the driver logs once what to set instead.
+ * manager or plugin can change it, so the driver turns off its tracker's copy of it. Where that
+ * copy cannot be reached (a Spark that renamed it), the driver logs once what to set instead.
  */
 public final class ReduceLocality {
   private static final Logger LOG = LoggerFactory.getLogger(ReduceLocality.class);
