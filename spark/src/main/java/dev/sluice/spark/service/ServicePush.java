@@ -26,7 +26,7 @@ import org.slf4j.LoggerFactory;
  * counted in {@code serviceSmallKept}. A shuffle whose outputs are all kept is read as an embedded
  * one (no reduce task reads from a daemon). An output whose spills were pushed while it mapped
  * ({@code early}) is pushed whole: its first parts are at the daemons already, and its map task
- * pushed early only once its bytes so far put the shuffle over the size.
+ * began pushing early only once its bytes so far would be pushed.
  *
  * <p>A push that fails (a daemon gone, refusing, or out of disk) abandons the attempt's pushes and
  * keeps its output on the executor that wrote it: the map status then names that executor, reduce

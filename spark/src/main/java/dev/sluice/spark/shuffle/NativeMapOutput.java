@@ -48,9 +48,9 @@ import org.apache.spark.storage.BlockManagerId;
  * nothing.
  *
  * <p>In service mode the spills are pushed to the daemons while the map runs ({@link EarlyPush})
- * when the output's bytes by its first spill would be pushed at commit ({@link
- * ServiceConf#keepReason}: not under the sizes below which an output stays on its executor), and a
- * shuffle the engine does not combine at the map side (every one but an offloaded operator's)
+ * once the output's bytes so far would be pushed at commit ({@link ServiceConf#keepReason}: not
+ * under the sizes below which an output stays on its executor), the spills before queued first, and
+ * a shuffle the engine does not combine at the map side (every one but an offloaded operator's)
  * spills every {@code service.pushWhileMappingBytes} handed over for that alone, at most {@link
  * #FORCED_SPILLS_MAX} times, so that a large output crosses the network while it is still being
  * mapped instead of after; the commit pushes the rest. Such spills count in Spark's spill metrics
@@ -123,8 +123,15 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** Spills made to push early so far. */
   private int forcedSpills;
 
-  /** Whether the output has spilled, pushed early or not. */
-  private boolean spilled;
+  /**
+   * The spills made before the output was large enough to be pushed ({@link #pushable}), in order:
+   * queued ahead of the next spill once it is, so that what the early pushes send of each
+   * partition is always the start of its segment in the data file.
+   */
+  private final java.util.List<Spill> unpushed = new java.util.ArrayList<>();
+
+  /** A spill file and the lengths of its partitions' segments. */
+  private record Spill(File file, long[] segments) {}
 
   /** The shuffle's map tasks, for the size of the shuffle this output estimates. */
   private final int maps;
@@ -287,8 +294,8 @@ public final class NativeMapOutput extends MemoryConsumer {
 
   /**
    * Whether a forced spill would be pushed: fewer than {@link #FORCED_SPILLS_MAX} so far, no early
-   * push failed, and, before the first, no spill yet, the output so far large enough to be pushed
-   * ({@link #pushable}) and no owner of the shuffle failed lately in this JVM.
+   * push failed, and, before the first, the output so far large enough to be pushed ({@link
+   * #pushable}) and no owner of the shuffle failed lately in this JVM.
    */
   private boolean pushesEarly() {
     if (forcedSpills >= FORCED_SPILLS_MAX) {
@@ -296,14 +303,13 @@ public final class NativeMapOutput extends MemoryConsumer {
     }
     return early != null
         ? early.live()
-        : !spilled && pushable() && Daemons.of(serviceConf).downReason(service) == null;
+        : pushable() && Daemons.of(serviceConf).downReason(service) == null;
   }
 
   /**
    * Whether the bytes handed over so far would be pushed at commit ({@link
-   * ServiceConf#keepReason}): a shuffle's early pushes start only then. They start with the
-   * output's first spill or not at all: the commit pushes each partition's segment on from the
-   * bytes its spills sent, which must be the segment's start.
+   * ServiceConf#keepReason}): a shuffle's early pushes start only then, with the spills made
+   * before queued first ({@link #unpushed}).
    */
   private boolean pushable() {
     return serviceConf.keepReason(handedOver, maps) == null;
@@ -341,16 +347,21 @@ public final class NativeMapOutput extends MemoryConsumer {
       bytes += s;
     }
     if (serviceConf != null) {
-      if (early == null && !spilled && pushable()) {
+      if (early == null && pushable()) {
         early =
             EarlyPush.of(
                 serviceConf, shuffleId, service, context.partitionId(), mapId, segments.length);
+        for (Spill before : unpushed) {
+          early.submit(before.file(), before.segments());
+        }
+        unpushed.clear();
       }
       if (early != null) {
         early.submit(f, segments);
+      } else {
+        unpushed.add(new Spill(f, segments));
       }
     }
-    spilled = true;
     metrics.incWriteTime(System.nanoTime() - t0);
     SluiceMetrics.MAP_SPILLS.incrementAndGet();
     SluiceMetrics.SPILL_BYTES.addAndGet(bytes);
