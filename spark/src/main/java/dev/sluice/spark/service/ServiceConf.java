@@ -121,8 +121,8 @@ public final class ServiceConf implements Serializable {
    * (its push would cost a round trip and a commit at every daemon for less than one chunk), or a
    * shuffle estimated at fewer than {@link #minShuffleBytes} ({@link #shuffleEstimate}; the map
    * tasks of a shuffle this small cost less to rerun than the daemons cost it: a second write,
-   * a push and their checks on the cores the tasks use, measured at 0.73-0.88x of embedded on
-   * TPC-H sf 1's shuffles of 15-90 MB, docs/benchmarks.md).
+   * a push and their checks on the cores the tasks use; TPC-H sf 1 with every output pushed ran
+   * at 0.95x of embedded's speed, q13 at 0.78x, docs/benchmarks.md).
    */
   public String keepReason(long bytes, int maps) {
     if (bytes < minPushBytes) {

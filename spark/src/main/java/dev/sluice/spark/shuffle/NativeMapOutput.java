@@ -17,6 +17,8 @@ import java.io.File;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.List;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
 import org.apache.spark.memory.MemoryConsumer;
@@ -128,7 +130,7 @@ public final class NativeMapOutput extends MemoryConsumer {
    * queued ahead of the next spill once it is, so that what the early pushes send of each
    * partition is always the start of its segment in the data file.
    */
-  private final java.util.List<Spill> unpushed = new java.util.ArrayList<>();
+  private final List<Spill> unpushed = new ArrayList<>();
 
   /** A spill file and the lengths of its partitions' segments. */
   private record Spill(File file, long[] segments) {}
