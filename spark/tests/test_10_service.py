@@ -299,29 +299,30 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     # writes megabytes, to reduce partitions 0-2, and is pushed; the other
     # three write a few kilobytes, to partitions 3-5, and stay on the
     # executor. So half the reduce tasks read a daemon's stream and half
-    # fetch from the executor, and Spark would prefer the executor's host for
-    # the second half and the service's (no executor's) for the first: with
-    # reduce-side locality on, local mode would never launch the first half
-    # (it offers its cores again only when a task ends). The driver turns it
-    # off once the pushed map task's accumulator update reaches it, before
-    # its map status; a timer cancels the job if it hangs. A shuffle of kilobytes only
-    # never reaches a daemon (run first: reduce-side locality stays on until an
-    # output is pushed). Then, under the default service.minShuffleBytes
-    # (256 MiB), the first job again: its 2.5 MB output puts the shuffle of
-    # four maps at about 10 MB, so it stays on the executor too; and SQL rows
-    # through a coalesced read of outputs all kept.
+    # fetch from the executor. Reduce-side locality stays on: the pushed
+    # output's status names its writer's host, so every reduce task prefers
+    # the executor's host (a host of no executor's would hold the first half
+    # back for ever in local mode, which offers its cores again only when a
+    # task ends; a timer cancels the job if it hangs). A shuffle of kilobytes
+    # only never reaches a daemon. Then, under the default
+    # service.minShuffleBytes (256 MiB), the first job again: its 2.5 MB
+    # output puts the shuffle of four maps at about 10 MB, so it stays on the
+    # executor too; and SQL rows through a coalesced read of outputs all kept.
     ds, key = daemons
     conf = service_conf(ds, key)
     del conf["spark.sluice.service.minPushBytes"]
 
-    def skewed(spark):
+    def skewed(spark, keep=None):
         def rows(i, _):
             import hashlib  # in the Python worker
             n = 120_000 if i == 0 else 50  # about 2.5 MB compressed, and about 1 KB
             return ((6 * x + (x % 3 if i == 0 else 3 + x % 3),
                      hashlib.sha1(f"{i}-{x}".encode()).hexdigest()) for x in range(n))
         rdd = spark.sparkContext.parallelize(range(4), 4).mapPartitionsWithIndex(rows)
-        return rdd.partitionBy(6, lambda k: k % 6).glom().map(
+        parted = rdd.partitionBy(6, lambda k: k % 6)
+        if keep is not None:
+            keep.append(parted)
+        return parted.glom().map(
             lambda p: (len(p), sum(k for k, _ in p), sum(len(v) for _, v in p))).collect()
 
     def tiny(spark):
@@ -358,8 +359,19 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
         got_tiny = tiny(s)
         locality_after_tiny = flag.getBoolean(tracker)
         c1 = counts()
-        got_skewed = skewed(s)
+        kept_rdds = []
+        got_skewed = skewed(s, kept_rdds)
         locality_after_skewed = flag.getBoolean(tracker)
+        # The hosts Spark's scheduler prefers for each reduce task of that
+        # shuffle (its map statuses still registered).
+        jsc = s.sparkContext._jsc.sc()
+        parted = kept_rdds[0]._jrdd.rdd()
+        preferred = []
+        for p in range(6):
+            locs = jsc.getPreferredLocs(parted, p)
+            preferred.append(sorted(locs.apply(i).host() for i in range(locs.size())))
+        executor_host = s.sparkContext._jvm.org.apache.spark.SparkEnv.get().blockManager() \
+            .blockManagerId().host()
         c2 = counts()
         # The executor of local mode reads the driver's settings at each task.
         s.sparkContext._jvm.org.apache.spark.SparkEnv.get().conf().remove(
@@ -376,9 +388,10 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     assert all(n > 0 for n, _, _ in got_skewed), got_skewed
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c0, c1))
     assert (pushed, small, reads, fallbacks) == (0, 4, 0, 0), (pushed, small, reads, fallbacks)
-    # Reduce-side locality stays on while no output went to the daemons, and
-    # is off once one has (before its reduce stage was planned).
-    assert (locality_after_tiny, locality_after_skewed) == (True, False)
+    # Reduce-side locality stays on, and every reduce task of the skewed
+    # shuffle, pushed (0-2) or kept (3-5), prefers the executor's host.
+    assert (locality_after_tiny, locality_after_skewed) == (True, True)
+    assert preferred == [[executor_host]] * 6, (preferred, executor_host)
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c1, c2))
     assert (pushed, small, fallbacks) == (1, 3, 0), (pushed, small, fallbacks)
     assert reads > 0, "no reduce task read the pushed output from the daemons"

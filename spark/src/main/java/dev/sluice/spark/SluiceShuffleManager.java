@@ -16,7 +16,6 @@ import dev.sluice.spark.service.CurrentAssignment;
 import dev.sluice.spark.service.Daemons;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServiceFailures;
-import dev.sluice.spark.service.ServicePushes;
 import dev.sluice.spark.shuffle.Coverage;
 import dev.sluice.spark.shuffle.EngineShuffles;
 import dev.sluice.spark.shuffle.RowShuffleReader;
@@ -187,15 +186,13 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind);
     }
     CurrentAssignment service = new CurrentAssignment(first);
-    ServicePushes pushes = new ServicePushes();
-    dep.rdd().context().register(pushes);
     ServiceFailures.watch(
         dep.rdd().context(),
         Daemons.of(ServiceConf.of(conf)),
         shuffleId,
         dep.partitioner().numPartitions(),
         service);
-    return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind, service, pushes);
+    return new SluiceShuffleHandle<>(shuffleId, dep, maps, kind, service);
   }
 
   /** The shuffle's first assignment at the service's daemons, or null when it stays embedded. */

@@ -32,17 +32,36 @@ import scala.Tuple2;
 public final class ServiceStreams
     extends scala.collection.AbstractIterator<Tuple2<BlockId, InputStream>> {
   /**
-   * The block manager id a service shuffle's map statuses name: no executor and no host of one
-   * (so an executor's loss unregisters none of them and reduce tasks prefer no host), one per
-   * shuffle (so a fetch failure unregisters that shuffle's outputs only).
+   * The block manager id a pushed map output's status names: an executor id of no executor's, one
+   * per shuffle (so an executor's loss unregisters none of the shuffle's pushed outputs, and a
+   * fetch failure at the daemons unregisters them all, Spark's {@code removeOutputsOnExecutor}),
+   * at the host of the executor that wrote it. The host is what Spark's reduce-side locality reads:
+   * a host with executors, so that a reduce task whose input is partly pushed and partly kept on
+   * executors prefers only live hosts (a preference for a host of no executor holds a stage's
+   * tasks back {@code spark.locality.wait} at each level, and in local mode for ever), and a
+   * shuffle's pushed outputs, spread over the hosts that mapped, rarely make a fifth of a
+   * partition's input at one host (no preference). What it costs: a worker Spark loses as a whole
+   * unregisters the pushed outputs written on its host ({@code removeOutputsOnHost}), and their maps
+   * run again, as with Spark's external shuffle service.
    */
-  public static BlockManagerId location(int shuffle) {
+  public static BlockManagerId location(int shuffle, String host) {
     return org.apache.spark.storage.BlockManagerId$.MODULE$.apply(
-        LOCATION_PREFIX + shuffle, LOCATION_HOST, 7340, Option.empty());
+        LOCATION_PREFIX + shuffle, host, LOCATION_PORT, Option.empty());
+  }
+
+  /**
+   * The block manager id a failed read at the daemons names in its {@code FetchFailedException}:
+   * the shuffle's executor id (every pushed output of it is unregistered), at a host of no
+   * executor's (so that a Spark unregistering the outputs of the failure's host, under its
+   * external shuffle service, takes no executor's outputs).
+   */
+  static BlockManagerId failedAt(int shuffle) {
+    return location(shuffle, FAILURE_HOST);
   }
 
   private static final String LOCATION_PREFIX = "sluice-service-";
-  private static final String LOCATION_HOST = "sluice-service";
+  private static final String FAILURE_HOST = "sluice-service";
+  private static final int LOCATION_PORT = 7340;
 
   private final Daemons daemons;
   private final int shuffle;
@@ -131,7 +150,7 @@ public final class ServiceStreams
         owner >= 0 ? daemons.conf.daemons.get(assignment.daemon(owner)) : "no daemon";
     throw fail(
         new FetchFailedException(
-            location(shuffle),
+            failedAt(shuffle),
             shuffle,
             -1L,
             -1,
@@ -395,7 +414,7 @@ public final class ServiceStreams
 
   /** Whether a map status's location is a service shuffle's ({@link #location}). */
   public static boolean isService(BlockManagerId id) {
-    return id.executorId().startsWith(LOCATION_PREFIX) && LOCATION_HOST.equals(id.host());
+    return id.executorId().startsWith(LOCATION_PREFIX) && id.port() == LOCATION_PORT;
   }
 
   /**

@@ -10,7 +10,6 @@ import dev.sluice.spark.service.Daemons;
 import dev.sluice.spark.service.EarlyPush;
 import dev.sluice.spark.service.ServiceConf;
 import dev.sluice.spark.service.ServicePush;
-import dev.sluice.spark.service.ServicePushes;
 import dev.sluice.spark.service.ServiceStreams;
 import dev.sluice.spark.shim.LineShim;
 import java.io.File;
@@ -104,9 +103,6 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** The shuffle's generation and owners at the service's daemons, or null: the output stays. */
   private final Assignment service;
 
-  /** The shuffle's count of outputs pushed where {@link #service} is set, else null. */
-  private final ServicePushes pushes;
-
   /** The service's settings where {@link #service} is set, else null. */
   private final ServiceConf serviceConf;
 
@@ -154,7 +150,6 @@ public final class NativeMapOutput extends MemoryConsumer {
       IndexShuffleBlockResolver resolver,
       RowChecksums rows,
       Assignment service,
-      ServicePushes pushes,
       boolean combines) {
     super(
         context.taskMemoryManager(),
@@ -170,7 +165,6 @@ public final class NativeMapOutput extends MemoryConsumer {
     this.context = context;
     this.rows = rows;
     this.service = service;
-    this.pushes = pushes;
     this.serviceConf = service == null ? null : ServiceConf.of(SparkEnv.get().conf());
     // A forced spill would cut a map-side combine short; such shuffles push only the spills
     // Spark's memory manager asks for.
@@ -447,11 +441,8 @@ public final class NativeMapOutput extends MemoryConsumer {
             early)) {
       // The daemons keep the output from here; the local files are not read again.
       resolver.removeDataByMap(shuffleId, mapId);
-      location = ServiceStreams.location(shuffleId);
+      location = ServiceStreams.location(shuffleId, location.host());
       SluiceMetrics.SERVICE_MAP_OUTPUTS.incrementAndGet();
-      if (pushes != null) {
-        pushes.pushed();
-      }
     }
     // Spark's row checksum (4.1 and later; 0 where the shuffle has none, as Spark's writers say).
     return LineShim.mapStatus(location, lengths, mapId, rowChecksum);

@@ -78,7 +78,6 @@ public abstract class NativeShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             resolver,
             rows,
             handle.assignment(),
-            handle.pushes(),
             handle.kind() instanceof ShuffleKind.Operator);
     output = opened;
     context.addTaskCompletionListener(

@@ -3,7 +3,6 @@ package dev.sluice.spark.shuffle;
 import dev.sluice.spark.jni.EngineOp;
 import dev.sluice.spark.service.Assignment;
 import dev.sluice.spark.service.CurrentAssignment;
-import dev.sluice.spark.service.ServicePushes;
 import dev.sluice.spark.sort.SortKind;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.shuffle.BaseShuffleHandle;
@@ -25,12 +24,9 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
    */
   private final CurrentAssignment service;
 
-  /** The shuffle's map outputs pushed to the daemons, or null when it stays embedded. */
-  private final ServicePushes pushes;
-
   public SluiceShuffleHandle(
       int shuffleId, ShuffleDependency<K, V, C> dependency, int numMaps, ShuffleKind kind) {
-    this(shuffleId, dependency, numMaps, kind, null, null);
+    this(shuffleId, dependency, numMaps, kind, null);
   }
 
   public SluiceShuffleHandle(
@@ -38,21 +34,11 @@ public final class SluiceShuffleHandle<K, V, C> extends BaseShuffleHandle<K, V, 
       ShuffleDependency<K, V, C> dependency,
       int numMaps,
       ShuffleKind kind,
-      CurrentAssignment service,
-      ServicePushes pushes) {
+      CurrentAssignment service) {
     super(shuffleId, dependency);
     this.numMaps = numMaps;
     this.kind = kind;
     this.service = service;
-    this.pushes = pushes;
-  }
-
-  /**
-   * The accumulator of the shuffle's map outputs pushed (registered with the task that
-   * deserialized this handle), or null when it stays embedded.
-   */
-  public ServicePushes pushes() {
-    return pushes;
   }
 
   /** Whether the shuffle's map output goes to the service's daemons. */

@@ -1,6 +1,7 @@
 package dev.sluice.spark.service;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -41,8 +42,15 @@ class AssignmentTest {
 
   @Test
   void aFailedReadNamesItsShuffleAndGeneration() {
-    BlockManagerId at = ServiceStreams.location(41);
+    BlockManagerId at = ServiceStreams.failedAt(41);
     assertEquals(41, ServiceStreams.shuffleOf(at));
+    // A pushed output's status names its writer's host, the same executor id: a fetch failure
+    // unregisters every pushed output of the shuffle, whichever host wrote it.
+    BlockManagerId pushed = ServiceStreams.location(41, "10.0.0.5");
+    assertEquals(41, ServiceStreams.shuffleOf(pushed));
+    assertEquals(at.executorId(), pushed.executorId());
+    assertEquals("10.0.0.5", pushed.host());
+    assertFalse(at.host().equals(pushed.host()));
     assertEquals(
         -1,
         ServiceStreams.shuffleOf(BlockManagerId.apply("3", "10.0.0.5", 7337, scala.Option.empty())));
