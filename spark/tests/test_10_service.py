@@ -304,7 +304,8 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     # the executor's host (a host of no executor's would hold the first half
     # back for ever in local mode, which offers its cores again only when a
     # task ends; a timer cancels the job if it hangs). A shuffle of kilobytes
-    # only never reaches a daemon. Then, under the default
+    # only never reaches a daemon. Spark SQL's rows of a coalesced read over
+    # one pushed output and three kept ones. Then, under the default
     # service.minShuffleBytes (256 MiB), the first job again: its 2.5 MB
     # output puts the shuffle of four maps at about 10 MB, so it stays on the
     # executor too; and SQL rows through a coalesced read of outputs all kept.
@@ -340,9 +341,21 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
         answer = sorted(tuple(r) for r in df.collect())
         return answer, exchange_blocks_read(df)
 
+    def mixed_rows(spark):
+        # SQL rows of a coalesced read over one pushed map output (the first
+        # map task's 100,000 rows, megabytes) and three kept ones (100 rows
+        # each): the daemons' stream beside the kept outputs fetched in
+        # batches.
+        spark.conf.set("spark.sql.adaptive.coalescePartitions.parallelismFirst", "false")
+        df = spark.range(0, 400000, 1, 4).where("id < 100000 OR id % 1000 = 0") \
+            .selectExpr("id % 1000 AS k", "sha1(cast(id AS string)) AS v").repartition("k")
+        df = df.groupBy("k").agg({"v": "max", "*": "count"})
+        answer = sorted(tuple(r) for r in df.collect())
+        return answer, exchange_blocks_read(df)
+
     ref = session("local[2]", "sort", tmp_path / "sort")
     try:
-        want = skewed(ref), tiny(ref), rows(ref)
+        want = skewed(ref), tiny(ref), rows(ref), mixed_rows(ref)
     finally:
         ref.stop()
     s = session("local[2]", SLUICE, tmp_path / "service", extra=conf)
@@ -373,6 +386,9 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
         executor_host = s.sparkContext._jvm.org.apache.spark.SparkEnv.get().blockManager() \
             .blockManagerId().host()
         c2 = counts()
+        got_mixed = mixed_rows(s)
+        parts = int(s.conf.get("spark.sql.shuffle.partitions"))
+        c2m = counts()
         # The executor of local mode reads the driver's settings at each task.
         s.sparkContext._jvm.org.apache.spark.SparkEnv.get().conf().remove(
             "spark.sluice.service.minShuffleBytes")
@@ -395,7 +411,15 @@ def test_small_map_outputs_stay_on_their_executors(daemons, tmp_path):
     pushed, small, reads, fallbacks = (b - a for a, b in zip(c1, c2))
     assert (pushed, small, fallbacks) == (1, 3, 0), (pushed, small, fallbacks)
     assert reads > 0, "no reduce task read the pushed output from the daemons"
-    pushed, small, reads, fallbacks = (b - a for a, b in zip(c2, c3))
+    pushed, small, reads, fallbacks = (b - a for a, b in zip(c2, c2m))
+    assert (pushed, small, fallbacks) == (1, 3, 0), (pushed, small, fallbacks)
+    assert reads > 0, "no reduce task read the pushed output from the daemons"
+    assert got_mixed[0] == want[3][0]
+    # One coalesced reduce task: a block per kept output (one per kept output
+    # and partition without batches: 3 x parts more), and the daemon's
+    # stream, a segment per partition of the pushed output.
+    assert got_mixed[1] == 3 + parts, (got_mixed[1], parts)
+    pushed, small, reads, fallbacks = (b - a for a, b in zip(c2m, c3))
     assert (pushed, small, reads, fallbacks) == (0, 8, 0, 0), (pushed, small, reads, fallbacks)
 
 
