@@ -202,6 +202,11 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
     if (service == null) {
       return null;
     }
+    String settings = ServiceConf.sparkSettingsReason(conf);
+    if (settings != null) {
+      LOG.warn("Sluice: shuffle {} stays embedded: {}", shuffleId, settings);
+      return null;
+    }
     if (!SluiceShuffleHandle.serviceCovers(kind, dep)) {
       LOG.info(
           "Sluice: shuffle {} stays embedded: Spark's own aggregator or ordering reads it",

@@ -106,6 +106,23 @@ public final class ServiceConf implements Serializable {
   }
 
   /**
+   * Why a shuffle cannot go to the daemons under {@code conf}'s Spark settings, or null. Under
+   * Spark's external shuffle service with {@code spark.files.fetchFailure.unRegisterOutputOnHost},
+   * a fetch failure unregisters the map outputs of the failure's host, not of its executor id; a
+   * pushed output's status names its writer's host ({@link ServiceStreams#location}) and a failed
+   * read at the daemons names none of them, so the outputs the daemons lost would stay registered
+   * and the reads fail until the stage is given up.
+   */
+  public static String sparkSettingsReason(SparkConf conf) {
+    if (conf.getBoolean("spark.shuffle.service.enabled", false)
+        && conf.getBoolean("spark.files.fetchFailure.unRegisterOutputOnHost", false)) {
+      return "Spark's external shuffle service unregisters outputs by host on a fetch failure"
+          + " (spark.files.fetchFailure.unRegisterOutputOnHost)";
+    }
+    return null;
+  }
+
+  /**
    * The shuffle's size as one map output of {@code bytes} estimates it, one of {@code maps}:
    * {@code bytes * maps} (at least one map: the output's own), saturating at {@code
    * Long.MAX_VALUE}.

@@ -23,8 +23,10 @@ import scala.Tuple2;
  * as Spark's fetch iterator wraps a fetched block, so the readers above treat it as a fetched
  * segment; the stream pulls the daemon's blocks as it is read (one block, at most 4 MiB, in
  * memory), and a segment left half read is skipped to its end. A daemon that fails or refuses is
- * a {@link FetchFailedException} at the shuffle's service location (map index -1), which has
- * Spark unregister every output of this shuffle, and no other, and rerun its map stage; one that
+ * a {@link FetchFailedException} at the shuffle's service executor id (map index -1, {@link
+ * #failedAt}), which has Spark unregister every pushed output of this shuffle, and no other, and
+ * rerun those maps (Spark settings that unregister by host instead keep shuffles embedded:
+ * {@link ServiceConf#sparkSettingsReason}); one that
  * stays busy (serving its limit of connections) fails the task alone, which Spark retries. A read
  * given the shuffle's reduce-side operator has the daemons run it first: each partition then
  * comes as one segment, {@code shuffle_S_-1_R}, holding the results over every winner.
@@ -36,13 +38,16 @@ public final class ServiceStreams
    * per shuffle (so an executor's loss unregisters none of the shuffle's pushed outputs, and a
    * fetch failure at the daemons unregisters them all, Spark's {@code removeOutputsOnExecutor}),
    * at the host of the executor that wrote it. The host is what Spark's reduce-side locality reads:
-   * a host with executors, so that a reduce task whose input is partly pushed and partly kept on
-   * executors prefers only live hosts (a preference for a host of no executor holds a stage's
-   * tasks back {@code spark.locality.wait} at each level, and in local mode for ever), and a
+   * a host the application's executors ran on, so that a reduce task whose input is partly pushed
+   * and partly kept prefers hosts where it can run, as for kept outputs (a preference for a host no
+   * executor ever runs on holds a stage's tasks back {@code spark.locality.wait} at each level, and
+   * in local mode for ever), and a
    * shuffle's pushed outputs, spread over the hosts that mapped, rarely make a fifth of a
    * partition's input at one host (no preference). What it costs: a worker Spark loses as a whole
    * unregisters the pushed outputs written on its host ({@code removeOutputsOnHost}), and their maps
-   * run again, as with Spark's external shuffle service.
+   * run again, as with Spark's external shuffle service. The port is one no daemon or shuffle
+   * service listens on: Spark's shuffle cleanup under its external shuffle service asks the
+   * location of an output whose executor it does not know to delete its blocks.
    */
   public static BlockManagerId location(int shuffle, String host) {
     return org.apache.spark.storage.BlockManagerId$.MODULE$.apply(
@@ -51,9 +56,8 @@ public final class ServiceStreams
 
   /**
    * The block manager id a failed read at the daemons names in its {@code FetchFailedException}:
-   * the shuffle's executor id (every pushed output of it is unregistered), at a host of no
-   * executor's (so that a Spark unregistering the outputs of the failure's host, under its
-   * external shuffle service, takes no executor's outputs).
+   * the shuffle's executor id (Spark's {@code removeOutputsOnExecutor} unregisters every pushed
+   * output of it, whichever host wrote it), at a host of no executor's.
    */
   static BlockManagerId failedAt(int shuffle) {
     return location(shuffle, FAILURE_HOST);
@@ -61,7 +65,7 @@ public final class ServiceStreams
 
   private static final String LOCATION_PREFIX = "sluice-service-";
   private static final String FAILURE_HOST = "sluice-service";
-  private static final int LOCATION_PORT = 7340;
+  private static final int LOCATION_PORT = 1;
 
   private final Daemons daemons;
   private final int shuffle;

@@ -51,6 +51,18 @@ class ServiceConfTest {
   }
 
   @Test
+  void hostWideUnregisteringUnderTheExternalShuffleServiceKeepsShufflesEmbedded() {
+    SparkConf c = settings(null);
+    assertNull(ServiceConf.sparkSettingsReason(c));
+    c.set("spark.shuffle.service.enabled", "true");
+    assertNull(ServiceConf.sparkSettingsReason(c), "the service alone: by executor id");
+    c.set("spark.files.fetchFailure.unRegisterOutputOnHost", "true");
+    assertTrue(ServiceConf.sparkSettingsReason(c).contains("unRegisterOutputOnHost"));
+    c.set("spark.shuffle.service.enabled", "false");
+    assertNull(ServiceConf.sparkSettingsReason(c), "without the service: by executor id");
+  }
+
+  @Test
   void trueReducesEveryOperatorAndFalseNone() {
     ServiceConf on = conf("TRUE");
     assertTrue(on.reducesAtDaemon(SUM));
