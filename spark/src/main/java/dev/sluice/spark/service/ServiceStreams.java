@@ -17,37 +17,37 @@ import scala.Tuple2;
 
 /**
  * A reduce task's input from the daemons: for each daemon that owns part of partitions {@code
- * start..end}, one read of its share (one request, not one per map output), each map index from
- * the attempt Spark's map output tracker registered. The blocks of one map's segment of one
- * partition come out as one stream, named as Spark names it ({@code shuffle_S_M_R}) and wrapped
- * as Spark's fetch iterator wraps a fetched block, so the readers above treat it as a fetched
- * segment; the stream pulls the daemon's blocks as it is read (one block, at most 4 MiB, in
- * memory), and a segment left half read is skipped to its end. A daemon that fails or refuses is
- * a {@link FetchFailedException} at the shuffle's service executor id (map index -1, {@link
- * #failedAt}), which has Spark unregister every pushed output of this shuffle, and no other, and
- * rerun those maps (Spark settings that unregister by host instead keep shuffles embedded:
- * {@link ServiceConf#sparkSettingsReason}); one that
- * stays busy (serving its limit of connections) fails the task alone, which Spark retries. A read
- * given the shuffle's reduce-side operator has the daemons run it first: each partition then
- * comes as one segment, {@code shuffle_S_-1_R}, holding the results over every winner.
+ * start..end}, one read of its share (one request, not one per map output), each map index from the
+ * attempt Spark's map output tracker registered. The blocks of one map's segment of one partition
+ * come out as one stream, named as Spark names it ({@code shuffle_S_M_R}) and wrapped as Spark's
+ * fetch iterator wraps a fetched block, so the readers above treat it as a fetched segment; the
+ * stream pulls the daemon's blocks as it is read (one block, at most 4 MiB, in memory), and a
+ * segment left half read is skipped to its end. A daemon that fails or refuses is a {@link
+ * FetchFailedException} at the shuffle's service executor id (map index -1, {@link #failedAt}),
+ * which has Spark unregister every pushed output of this shuffle, and no other, and rerun those
+ * maps (Spark settings that unregister by host instead keep shuffles embedded: {@link
+ * ServiceConf#sparkSettingsReason}); one that stays busy (serving its limit of connections) fails
+ * the task alone, which Spark retries. A read given the shuffle's reduce-side operator has the
+ * daemons run it first: each partition then comes as one segment, {@code shuffle_S_-1_R}, holding
+ * the results over every winner.
  */
 public final class ServiceStreams
     extends scala.collection.AbstractIterator<Tuple2<BlockId, InputStream>> {
   /**
    * The block manager id a pushed map output's status names: an executor id of no executor's, one
    * per shuffle (so an executor's loss unregisters none of the shuffle's pushed outputs, and a
-   * fetch failure at the daemons unregisters them all, Spark's {@code removeOutputsOnExecutor}),
-   * at the host of the executor that wrote it. The host is what Spark's reduce-side locality reads:
-   * a host the application's executors ran on, so that a reduce task whose input is partly pushed
-   * and partly kept prefers hosts where it can run, as for kept outputs (a preference for a host no
+   * fetch failure at the daemons unregisters them all, Spark's {@code removeOutputsOnExecutor}), at
+   * the host of the executor that wrote it. The host is what Spark's reduce-side locality reads: a
+   * host the application's executors ran on, so that a reduce task whose input is partly pushed and
+   * partly kept prefers hosts where it can run, as for kept outputs (a preference for a host no
    * executor ever runs on holds a stage's tasks back {@code spark.locality.wait} at each level, and
-   * in local mode for ever), and a
-   * shuffle's pushed outputs, spread over the hosts that mapped, rarely make a fifth of a
-   * partition's input at one host (no preference). What it costs: a worker Spark loses as a whole
-   * unregisters the pushed outputs written on its host ({@code removeOutputsOnHost}), and their maps
-   * run again, as with Spark's external shuffle service. The port is one no daemon or shuffle
-   * service listens on: Spark's shuffle cleanup under its external shuffle service asks the
-   * location of an output whose executor it does not know to delete its blocks.
+   * in local mode for ever), and a shuffle's pushed outputs, spread over the hosts that mapped,
+   * rarely make a fifth of a partition's input at one host (no preference). What it costs: a worker
+   * Spark loses as a whole unregisters the pushed outputs written on its host ({@code
+   * removeOutputsOnHost}), and their maps run again, as with Spark's external shuffle service. The
+   * port is one no daemon or shuffle service listens on: Spark's shuffle cleanup under its external
+   * shuffle service asks the location of an output whose executor it does not know to delete its
+   * blocks.
    */
   public static BlockManagerId location(int shuffle, String host) {
     return org.apache.spark.storage.BlockManagerId$.MODULE$.apply(
