@@ -534,7 +534,7 @@ impl Client {
                     });
                 }
                 st.blocks += 1;
-                st.records += records;
+                st.records = st.records.saturating_add(records);
                 st.bytes += data.len() as u64;
                 self.reading = Some(st);
                 Ok(Some(Block { partition, map, records, data }))

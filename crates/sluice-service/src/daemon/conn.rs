@@ -275,7 +275,7 @@ async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), 
             Err(r) => return refuse(out, r).await,
         };
         blocks += 1;
-        records += b.records;
+        records = records.saturating_add(b.records);
         bytes += data.len() as u64;
         if b.at.mem_bytes() == 0 {
             // Read back from disk for this stream only.

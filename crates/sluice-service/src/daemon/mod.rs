@@ -323,8 +323,10 @@ async fn accept_loop(
                 }
             }
             _ = sweep.tick() => {
-                let lapsed = shared.store().expire(Instant::now());
-                if !lapsed.is_empty() {
+                let now = Instant::now();
+                let lapsed = shared.store().expire(now);
+                let idle = shared.store().expire_staged(now);
+                if !lapsed.is_empty() || idle > 0 {
                     trim::give_back();
                 }
             }

@@ -16,7 +16,10 @@
 //! Bytes are accounted by the store itself: `held` is the staged chunks and
 //! partition blocks in memory, and the blocks it let go (a shuffle
 //! unregistered, an attempt dropped) that a read's plan or a spill's job
-//! still holds, until that holder lets them go. A push that would take
+//! still holds, until that holder lets them go; beside it, every staged
+//! section and committed block costs [`ENTRY_BYTES`] of bookkeeping,
+//! spilled or not, charged against the same budget (so a flood of tiny or
+//! empty sections cannot hold memory the budget does not see). A push that would take
 //! `held` over the budget first spills the owner with the most bytes in
 //! memory, a reduce partition or a map attempt's staged chunks (all of its
 //! blocks in one sequential write, see `spill`), written without the
@@ -48,6 +51,19 @@ pub(crate) type Refusal = (ErrorCode, String);
 /// How long a pusher is asked to wait when staged chunks fill the budget.
 pub(crate) const SLOW_DOWN_MS: u32 = 20;
 
+/// Bytes of memory one staged section or committed block costs the store
+/// beside its data, in memory or on disk: its record (`StagedSection`,
+/// then `Block`: about 56 bytes with its location), the shared buffer's
+/// counts and vector header (40), and the allocator's and the maps' share.
+pub(crate) const ENTRY_BYTES: u64 = 128;
+
+/// How long a map attempt's staged chunks stay with no push before the
+/// daemon drops them ([`Store::expire_staged`]): an attempt whose task
+/// ended without dropping them (its executor lost, its drop never sent).
+/// A commit after that is refused (`CommitMismatch`: the chunks are gone),
+/// and the map's output stays on its executor.
+pub(crate) const STAGED_IDLE_LIMIT: Duration = Duration::from_secs(30 * 60);
+
 #[derive(Debug)]
 pub(crate) struct Store {
     apps: HashMap<String, App>,
@@ -61,6 +77,10 @@ pub(crate) struct Store {
     /// memory is freed when that holder lets go, and `held` counts them
     /// until [`Store::reap`] sees it has.
     draining: Vec<Arc<Vec<u8>>>,
+    /// Staged sections and committed blocks the store keeps (each costs
+    /// [`ENTRY_BYTES`]).
+    entries: u64,
+    /// The most `held` and the entries' bytes came to together.
     peak: u64,
     spilled: u64,
     /// Chunks staged, attempts committed and reads planned since the start.
@@ -112,6 +132,8 @@ struct Staged {
     file: Option<Appender>,
     /// A spill of these chunks is being written (see `spill_job`).
     spilling: bool,
+    /// When the attempt's last chunk was staged.
+    last_push: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -187,6 +209,7 @@ impl Store {
             budget,
             held: 0,
             draining: Vec::new(),
+            entries: 0,
             peak: 0,
             spilled: 0,
             chunks: 0,
@@ -242,6 +265,27 @@ impl Store {
         gone
     }
 
+    /// Drops the staged chunks of the map attempts that staged nothing for
+    /// [`STAGED_IDLE_LIMIT`] before `now`; how many attempts.
+    pub(crate) fn expire_staged(&mut self, now: Instant) -> usize {
+        let idle = |st: &Staged| {
+            st.last_push.is_some_and(|t| now.saturating_duration_since(t) >= STAGED_IDLE_LIMIT)
+        };
+        let mut gone = Vec::new();
+        for a in self.apps.values_mut() {
+            for s in a.shuffles.values_mut() {
+                let keys: Vec<(u32, u64)> =
+                    s.staged.iter().filter(|(_, st)| idle(st)).map(|(k, _)| *k).collect();
+                gone.extend(keys.iter().filter_map(|k| s.staged.remove(k)));
+            }
+        }
+        let n = gone.len();
+        for st in gone {
+            self.let_go_staged(st);
+        }
+        n
+    }
+
     pub(crate) fn end_app(&mut self, app: &str) {
         if let Some(a) = self.apps.remove(app) {
             for (_, s) in a.shuffles {
@@ -272,6 +316,7 @@ impl Store {
     /// until it is freed).
     fn let_go(&mut self, blocks: impl Iterator<Item = Loc>) {
         for at in blocks {
+            self.entries -= 1;
             if let Loc::Mem(d) = at {
                 if Arc::strong_count(&d) == 1 {
                     self.held -= d.len() as u64;
@@ -449,8 +494,9 @@ impl Store {
             );
         }
         let bytes: u64 = sections.iter().map(|x| x.data.len() as u64).sum();
+        let entries = sections.len() as u64;
         self.reap();
-        if self.held + bytes > self.budget {
+        if self.held + self.entry_bytes(self.entries + entries) + bytes > self.budget {
             return Ok(match self.begin_spill() {
                 Some(job) => Pushed::Spill(job),
                 None => Pushed::Reply(Message::SlowDown { retry_after_ms: SLOW_DOWN_MS }),
@@ -467,9 +513,11 @@ impl Store {
             })
             .collect();
         st.chunks.insert(seq, (crc, sections));
+        st.last_push = Some(Instant::now());
         st.mem_bytes += bytes;
         self.held += bytes;
-        self.peak = self.peak.max(self.held);
+        self.entries += entries;
+        self.note_peak();
         self.chunks += 1;
         Ok(Pushed::Reply(Message::PushAck { seq, crc }))
     }
@@ -506,11 +554,16 @@ impl Store {
         }
         let st = s.staged.remove(&(map, attempt)).unwrap_or_default();
         let seqs: Vec<u32> = st.chunks.keys().copied().collect();
-        let staged_records: u64 =
-            st.chunks.values().flat_map(|(_, x)| x.iter().map(|x| x.records)).sum();
+        // Checked: the counts came over the network (a sum that overflows
+        // matches no commit).
+        let staged_records = st
+            .chunks
+            .values()
+            .flat_map(|(_, x)| x.iter().map(|x| x.records))
+            .try_fold(0u64, u64::checked_add);
         let staged_crc = acks_checksum(st.chunks.iter().map(|(seq, (crc, _))| (*seq, *crc)));
         let contiguous = seqs.iter().copied().eq(0..chunks);
-        if !contiguous || staged_crc != acks_crc || staged_records != records {
+        if !contiguous || staged_crc != acks_crc || staged_records != Some(records) {
             // A failed commit's chunks are dropped: the attempt fails and
             // its retry pushes again.
             self.let_go_staged(st);
@@ -518,8 +571,9 @@ impl Store {
                 ErrorCode::CommitMismatch,
                 format!(
                     "map {map} attempt {attempt} of shuffle {shuffle}: commit names {chunks} chunks (acks CRC {acks_crc:#010x}, {records} records), \
-                     the daemon staged {} (acks CRC {staged_crc:#010x}, {staged_records} records)",
-                    seqs.len()
+                     the daemon staged {} (acks CRC {staged_crc:#010x}, {} records)",
+                    seqs.len(),
+                    staged_records.map_or_else(|| "over 2^64".to_owned(), |n| n.to_string())
                 ),
             );
         }
@@ -588,10 +642,25 @@ impl Store {
         Ok(plan)
     }
 
+    /// The bookkeeping bytes of `entries` staged sections and blocks.
+    fn entry_bytes(&self, entries: u64) -> u64 {
+        entries.saturating_mul(ENTRY_BYTES)
+    }
+
+    /// Memory the store holds: the blocks' bytes and their entries'.
+    pub(super) fn total_held(&self) -> u64 {
+        self.held + self.entry_bytes(self.entries)
+    }
+
+    /// Raises the peak to what the store holds now.
+    pub(super) fn note_peak(&mut self) {
+        self.peak = self.peak.max(self.total_held());
+    }
+
     pub(crate) fn stats(&mut self) -> DaemonStats {
         self.reap();
         DaemonStats {
-            held_bytes: self.held,
+            held_bytes: self.total_held(),
             peak_bytes: self.peak,
             spilled_bytes: self.spilled,
             budget_bytes: self.budget,

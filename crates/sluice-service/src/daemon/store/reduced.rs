@@ -45,7 +45,7 @@ impl Store {
     pub(crate) fn hold_reduce_floor(&mut self, bytes: u64) {
         self.reap();
         self.held += bytes;
-        self.peak = self.peak.max(self.held);
+        self.note_peak();
     }
 
     /// Takes up to `want` more bytes for a read's operator that holds
@@ -54,12 +54,12 @@ impl Store {
     pub(crate) fn reserve_reduce(&mut self, want: u64, granted: u64) -> u64 {
         self.reap();
         let got = want
-            .min(self.budget.saturating_sub(self.held))
+            .min(self.budget.saturating_sub(self.total_held()))
             .min((self.budget / REDUCE_READ_SHARE).saturating_sub(granted))
             .min((self.budget / REDUCE_TOTAL_SHARE).saturating_sub(self.reducing));
         self.held += got;
         self.reducing += got;
-        self.peak = self.peak.max(self.held);
+        self.note_peak();
         got
     }
 

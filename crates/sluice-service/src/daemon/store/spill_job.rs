@@ -278,7 +278,8 @@ mod tests {
     #[test]
     fn what_changes_while_a_spill_is_written_stays_exact() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut s = store(dir.path(), 3000);
+        // Room for the blocks' bytes and four entries' bookkeeping.
+        let mut s = store(dir.path(), 3000 + 4 * super::super::ENTRY_BYTES);
         acked(push(&mut s, 0, 0, 1000));
         commit(&mut s, 0);
         acked(push(&mut s, 1, 0, 1500));
@@ -376,14 +377,16 @@ mod tests {
         assert_eq!(s.stats().held_bytes, 1000, "the read's block is still in memory");
         s.register(APP, 0, 1, 2).expect("register");
         acked(push(&mut s, 1, 1, 1500));
-        assert_eq!((s.held, s.peak), (2500, 2500));
+        // The peak counts the entries' bookkeeping: the pushed chunk's section.
+        let entry = super::super::ENTRY_BYTES;
+        assert_eq!((s.held, s.peak), (2500, 2500 + entry));
         let data: Vec<Vec<u8>> =
             plan.iter().map(|b| b.at.fetch().expect("fetch").to_vec()).collect();
         assert_eq!(data, vec![bytes(0, 1000)]);
         // The read over, the next push finds its block freed and uncounted.
         drop(plan);
         acked(push(&mut s, 2, 1, 500));
-        assert_eq!((s.held, s.peak), (2000, 2500));
+        assert_eq!((s.held, s.peak), (2000, 2500 + entry));
         assert!(s.draining.is_empty());
         assert_eq!(s.held, mem_held(&s));
     }
@@ -431,6 +434,47 @@ mod tests {
         assert_eq!((s.held, s.spilled), (0, 0));
         let files: Vec<_> = walk(dir.path());
         assert!(files.is_empty(), "the spill file outlived its job: {files:?}");
+    }
+
+    #[test]
+    fn an_attempt_idle_past_the_limit_is_dropped_and_cannot_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 1 << 20);
+        acked(push(&mut s, 0, 0, 1000));
+        acked(push(&mut s, 1, 0, 500));
+        commit(&mut s, 1);
+        let now = std::time::Instant::now();
+        assert_eq!(s.expire_staged(now), 0, "nothing idle yet");
+        // Map 0's task never committed nor dropped what it staged: its
+        // chunk goes; map 1's committed block stays.
+        assert_eq!(s.expire_staged(now + super::super::STAGED_IDLE_LIMIT), 1);
+        assert_eq!(s.held, 500);
+        assert_eq!(s.stats().held_bytes, 500 + super::super::ENTRY_BYTES);
+        let err = s.commit(APP, 0, 1, 0, 1, 1, acks_checksum([(0, 0)]), 1).expect_err("commit");
+        assert_eq!(err.0, crate::protocol::ErrorCode::CommitMismatch, "{err:?}");
+        assert_eq!(read(&mut s, 0, &[1]), vec![bytes(1, 500)]);
+    }
+
+    #[test]
+    fn empty_sections_are_charged_to_the_budget() {
+        // Each staged section costs ENTRY_BYTES beside its bytes: a chunk
+        // of 64 empty sections takes 64 of them, and a second one does not
+        // fit a budget of 100; nothing in memory can spill (no bytes), so
+        // it is slowed down. Dropped, the attempt frees them all.
+        use super::super::ENTRY_BYTES;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 100 * ENTRY_BYTES);
+        let empty = || -> Vec<Section> {
+            (0..64).map(|p| Section { partition: p % 2, records: 0, data: Vec::new() }).collect()
+        };
+        let id = |seq| ChunkId { shuffle: 0, generation: 1, map: 0, attempt: 1, seq, crc: seq };
+        acked(s.push(APP, &id(0), &mut empty()).expect("push"));
+        assert_eq!(s.stats().held_bytes, 64 * ENTRY_BYTES);
+        let slow = s.push(APP, &id(1), &mut empty()).expect("push");
+        assert!(matches!(slow, Pushed::Reply(Message::SlowDown { .. })), "{slow:?}");
+        s.drop_attempt(APP, 0, 1, 0, 1).expect("drop");
+        assert_eq!(s.stats().held_bytes, 0);
+        assert_eq!(s.stats().peak_bytes, 64 * ENTRY_BYTES);
     }
 
     fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

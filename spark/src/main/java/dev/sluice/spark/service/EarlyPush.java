@@ -4,8 +4,10 @@ import dev.sluice.spark.jni.ServiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.File;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
@@ -129,14 +131,23 @@ public final class EarlyPush {
 
   /**
    * Waits for the queued spills' pushes; null when every one reached its daemons, else why they
-   * stopped.
+   * stopped. A task killed meanwhile stops waiting ({@link InterruptedIOException}, its
+   * interrupt kept): its abort abandons the pushes.
    */
-  public String await() {
+  public String await() throws InterruptedIOException {
     CompletableFuture<Void> last;
     synchronized (this) {
       last = tail;
     }
-    last.join();
+    try {
+      last.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException(
+          "interrupted waiting for the early pushes of map " + mapIndex);
+    } catch (ExecutionException e) {
+      return "pushing a spill: " + e.getCause();
+    }
     return failure;
   }
 
@@ -168,7 +179,8 @@ public final class EarlyPush {
     synchronized (this) {
       last = tail;
     }
-    last.whenComplete((v, e) -> dropPushers());
+    // On the pool even when the pushes are over: dropping asks each daemon over the network.
+    last.whenCompleteAsync((v, e) -> dropPushers(), POOL);
   }
 
   private void dropPushers() {

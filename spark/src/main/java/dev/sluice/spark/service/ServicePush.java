@@ -4,6 +4,7 @@ import dev.sluice.spark.jni.ServiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
 import java.io.File;
 import java.io.IOException;
+import java.io.InterruptedIOException;
 import java.util.Arrays;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -60,7 +61,8 @@ public final class ServicePush {
       long attempt,
       File data,
       long[] lengths,
-      EarlyPush early) {
+      EarlyPush early)
+      throws InterruptedIOException {
     long bytes = 0;
     for (long l : lengths) {
       bytes += l;
@@ -85,6 +87,9 @@ public final class ServicePush {
       try {
         push(daemons, shuffle, assignment, mapIndex, attempt, data, lengths, early);
         return true;
+      } catch (InterruptedIOException e) {
+        // The task was killed: it reports no output, and no daemon is at fault.
+        throw e;
       } catch (IOException e) {
         why = e.getMessage();
       }
@@ -135,7 +140,8 @@ public final class ServicePush {
       try {
         long opened = early == null ? 0 : early.take(k);
         pushTo(daemons, assignment, k, shuffle, mapIndex, attempt, data, starts, ends, opened);
-      } catch (StaleGenerationException e) {
+      } catch (StaleGenerationException | InterruptedIOException e) {
+        // A newer generation or a killed task: the daemon is not at fault.
         throw e;
       } catch (IOException e) {
         daemons.markDown(assignment.daemon(k), e.getMessage());

@@ -76,7 +76,23 @@ public final class ServiceStreams
   private final int[] maps;
   private final long[] attempts;
   private final Map<Integer, Long> attemptOf;
+  /**
+   * The segments Spark's map statuses say are not empty ({@link Winners#segments}): each daemon's
+   * read must send every one of its share, else the read fails (a segment lost whole would pass
+   * every block's and trailer's check). Not checked for a read the daemons reduce (its segments
+   * are map -1's).
+   */
+  private final java.util.Set<Long> expected;
+  /** The expected segments the open read has sent. */
+  private final java.util.Set<Long> sent = new java.util.HashSet<>();
+  /** Partitions {@code lo..hi} of the open read. */
+  private int readLo;
+
+  private int readHi;
   private final BiFunction<BlockId, InputStream, InputStream> wrap;
+  /** Spark's {@code spark.shuffle.detectCorrupt}: a segment that fails to decode fails the fetch. */
+  private final boolean detectCorrupt;
+
   private final ShuffleReadMetricsReporter metrics;
   /** The reduce-side operator the daemons run before they stream, or null for a plain read. */
   private final EngineOp reduce;
@@ -117,8 +133,9 @@ public final class ServiceStreams
       int start,
       int end,
       int partitions,
-      Map<Integer, Long> attemptOf,
+      Winners winners,
       BiFunction<BlockId, InputStream, InputStream> wrap,
+      boolean detectCorrupt,
       ShuffleReadMetricsReporter metrics,
       EngineOp reduce) {
     this.daemons = daemons;
@@ -127,7 +144,8 @@ public final class ServiceStreams
     this.start = start;
     this.end = end;
     this.partitions = partitions;
-    this.attemptOf = attemptOf;
+    this.attemptOf = winners.attemptOf();
+    this.expected = winners.segments();
     this.maps = new int[attemptOf.size()];
     this.attempts = new long[attemptOf.size()];
     int i = 0;
@@ -137,6 +155,7 @@ public final class ServiceStreams
       i++;
     }
     this.wrap = wrap;
+    this.detectCorrupt = detectCorrupt;
     this.metrics = metrics;
     this.reduce = reduce;
     if (maps.length == 0 || start >= end) {
@@ -198,6 +217,9 @@ public final class ServiceStreams
               connection = 0;
             }
           }
+          if (!closed) {
+            checkSent();
+          }
         }
         if (closed) {
           done = true;
@@ -214,6 +236,8 @@ public final class ServiceStreams
         if (lo >= hi) {
           continue;
         }
+        // The wait for a connection and the read's start count as fetch wait, as its frames do.
+        long t0 = System.nanoTime();
         long c = daemons.borrow(assignment.daemon(owner));
         synchronized (handoff) {
           if (closed) {
@@ -223,7 +247,11 @@ public final class ServiceStreams
           }
           connection = c;
         }
+        readLo = lo;
+        readHi = hi;
+        sent.clear();
         ServiceNative.readStart(c, shuffle, assignment.generation, lo, hi, maps, attempts, reduce);
+        metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
         dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
       } catch (IOException e) {
         long c;
@@ -282,10 +310,63 @@ public final class ServiceStreams
     if (attempt == null) {
       throw failed(partition, new IOException("the daemon sent map " + map + ", not asked for"));
     }
+    if (reduce == null) {
+      sent.add(segment(partition, map));
+    }
     metrics.incRemoteBlocksFetched(1);
     BlockId id = new ShuffleBlockId(shuffle, attempt, partition);
     open = new Segment(partition, map);
-    return new Tuple2<>(id, wrap.apply(id, open));
+    return new Tuple2<>(id, fetched(partition, wrap.apply(id, open)));
+  }
+
+  /**
+   * Partition {@code partition}'s segment, decoded by {@code in}, as Spark's fetch iterator hands
+   * out a fetched one: with {@code spark.shuffle.detectCorrupt} on (Spark's default), a failure to
+   * read it (a corrupt, forged or truncated block the decoder found) is a fetch failure at the
+   * daemons ({@link #failed}), as Spark's wrapper makes it of a fetched segment's, so that Spark
+   * reruns the pushed maps instead of failing the task four times over the same bytes; with it
+   * off, the failure fails the task, as under Spark's own shuffle. A failure this iterator threw
+   * already (a daemon's, a busy one's, a closed read's) is thrown as it is.
+   */
+  InputStream fetched(int partition, InputStream in) {
+    return new java.io.FilterInputStream(in) {
+      private IOException raised(IOException e) {
+        if (failure != null) {
+          throw ServiceStreams.<RuntimeException>unchecked(failure);
+        }
+        if (!detectCorrupt) {
+          return e;
+        }
+        throw failed(partition, e);
+      }
+
+      @Override
+      public int read() throws IOException {
+        try {
+          return super.read();
+        } catch (IOException e) {
+          throw raised(e);
+        }
+      }
+
+      @Override
+      public int read(byte[] b, int off, int len) throws IOException {
+        try {
+          return super.read(b, off, len);
+        } catch (IOException e) {
+          throw raised(e);
+        }
+      }
+
+      @Override
+      public long skip(long n) throws IOException {
+        try {
+          return super.skip(n);
+        } catch (IOException e) {
+          throw raised(e);
+        }
+      }
+    };
   }
 
   /**
@@ -369,6 +450,34 @@ public final class ServiceStreams
     }
   }
 
+  /** A segment's key in {@link Winners#segments}: its partition and map index. */
+  static long segment(int partition, int mapIndex) {
+    return ((long) partition << 32) | (mapIndex & 0xffffffffL);
+  }
+
+  /**
+   * Throws the fetch failure of a daemon's read that ended without one of the segments of its
+   * partitions {@link #readLo}..{@link #readHi} that Spark's map statuses say are not empty.
+   */
+  private void checkSent() {
+    if (reduce != null) {
+      return;
+    }
+    for (long k : expected) {
+      int partition = (int) (k >>> 32);
+      if (partition >= readLo && partition < readHi && !sent.contains(k)) {
+        throw failed(
+            partition,
+            new IOException(
+                "the daemon sent no segment of map index "
+                    + (int) k
+                    + " for partition "
+                    + partition
+                    + ", which its map status says is not empty"));
+      }
+    }
+  }
+
   /** The message of a failed read, naming the generation read ({@link #generationIn}). */
   static String readFailure(int start, int end, String where, int generation, String cause) {
     return "Sluice service: reading partitions " + start + ".." + end + " from " + where + " ("
@@ -422,14 +531,21 @@ public final class ServiceStreams
   }
 
   /**
-   * The attempt Spark's map output tracker registered for each map index among {@code blocks} (the
-   * part of its {@code getMapSizesByExecutorId} answer at the service's location): the winners a
-   * read names.
+   * What a read takes: the attempt Spark's map output tracker registered for each map index (the
+   * winners the read names), and the segments its map statuses say are not empty, by {@link
+   * #segment} key (Spark lists no empty block; a batch of partitions is not listed by partition,
+   * so none of its segments is).
+   */
+  public record Winners(Map<Integer, Long> attemptOf, java.util.Set<Long> segments) {}
+
+  /**
+   * The winners among {@code blocks} (the part of the map output tracker's {@code
+   * getMapSizesByExecutorId} answer at the service's location).
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
-  public static Map<Integer, Long> winners(
-      Iterable<Tuple2<BlockManagerId, scala.collection.Seq>> blocks) {
+  public static Winners winners(Iterable<Tuple2<BlockManagerId, scala.collection.Seq>> blocks) {
     Map<Integer, Long> out = new java.util.TreeMap<>();
+    java.util.Set<Long> segments = new java.util.HashSet<>();
     for (Tuple2<BlockManagerId, scala.collection.Seq> byAddress : blocks) {
       scala.collection.Iterator it = byAddress._2().iterator();
       while (it.hasNext()) {
@@ -437,6 +553,7 @@ public final class ServiceStreams
         long mapId;
         if (b._1() instanceof ShuffleBlockId s) {
           mapId = s.mapId();
+          segments.add(segment(s.reduceId(), (Integer) b._3()));
         } else if (b._1() instanceof org.apache.spark.storage.ShuffleBlockBatchId s) {
           mapId = s.mapId();
         } else {
@@ -445,7 +562,7 @@ public final class ServiceStreams
         out.put((Integer) b._3(), mapId);
       }
     }
-    return out;
+    return new Winners(out, segments);
   }
 
   /**

@@ -388,18 +388,21 @@ public final class NativeMapOutput extends MemoryConsumer {
     long t0 = System.nanoTime();
     File dataFile = resolver.getDataFile(shuffleId, mapId);
     dataTmp = resolver.createTempFile(dataFile);
-    long handle = task;
-    task = 0;
     long rowChecksum = 0;
     if (early != null) {
       // The commit removes the spill files the early pushes read.
       early.await();
+      context.killTaskIfInterrupted();
     }
     try {
       if (rows != null) {
-        rowChecksum = rows.value(rows.inEngine ? SluiceNative.mapRowChecksums(handle) : null);
+        rowChecksum = rows.value(rows.inEngine ? SluiceNative.mapRowChecksums(task) : null);
       }
       long[] written;
+      // The engine takes the attempt whatever the commit comes to; until here, what throws
+      // leaves it to the abort.
+      long handle = task;
+      task = 0;
       try {
         written = SluiceNative.mapCommit(handle, dataTmp.getAbsolutePath(), settings.output);
       } catch (SluiceException e) {
@@ -428,6 +431,10 @@ public final class NativeMapOutput extends MemoryConsumer {
     metrics.incRecordsWritten(fileRecords);
     metrics.incWriteTime(System.nanoTime() - t0);
     BlockManagerId location = SparkEnv.get().blockManager().shuffleServerId();
+    if (service != null) {
+      // A killed attempt (a speculative copy that lost) pushes nothing more.
+      context.killTaskIfInterrupted();
+    }
     if (service != null
         && ServicePush.pushOrKeep(
             serviceConf,

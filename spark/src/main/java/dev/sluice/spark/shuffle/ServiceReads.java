@@ -92,6 +92,7 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
             handle.dependency().partitioner().numPartitions(),
             ServiceStreams.winners(atService),
             (id, in) -> segments.wrapStream(id, in),
+            SparkEnv.get().conf().getBoolean("spark.shuffle.detectCorrupt", true),
             metrics,
             conf.reducesAtDaemon(reduce) ? reduce : null);
     context.addTaskCompletionListener(
@@ -149,6 +150,8 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
         streams(handle, startMap, endMap, start, end, context, metrics, operator);
     byte[] sink = new byte[1];
     while (streams.hasNext()) {
+      // A killed task (a speculative copy that lost, a cancelled job) feeds no more segments.
+      context.killTaskIfInterrupted();
       Tuple2<BlockId, InputStream> next = streams.next();
       try (InputStream in = next._2()) {
         // A stream into an operator serves no bytes: it ends once every block was merged.

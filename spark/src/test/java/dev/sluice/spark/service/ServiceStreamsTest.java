@@ -3,8 +3,11 @@ package dev.sluice.spark.service;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 
+import java.io.IOException;
+import java.io.InputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
@@ -26,6 +29,10 @@ class ServiceStreamsTest {
   }
 
   private static ServiceStreams streams(Daemons daemons) {
+    return streams(daemons, true);
+  }
+
+  private static ServiceStreams streams(Daemons daemons, boolean detectCorrupt) {
     // Partitions 0..4 over two daemons: 0-1 at the first, 2-3 at the second.
     return new ServiceStreams(
         daemons,
@@ -34,8 +41,9 @@ class ServiceStreamsTest {
         0,
         4,
         4,
-        Map.of(0, 0L),
+        new ServiceStreams.Winners(Map.of(0, 0L), java.util.Set.of()),
         (id, in) -> in,
+        detectCorrupt,
         new TempShuffleReadMetrics(),
         null);
   }
@@ -103,5 +111,52 @@ class ServiceStreamsTest {
       first.setSoTimeout(200);
       assertThrows(java.net.SocketTimeoutException.class, first::accept, "nothing connected");
     }
+  }
+
+  /** A decoded segment whose first read finds a corrupt block. */
+  private static InputStream corrupt() {
+    return new InputStream() {
+      @Override
+      public int read() throws IOException {
+        throw new IOException("Sluice block at byte 0 of shuffle_7_0_2: CRC32C mismatch");
+      }
+    };
+  }
+
+  @Test
+  void aSegmentThatFailsToDecodeIsAFetchFailureAtTheDaemons() throws Exception {
+    // A daemon's segment whose block fails its check as it is decoded: with
+    // spark.shuffle.detectCorrupt on, a fetch failure at the shuffle's service location (map
+    // index -1, so Spark unregisters the pushed outputs and reruns their maps), not an error that
+    // fails the task four times over the same bytes; every later call gets the same failure.
+    Daemons daemons =
+        daemons(
+            "corrupt",
+            "127.0.0.1:" + closedPort("127.0.0.1"),
+            "127.0.0.2:" + closedPort("127.0.0.2"));
+    ServiceStreams it = streams(daemons);
+    InputStream segment = it.fetched(2, corrupt());
+    FetchFailedException e = assertThrows(FetchFailedException.class, segment::read);
+    org.apache.spark.FetchFailed reason = (org.apache.spark.FetchFailed) e.toTaskFailedReason();
+    assertEquals(ServiceStreams.failedAt(7), reason.bmAddress());
+    assertEquals(7, reason.shuffleId());
+    assertEquals(-1, reason.mapIndex());
+    assertEquals(2, reason.reduceId());
+    assertTrue(e.getMessage().contains("CRC32C mismatch"), e.getMessage());
+    assertSame(e, assertThrows(FetchFailedException.class, it::hasNext));
+    assertSame(e, assertThrows(FetchFailedException.class, () -> segment.read(new byte[4], 0, 4)));
+  }
+
+  @Test
+  void withDetectCorruptOffADecodingFailureFailsTheTask() throws Exception {
+    // As under Spark's own shuffle with spark.shuffle.detectCorrupt off: the task's error.
+    Daemons daemons =
+        daemons(
+            "corrupt-off",
+            "127.0.0.1:" + closedPort("127.0.0.1"),
+            "127.0.0.2:" + closedPort("127.0.0.2"));
+    InputStream segment = streams(daemons, false).fetched(2, corrupt());
+    IOException e = assertThrows(IOException.class, segment::read);
+    assertTrue(e.getMessage().contains("CRC32C mismatch"), e.getMessage());
   }
 }
