@@ -14,6 +14,7 @@ import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.Alias;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.EvalMode$;
@@ -116,6 +117,9 @@ final class LaneAggregate implements Serializable {
   /** For plan strings. */
   private final String description;
 
+  /** {@link #canonical}, made on first use. */
+  private transient Object canonical;
+
   private LaneAggregate(
       LaneValues values,
       Seq<Expression> keyExprs,
@@ -157,6 +161,40 @@ final class LaneAggregate implements Serializable {
   @Override
   public String toString() {
     return description;
+  }
+
+  /**
+   * What the node computes, free of expression ids: the map side ({@link #mapSide}), each
+   * function's buffer and the reduce side's expressions over their inputs by position. Two forms
+   * are equal when these are: Spark's canonical plans compare a node's constructor arguments, so
+   * that two copies of one native aggregate (a CTE that a query uses twice, TPC-DS q23) compare
+   * equal, and Spark reuses an exchange above them as it does above two equal aggregates of its
+   * own, instead of running that exchange's map stage twice.
+   */
+  private Object canonical() {
+    if (canonical == null) {
+      // The results' names and ids are the node's output, which its plan compares by position.
+      List<Expression> results = new ArrayList<>();
+      resultExprs.foreach(e -> results.add(e instanceof Alias a ? a.child() : e));
+      canonical =
+          List.of(
+              mapSide(),
+              Arrays.asList(outputs),
+              bufferWidth,
+              ShuffleReuse.positional(evalExprs, evalInputs),
+              ShuffleReuse.positional(Scala.seq(results), resultInputs));
+    }
+    return canonical;
+  }
+
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof LaneAggregate l && canonical().equals(l.canonical());
+  }
+
+  @Override
+  public int hashCode() {
+    return canonical().hashCode();
   }
 
   /**

@@ -385,6 +385,38 @@ public final class SluiceAggregateExec extends LinePlan {
     return that instanceof SluiceAggregateExec;
   }
 
+  /**
+   * Equal constructor arguments, as Spark's case-class nodes compare: Spark finds equal subtrees by
+   * their canonical plans ({@code sameResult}, the exchange reuse), so that two copies of one
+   * native aggregate (a CTE a query uses twice, TPC-DS q23) compare equal once their expression
+   * ids are normalized ({@link LaneAggregate#equals}), and an exchange above them runs its map
+   * stage once, as above two equal aggregates of Spark's own.
+   */
+  @Override
+  public boolean equals(Object o) {
+    if (this == o) {
+      return true;
+    }
+    if (!(o instanceof SluiceAggregateExec other)) {
+      return false;
+    }
+    for (int i = 0; i < productArity(); i++) {
+      if (!Objects.equals(productElement(i), other.productElement(i))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  @Override
+  public int hashCode() {
+    int h = SluiceAggregateExec.class.hashCode();
+    for (int i = 0; i < productArity(); i++) {
+      h = 31 * h + Objects.hashCode(productElement(i));
+    }
+    return h;
+  }
+
   public SparkPlan child() {
     return child;
   }
