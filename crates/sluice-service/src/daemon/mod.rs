@@ -44,6 +44,7 @@ mod reduce;
 mod spill;
 pub use spill::SPILL_WRITE_BYTES;
 mod store;
+pub use store::ENTRY_BYTES;
 mod trim;
 
 use std::io::Write;

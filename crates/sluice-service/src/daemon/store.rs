@@ -55,7 +55,7 @@ pub(crate) const SLOW_DOWN_MS: u32 = 20;
 /// beside its data, in memory or on disk: its record (`StagedSection`,
 /// then `Block`: about 56 bytes with its location), the shared buffer's
 /// counts and vector header (40), and the allocator's and the maps' share.
-pub(crate) const ENTRY_BYTES: u64 = 128;
+pub const ENTRY_BYTES: u64 = 128;
 
 /// How long a map attempt's staged chunks stay with no push before the
 /// daemon drops them ([`Store::expire_staged`]): an attempt whose task
@@ -496,7 +496,13 @@ impl Store {
         let bytes: u64 = sections.iter().map(|x| x.data.len() as u64).sum();
         let entries = sections.len() as u64;
         self.reap();
-        if self.held + self.entry_bytes(self.entries + entries) + bytes > self.budget {
+        let floor = self.entry_bytes(self.entries + entries) + bytes;
+        if self.held + floor > self.budget {
+            if floor > self.budget {
+                // A spill frees blocks' bytes, never their entries: with
+                // nothing in memory the push would not fit either.
+                return Ok(Pushed::Reply(Message::SlowDown { retry_after_ms: SLOW_DOWN_MS }));
+            }
             return Ok(match self.begin_spill() {
                 Some(job) => Pushed::Spill(job),
                 None => Pushed::Reply(Message::SlowDown { retry_after_ms: SLOW_DOWN_MS }),

@@ -422,7 +422,8 @@ mod tests {
     #[test]
     fn a_shuffle_unregistered_while_its_spill_is_written_leaves_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut s = store(dir.path(), 1000);
+        // Room for one block's bytes and two entries' bookkeeping.
+        let mut s = store(dir.path(), 1000 + 2 * super::super::ENTRY_BYTES);
         acked(push(&mut s, 0, 0, 800));
         commit(&mut s, 0);
         let mut j = job(push(&mut s, 1, 0, 800));
@@ -459,22 +460,25 @@ mod tests {
     fn empty_sections_are_charged_to_the_budget() {
         // Each staged section costs ENTRY_BYTES beside its bytes: a chunk
         // of 64 empty sections takes 64 of them, and a second one does not
-        // fit a budget of 100; nothing in memory can spill (no bytes), so
-        // it is slowed down. Dropped, the attempt frees them all.
+        // fit a budget of 100 even with no bytes in memory, so it is slowed
+        // down without spilling map 1's block (a spill would free its bytes,
+        // not the entries). Dropped, the attempt frees them all.
         use super::super::ENTRY_BYTES;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut s = store(dir.path(), 100 * ENTRY_BYTES);
+        acked(push(&mut s, 1, 1, 1000));
         let empty = || -> Vec<Section> {
             (0..64).map(|p| Section { partition: p % 2, records: 0, data: Vec::new() }).collect()
         };
         let id = |seq| ChunkId { shuffle: 0, generation: 1, map: 0, attempt: 1, seq, crc: seq };
         acked(s.push(APP, &id(0), &mut empty()).expect("push"));
-        assert_eq!(s.stats().held_bytes, 64 * ENTRY_BYTES);
+        assert_eq!(s.stats().held_bytes, 1000 + 65 * ENTRY_BYTES);
         let slow = s.push(APP, &id(1), &mut empty()).expect("push");
         assert!(matches!(slow, Pushed::Reply(Message::SlowDown { .. })), "{slow:?}");
+        assert_eq!((s.held, s.spilled), (1000, 0), "nothing spilled");
         s.drop_attempt(APP, 0, 1, 0, 1).expect("drop");
-        assert_eq!(s.stats().held_bytes, 0);
-        assert_eq!(s.stats().peak_bytes, 64 * ENTRY_BYTES);
+        assert_eq!(s.stats().held_bytes, 1000 + ENTRY_BYTES);
+        assert_eq!(s.stats().peak_bytes, 1000 + 65 * ENTRY_BYTES);
     }
 
     fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

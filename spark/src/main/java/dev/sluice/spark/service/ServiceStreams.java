@@ -82,9 +82,9 @@ public final class ServiceStreams
    * every block's and trailer's check). Not checked for a read the daemons reduce (its segments
    * are map -1's).
    */
-  private final java.util.Set<Long> expected;
-  /** The expected segments the open read has sent. */
-  private final java.util.Set<Long> sent = new java.util.HashSet<>();
+  private final long[] expected;
+  /** Which of {@link #expected} the open read has sent. */
+  private final java.util.BitSet sent = new java.util.BitSet();
   /** Partitions {@code lo..hi} of the open read. */
   private int readLo;
 
@@ -311,7 +311,10 @@ public final class ServiceStreams
       throw failed(partition, new IOException("the daemon sent map " + map + ", not asked for"));
     }
     if (reduce == null) {
-      sent.add(segment(partition, map));
+      int at = java.util.Arrays.binarySearch(expected, segment(partition, map));
+      if (at >= 0) {
+        sent.set(at);
+      }
     }
     metrics.incRemoteBlocksFetched(1);
     BlockId id = new ShuffleBlockId(shuffle, attempt, partition);
@@ -463,9 +466,15 @@ public final class ServiceStreams
     if (reduce != null) {
       return;
     }
-    for (long k : expected) {
+    // The keys sort by partition, then map index: the read's share is one run of them.
+    int from = java.util.Arrays.binarySearch(expected, segment(readLo, 0));
+    for (int i = from >= 0 ? from : -from - 1; i < expected.length; i++) {
+      long k = expected[i];
       int partition = (int) (k >>> 32);
-      if (partition >= readLo && partition < readHi && !sent.contains(k)) {
+      if (partition >= readHi) {
+        break;
+      }
+      if (!sent.get(i)) {
         throw failed(
             partition,
             new IOException(
@@ -533,10 +542,10 @@ public final class ServiceStreams
   /**
    * What a read takes: the attempt Spark's map output tracker registered for each map index (the
    * winners the read names), and the segments its map statuses say are not empty, by {@link
-   * #segment} key (Spark lists no empty block; a batch of partitions is not listed by partition,
-   * so none of its segments is).
+   * #segment} key, sorted and each once (Spark lists no empty block; a batch of partitions is not
+   * listed by partition, so none of its segments is).
    */
-  public record Winners(Map<Integer, Long> attemptOf, java.util.Set<Long> segments) {}
+  public record Winners(Map<Integer, Long> attemptOf, long[] segments) {}
 
   /**
    * The winners among {@code blocks} (the part of the map output tracker's {@code
@@ -545,7 +554,8 @@ public final class ServiceStreams
   @SuppressWarnings({"unchecked", "rawtypes"})
   public static Winners winners(Iterable<Tuple2<BlockManagerId, scala.collection.Seq>> blocks) {
     Map<Integer, Long> out = new java.util.TreeMap<>();
-    java.util.Set<Long> segments = new java.util.HashSet<>();
+    long[] segments = new long[16];
+    int n = 0;
     for (Tuple2<BlockManagerId, scala.collection.Seq> byAddress : blocks) {
       scala.collection.Iterator it = byAddress._2().iterator();
       while (it.hasNext()) {
@@ -553,7 +563,10 @@ public final class ServiceStreams
         long mapId;
         if (b._1() instanceof ShuffleBlockId s) {
           mapId = s.mapId();
-          segments.add(segment(s.reduceId(), (Integer) b._3()));
+          if (n == segments.length) {
+            segments = java.util.Arrays.copyOf(segments, 2 * n);
+          }
+          segments[n++] = segment(s.reduceId(), (Integer) b._3());
         } else if (b._1() instanceof org.apache.spark.storage.ShuffleBlockBatchId s) {
           mapId = s.mapId();
         } else {
@@ -562,7 +575,15 @@ public final class ServiceStreams
         out.put((Integer) b._3(), mapId);
       }
     }
-    return new Winners(out, segments);
+    long[] sorted = java.util.Arrays.copyOf(segments, n);
+    java.util.Arrays.sort(sorted);
+    int unique = 0;
+    for (int i = 0; i < n; i++) {
+      if (i == 0 || sorted[i] != sorted[i - 1]) {
+        sorted[unique++] = sorted[i];
+      }
+    }
+    return new Winners(out, java.util.Arrays.copyOf(sorted, unique));
   }
 
   /**
