@@ -113,6 +113,12 @@ class ServiceStreamsTest {
     }
   }
 
+  /** Two daemons nothing listens for: a read's segments here are handed to it directly. */
+  private static Daemons unreachable(String app) throws Exception {
+    return daemons(
+        app, "127.0.0.1:" + closedPort("127.0.0.1"), "127.0.0.2:" + closedPort("127.0.0.2"));
+  }
+
   /** A decoded segment whose first read finds a corrupt block. */
   private static InputStream corrupt() {
     return new InputStream() {
@@ -129,12 +135,7 @@ class ServiceStreamsTest {
     // spark.shuffle.detectCorrupt on, a fetch failure at the shuffle's service location (map
     // index -1, so Spark unregisters the pushed outputs and reruns their maps), not an error that
     // fails the task four times over the same bytes; every later call gets the same failure.
-    Daemons daemons =
-        daemons(
-            "corrupt",
-            "127.0.0.1:" + closedPort("127.0.0.1"),
-            "127.0.0.2:" + closedPort("127.0.0.2"));
-    ServiceStreams it = streams(daemons);
+    ServiceStreams it = streams(unreachable("corrupt"));
     InputStream segment = it.fetched(2, corrupt());
     FetchFailedException e = assertThrows(FetchFailedException.class, segment::read);
     org.apache.spark.FetchFailed reason = (org.apache.spark.FetchFailed) e.toTaskFailedReason();
@@ -150,12 +151,7 @@ class ServiceStreamsTest {
   @Test
   void withDetectCorruptOffADecodingFailureFailsTheTask() throws Exception {
     // As under Spark's own shuffle with spark.shuffle.detectCorrupt off: the task's error.
-    Daemons daemons =
-        daemons(
-            "corrupt-off",
-            "127.0.0.1:" + closedPort("127.0.0.1"),
-            "127.0.0.2:" + closedPort("127.0.0.2"));
-    InputStream segment = streams(daemons, false).fetched(2, corrupt());
+    InputStream segment = streams(unreachable("corrupt-off"), false).fetched(2, corrupt());
     IOException e = assertThrows(IOException.class, segment::read);
     assertTrue(e.getMessage().contains("CRC32C mismatch"), e.getMessage());
   }
