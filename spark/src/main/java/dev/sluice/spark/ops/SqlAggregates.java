@@ -7,6 +7,7 @@ import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.rdd.ShuffledRDD;
+import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.hash.Murmur3_x86_32;
 import scala.Tuple2;
@@ -38,14 +39,14 @@ public final class SqlAggregates {
 
   private SqlAggregates() {}
 
-  /** Spark SQL's error for an ANSI sum that overflowed, found {@code where}. */
+  /**
+   * Spark SQL's error for an ANSI sum that overflowed, found {@code where}: Spark's own {@code
+   * SparkArithmeticException} of error class {@code ARITHMETIC_OVERFLOW}, which callers match on
+   * (PySpark raises it as its {@code ArithmeticException}).
+   */
   public static ArithmeticException overflow(String where) {
-    return new ArithmeticException(
-        "[ARITHMETIC_OVERFLOW] long overflow in sum (Sluice's native aggregate: "
-            + where
-            + "). Use 'try_sum'"
-            + " to tolerate overflow and return NULL instead, or set spark.sql.ansi.enabled to"
-            + " false.");
+    return QueryExecutionErrors.arithmeticOverflowError(
+        "long overflow in sum (Sluice's native aggregate: " + where + ")", "try_sum", null);
   }
 
   /** Why the engine cannot run offloaded operators in this application, or null if it can. */

@@ -32,8 +32,11 @@ import scala.collection.immutable.Seq;
  *
  * <p>Only where the node's partition count is not relied on: a node below an operator with
  * several children that need a distribution (a sort-merge or shuffled hash join, which zips its
- * children's partitions) keeps its declared count ({@link SluiceRule}'s pinned nodes). A coalesced
- * hash or range partitioning still places each key in one partition, in order for ranges.
+ * children's partitions) keeps its declared count ({@link SluiceRule}'s pinned nodes), and so does
+ * a node in the final stage of a plan whose final stage adaptive execution leaves alone (a cached
+ * query's plan, whose partitioning a later query's join relies on). A coalesced hash or range
+ * partitioning still places each key in one partition, in order for ranges; once a node has read
+ * in coalesced ranges, it reports them as its partitioning, as Spark's coalesced read does.
  */
 final class AdaptiveCoalesce {
   private AdaptiveCoalesce() {}
@@ -41,10 +44,12 @@ final class AdaptiveCoalesce {
   /**
    * The bounds of the reads of a shuffle of {@code partitions} partitions whose map stage gave
    * {@code stats}: {@code [0, ..., partitions]}, task {@code i} reading {@code [b[i], b[i + 1])};
-   * one partition each when coalescing is off.
+   * one partition each when coalescing is off, or adaptive execution (whose coalescing this is).
    */
   static int[] bounds(SQLConf conf, SparkContext sc, MapOutputStatistics stats, int partitions) {
-    if (!conf.coalesceShufflePartitionsEnabled() || partitions <= 1) {
+    if (!conf.adaptiveExecutionEnabled()
+        || !conf.coalesceShufflePartitionsEnabled()
+        || partitions <= 1) {
       return identity(partitions);
     }
     Seq<Seq<ShufflePartitionSpec>> specs = coalesce(conf, sc, List.of(Option.apply(stats)));

@@ -21,6 +21,8 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnionExec;
 import org.apache.spark.sql.execution.adaptive.AQEShuffleReadExec;
 import org.apache.spark.sql.execution.adaptive.AQEShuffleReadExec$;
+import org.apache.spark.sql.execution.adaptive.AQEShuffleReadRule;
+import org.apache.spark.sql.execution.adaptive.BroadcastQueryStageExec;
 import org.apache.spark.sql.execution.adaptive.CoalesceShufflePartitions;
 import org.apache.spark.sql.execution.adaptive.QueryStageExec;
 import org.apache.spark.sql.execution.adaptive.ShuffleQueryStageExec;
@@ -55,13 +57,26 @@ import scala.collection.immutable.Seq;
  * through Spark's {@code AQEShuffleReadExec} and each aggregate in the same ranges, so the join
  * still zips partitions that hold the same keys. A group with a shuffle Spark would not coalesce
  * (a repartition to a given count, a single partition), one already read by an {@code
- * AQEShuffleReadExec}, or any other leaf (a bucketed scan) is left as it is.
+ * AQEShuffleReadExec}, or any other leaf (a bucketed scan, a cached table) is left as it is.
  */
-final class JoinCoalesce extends Rule<SparkPlan> {
+final class JoinCoalesce extends Rule<SparkPlan> implements AQEShuffleReadRule {
   private final SparkSession session;
 
   JoinCoalesce(SparkSession session) {
     this.session = session;
+  }
+
+  /**
+   * The shuffles Spark's own coalescing reads in ranges. Being one of Spark's shuffle read rules,
+   * this one is left out of a final stage whose reads adaptive execution leaves alone (a cached
+   * query's plan), and what it makes of a final stage is checked against the distribution the
+   * query must end in (a repartition to a given count) and dropped where it breaks it.
+   */
+  @Override
+  public Seq<ShuffleOrigin> supportedShuffleOrigins() {
+    List<ShuffleOrigin> origins =
+        List.of(ENSURE_REQUIREMENTS$.MODULE$, REPARTITION_BY_COL$.MODULE$);
+    return Scala.seq(origins);
   }
 
   @Override
@@ -156,7 +171,9 @@ final class JoinCoalesce extends Rule<SparkPlan> {
       return true;
     }
     if (p instanceof QueryStageExec) {
-      return true; // a broadcast: not read by partition
+      // A broadcast is not read by partition. Any other stage (a cached table's) keeps its
+      // partition count, and Spark's own coalescing leaves its group alone too.
+      return p instanceof BroadcastQueryStageExec;
     }
     if (p instanceof AQEShuffleReadExec || p.children().isEmpty()) {
       return false;

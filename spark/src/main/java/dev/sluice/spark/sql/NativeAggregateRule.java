@@ -123,9 +123,10 @@ public final class NativeAggregateRule extends SluiceRule {
       return fin;
     }
     // A nondeterministic expression (rand() in a result) is evaluated by Spark per partition
-    // with a seed it initialises; the native node would compute other values, or none at all.
-    if (!deterministic(fin) || !deterministic(partial)) {
-      LOG.debug("Sluice: aggregate stays in Spark SQL (a nondeterministic expression)");
+    // with a seed it initialises, and a subquery's result is handed only to Spark's own nodes;
+    // the native node would compute other values, or none at all.
+    if (!portable(fin) || !portable(partial)) {
+      LOG.debug("Sluice: aggregate stays in Spark SQL (an expression only Spark evaluates)");
       return fin;
     }
     if (!everyShape() && !AggregateCost.paysNatively(partial)) {
@@ -136,11 +137,14 @@ public final class NativeAggregateRule extends SluiceRule {
     return one != fin ? one : lanes(fin, partial, hash, pinned);
   }
 
-  /** Whether every expression of {@code agg} (keys, functions, results) is deterministic. */
-  private static boolean deterministic(HashAggregateExec agg) {
-    return agg.groupingExpressions().forall(e -> ((Expression) e).deterministic())
-        && agg.aggregateExpressions().forall(e -> ((Expression) e).deterministic())
-        && agg.resultExpressions().forall(e -> ((Expression) e).deterministic());
+  /**
+   * Whether the native node can evaluate every expression of {@code agg} (keys, functions,
+   * results) itself ({@link SluiceRule#portable}).
+   */
+  private static boolean portable(HashAggregateExec agg) {
+    return agg.groupingExpressions().forall(e -> portable((Expression) e))
+        && agg.aggregateExpressions().forall(e -> portable((Expression) e))
+        && agg.resultExpressions().forall(e -> portable((Expression) e));
   }
 
   /**

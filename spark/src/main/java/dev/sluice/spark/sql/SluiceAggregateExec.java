@@ -7,6 +7,7 @@ import dev.sluice.spark.shim.Scala;
 import dev.sluice.spark.sort.RangeShuffledRDD;
 import java.io.Serializable;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Objects;
@@ -27,6 +28,8 @@ import org.apache.spark.sql.catalyst.plans.physical.CoalescedBoundary;
 import org.apache.spark.sql.catalyst.plans.physical.CoalescedHashPartitioning;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
+import org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection;
+import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
@@ -103,6 +106,13 @@ public final class SluiceAggregateExec extends LinePlan {
   /** The aggregated rows, made once (on the driver; later actions reuse the shuffle). */
   private transient RDD<InternalRow> aggregated;
 
+  /**
+   * The ranges this node read in where it cut them by its own statistics ({@link
+   * AdaptiveCoalesce}), or null: its partitioning from then on, as Spark's coalesced read reports
+   * one (a cached query's plan is read by later queries with the partitioning it reports).
+   */
+  private transient volatile List<Integer> coalesced;
+
   /** The one-key, one-function form, its output computed from {@code group} and {@code result}. */
   public SluiceAggregateExec(
       Attribute group,
@@ -174,16 +184,30 @@ public final class SluiceAggregateExec extends LinePlan {
 
   @Override
   public Partitioning outputPartitioning() {
-    List<Integer> bounds = cut.bounds;
-    if (bounds.isEmpty() || !(partitioning instanceof HashPartitioning h)) {
+    List<Integer> bounds = cut.bounds.isEmpty() && coalesced != null ? coalesced : cut.bounds;
+    if (bounds.isEmpty()) {
       return partitioning;
     }
-    // As Spark's coalesced shuffle read reports it: the same placement, fewer partitions.
     List<CoalescedBoundary> ranges = new ArrayList<>();
     for (int i = 0; i + 1 < bounds.size(); i++) {
       ranges.add(new CoalescedBoundary(bounds.get(i), bounds.get(i + 1)));
     }
-    return new CoalescedHashPartitioning(h, Scala.seq(ranges));
+    return coalesced(partitioning, ranges);
+  }
+
+  /**
+   * {@code p} read in {@code ranges}, as Spark's coalesced shuffle read reports it: a hash
+   * partitioning keeps its placement in fewer partitions (each of a collection too), anything else
+   * is only as many partitions.
+   */
+  private static Partitioning coalesced(Partitioning p, List<CoalescedBoundary> ranges) {
+    if (p instanceof HashPartitioning h) {
+      return new CoalescedHashPartitioning(h, Scala.seq(ranges));
+    }
+    if (p instanceof PartitioningCollection c) {
+      return new PartitioningCollection(Scala.map(c.partitionings(), x -> coalesced(x, ranges)));
+    }
+    return new UnknownPartitioning(ranges.size());
   }
 
   @Override
@@ -270,6 +294,9 @@ public final class SluiceAggregateExec extends LinePlan {
     }
     if (b.length - 1 == numPartitions) {
       return shuffle.rdd;
+    }
+    if (bounds.isEmpty()) {
+      coalesced = Arrays.stream(b).boxed().toList();
     }
     return (RDD) new RangeShuffledRDD<>((ShuffleDependency) shuffle.dependency(), b);
   }

@@ -9,6 +9,8 @@ import java.util.List;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.PlanExpression;
 import org.apache.spark.sql.catalyst.plans.physical.BroadcastDistribution;
 import org.apache.spark.sql.catalyst.plans.physical.Distribution;
 import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning;
@@ -29,6 +31,10 @@ import scala.collection.immutable.Seq;
  */
 abstract class SluiceRule extends Rule<SparkPlan> {
   private static final Logger LOG = LoggerFactory.getLogger(SluiceRule.class);
+
+  /** Spark's setting (internal, from 3.2) for adaptive execution's reads of the final stage. */
+  static final String FINAL_STAGE_OPTIMIZATIONS =
+      "spark.sql.adaptive.applyFinalStageShuffleOptimizations";
 
   /** The setting that turns the rule off. */
   abstract SluiceSetting setting();
@@ -61,21 +67,44 @@ abstract class SluiceRule extends Rule<SparkPlan> {
         || fallbackReason(env.conf()) != null) {
       return plan;
     }
-    return rewrite(plan, false);
+    return rewrite(plan, finalStagePinned(), true);
   }
 
-  private SparkPlan rewrite(SparkPlan plan, boolean pinned) {
+  /**
+   * Whether the nodes of the plan's final stage (from its root down to the first exchange) must
+   * keep their declared partition counts: where adaptive execution leaves the final stage's
+   * shuffle reads alone ({@code spark.sql.adaptive.applyFinalStageShuffleOptimizations} off), as
+   * Spark plans a query it caches. A later query reads the cached rows with the partitioning the
+   * cached plan declares, and a join there zips them with its other side.
+   */
+  private boolean finalStagePinned() {
+    return !Boolean.parseBoolean(conf().getConfString(FINAL_STAGE_OPTIMIZATIONS, "true"));
+  }
+
+  /**
+   * {@code plan} with its children rewritten, then itself offered to {@link #replace}; {@code
+   * finalStage} while no exchange is above it. Pinned besides what {@link #pinsChild} pins: every
+   * node where adaptive execution is off when the plan is made (nothing is coalesced then, nor
+   * later when the plan runs), and in the final stage a node whose partition count a repartition
+   * ending the query fixes ({@link FixedPartitions}).
+   */
+  private SparkPlan rewrite(SparkPlan plan, boolean pinned, boolean finalStage) {
+    boolean pin =
+        pinned
+            || !conf().adaptiveExecutionEnabled()
+            || (finalStage && FixedPartitions.fixed(plan));
+    boolean childFinal = finalStage && !(plan instanceof Exchange);
     List<SparkPlan> children = new ArrayList<>();
     boolean changed = false;
     scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
     for (int i = 0; it.hasNext(); i++) {
       SparkPlan c = it.next();
-      SparkPlan n = rewrite(c, pinsChild(plan, i, pinned));
+      SparkPlan n = rewrite(c, pinsChild(plan, i, pin), childFinal);
       changed |= n != c;
       children.add(n);
     }
     SparkPlan node = changed ? plan.withNewChildren(Scala.seq(children)) : plan;
-    SparkPlan replaced = replace(node, pinned);
+    SparkPlan replaced = replace(node, pin);
     return replaced == node ? node : adopt(replaced, node, getClass().getSimpleName());
   }
 
@@ -157,6 +186,17 @@ abstract class SluiceRule extends Rule<SparkPlan> {
    */
   static boolean zips(SparkPlan union) {
     return !(union.outputPartitioning() instanceof UnknownPartitioning);
+  }
+
+  /**
+   * Whether a native node can evaluate {@code e} itself, on executors: {@code e} is deterministic
+   * (Spark seeds {@code rand()} per partition in its own nodes) and holds no subquery. Spark runs a
+   * subquery, and hands its result to the expression, only for the expressions of its own plan
+   * nodes; a native form that carries a copy of the expression would find the subquery not run
+   * ({@code SELECT k, sum(d - (SELECT avg(d) FROM t)) FROM t GROUP BY k}).
+   */
+  static boolean portable(Expression e) {
+    return e.deterministic() && e.find(x -> x instanceof PlanExpression).isEmpty();
   }
 
   /** {@code it} with {@code f} applied to each element as it is read. */

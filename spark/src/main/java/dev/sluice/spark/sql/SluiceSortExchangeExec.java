@@ -59,6 +59,9 @@ public final class SluiceSortExchangeExec extends LinePlan {
   /** The shuffled rows, made once (the driver side of the plan). */
   private transient RDD<InternalRow> shuffled;
 
+  /** The ranges it read where it coalesced them ({@link AdaptiveCoalesce}), or 0. */
+  private transient volatile int coalesced;
+
   public SluiceSortExchangeExec(
       Seq<SortOrder> sortOrder,
       int numPartitions,
@@ -95,7 +98,9 @@ public final class SluiceSortExchangeExec extends LinePlan {
 
   @Override
   public Partitioning outputPartitioning() {
-    return new RangePartitioning(sortOrder, numPartitions);
+    // Once read in coalesced ranges, as many as it read, as Spark's coalesced read reports them.
+    int read = coalesced;
+    return new RangePartitioning(sortOrder, read > 0 ? read : numPartitions);
   }
 
   @Override
@@ -153,10 +158,13 @@ public final class SluiceSortExchangeExec extends LinePlan {
               ? AdaptiveCoalesce.bounds(
                   conf(), sparkContext(), AdaptiveCoalesce.mapStage(dep), ranged)
               : null;
-      RDD<InternalRow> read =
-          bounds != null && bounds.length - 1 < ranged
-              ? new ShuffledRowRDD(dep, metrics.read, AdaptiveCoalesce.specs(bounds))
-              : new ShuffledRowRDD(dep, metrics.read);
+      RDD<InternalRow> read;
+      if (bounds != null && bounds.length - 1 < ranged) {
+        read = new ShuffledRowRDD(dep, metrics.read, AdaptiveCoalesce.specs(bounds));
+        coalesced = bounds.length - 1;
+      } else {
+        read = new ShuffledRowRDD(dep, metrics.read);
+      }
       shuffled = width < child.output().size() ? dropComputedKeys(read) : read;
     }
     return shuffled;

@@ -19,7 +19,8 @@ import scala.runtime.BoxedUnit;
  * NativeAggregateRule} (aggregates), {@link RoundRobinRule} (round-robin repartitions without
  * Spark's defensive sort where their input is determinate), and adaptive execution's coalescing
  * of joins over a native aggregate ({@link JoinCoalesce}); adaptive execution counts the shuffles
- * of Sluice's nodes ({@link SluiceCostEvaluator}).
+ * of Sluice's nodes ({@link SluiceCostEvaluator}); a query's last repartition to a given count
+ * marks the nodes whose count it fixes ({@link FixedPartitions}).
  *
  * <p>On a Spark line the jar is not built for ({@link SparkLine}) it installs nothing: the rules
  * name Spark's plan classes by their signatures on the jar's line (Scala 2.12's collections on
@@ -38,6 +39,7 @@ public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider
       extensions.injectQueryStagePrepRule(session -> rule);
     }
     extensions.injectQueryStageOptimizerRule(session -> new JoinCoalesce(session));
+    extensions.injectOptimizerRule(session -> new FixedPartitions());
     countNativeShuffles();
     return BoxedUnit.UNIT;
   }
