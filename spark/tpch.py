@@ -113,6 +113,7 @@ PATHS = (
     ("Exchange SinglePartition", "X"),
     ("Exchange RoundRobinPartitioning", "X"),
     ("AQEShuffleRead coalesced", "c"),
+    ("ReusedExchange", "R"),
 )
 # The issue's per-query bound (issue 23): no query under this ratio to the
 # sort shuffle; the report names the queries under it by best and median.
@@ -309,7 +310,7 @@ def paths(plan):
         plan = plan.replace(name, "Comet's")
     for name, letter in PATHS:
         counts[letter] += plan.count(name)
-    return "".join(f"{counts[c]}{c}" for c in "XACSBc" if counts[c])
+    return "".join(f"{counts[c]}{c}" for c in "XACSBRc" if counts[c])
 
 
 def canonical(rows):

@@ -723,6 +723,19 @@ def test_an_exchange_above_two_copies_of_a_native_aggregate_runs_once(tmp_path):
         assert got == [w + w[1:] for w in want]
         ran = [done for _, done in stage_infos(s, "twice") if done > 0]
         assert len(ran) == 3, stage_infos(s, "twice")
+        # The same aggregate written out twice instead of named once: each
+        # copy has result ids of its own, which the native aggregate's
+        # canonical plan binds by position, as Spark's aggregate binds its
+        # own; unbound, the copies differed and the exchange ran twice.
+        copy = """(select k % 5 as m, count(*) as n, sum(k) as ks
+                   from (select k, sum(v) as total from t group by k)
+                   where total > 0 group by k % 5)"""
+        written = s.sql(f"select x.m, x.n, x.ks, y.n, y.ks from {copy} x join {copy} y on x.m = y.m")
+        sc.setJobGroup("written twice", "written twice")
+        assert sorted(tuple(r) for r in written.collect()) == got
+        assert "ReusedExchange" in plan_of(written), plan_of(written)
+        ran = [done for _, done in stage_infos(s, "written twice") if done > 0]
+        assert len(ran) == 3, stage_infos(s, "written twice")
     finally:
         s.stop()
 

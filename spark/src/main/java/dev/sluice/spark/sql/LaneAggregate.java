@@ -114,6 +114,8 @@ final class LaneAggregate implements Serializable {
   private final Seq<Attribute> evalInputs;
   private final Seq<Expression> resultExprs;
   private final Seq<Attribute> resultInputs;
+  /** The final aggregate's functions, over {@code input}: what the node computes, for equality. */
+  private final Seq<AggregateExpression> functions;
   /** For plan strings. */
   private final String description;
 
@@ -133,6 +135,7 @@ final class LaneAggregate implements Serializable {
       Seq<Attribute> evalInputs,
       Seq<Expression> resultExprs,
       Seq<Attribute> resultInputs,
+      Seq<AggregateExpression> functions,
       String description) {
     this.values = values;
     this.keyExprs = keyExprs;
@@ -146,6 +149,7 @@ final class LaneAggregate implements Serializable {
     this.evalInputs = evalInputs;
     this.resultExprs = resultExprs;
     this.resultInputs = resultInputs;
+    this.functions = functions;
     this.description = description;
   }
 
@@ -165,11 +169,14 @@ final class LaneAggregate implements Serializable {
 
   /**
    * What the node computes, free of expression ids: the map side ({@link #mapSide}), each
-   * function's buffer and the reduce side's expressions over their inputs by position. Two forms
-   * are equal when these are: Spark's canonical plans compare a node's constructor arguments, so
-   * that two copies of one native aggregate (a CTE that a query uses twice, TPC-DS q23) compare
-   * equal, and Spark reuses an exchange above them as it does above two equal aggregates of its
-   * own, instead of running that exchange's map stage twice.
+   * function's buffer, the functions over the input by position and the reduce side's expressions
+   * over their inputs by position. Two forms are equal when these are: Spark's canonical plans
+   * compare a node's constructor arguments, so that two copies of one native aggregate (a CTE that
+   * a query uses twice, TPC-DS q23, or one aggregate written out twice) compare equal, and Spark
+   * reuses an exchange above them as it does above two equal aggregates of its own, instead of
+   * running that exchange's map stage twice. The functions stand for the expressions that evaluate
+   * their buffers, as in Spark's own aggregate: those carry the position in the query's text that
+   * an overflow error names (a decimal sum's), which differs between two copies of one aggregate.
    */
   private Object canonical() {
     if (canonical == null) {
@@ -181,7 +188,7 @@ final class LaneAggregate implements Serializable {
               mapSide(),
               Arrays.asList(outputs),
               bufferWidth,
-              ShuffleReuse.positional(evalExprs, evalInputs),
+              ShuffleReuse.positional(functions, input),
               ShuffleReuse.positional(Scala.seq(results), resultInputs));
     }
     return canonical;
@@ -274,6 +281,7 @@ final class LaneAggregate implements Serializable {
         Scala.seq(evalInputs),
         Scala.map(resultExpressions, e -> (Expression) e),
         Scala.seq(resultInputs),
+        functions,
         functions.mkString(", ") + " by " + keySeq.mkString(", ") + " in " + b.lanes.size()
             + " lanes");
   }

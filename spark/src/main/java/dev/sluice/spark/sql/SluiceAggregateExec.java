@@ -18,7 +18,9 @@ import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet;
+import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet$;
+import org.apache.spark.sql.catalyst.expressions.ExprId$;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
@@ -35,6 +37,7 @@ import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 import scala.Tuple2;
 import scala.collection.immutable.Seq;
+import scala.runtime.AbstractPartialFunction;
 
 /**
  * A Spark SQL aggregate run whole by the Sluice engine: it stands for a final {@code
@@ -105,6 +108,9 @@ public final class SluiceAggregateExec extends LinePlan {
 
   /** The aggregated rows, made once (on the driver; later actions reuse the shuffle). */
   private transient RDD<InternalRow> aggregated;
+
+  /** Whether this is a copy whose made attributes are bound by position ({@link #doCanonicalize}). */
+  private transient boolean madeBound;
 
   /**
    * The ranges this node read in where it cut them by its own statistics ({@link
@@ -382,6 +388,53 @@ public final class SluiceAggregateExec extends LinePlan {
         + inputs.head()
         + ", output "
         + output().mkString("[", ", ", "]");
+  }
+
+  /**
+   * The node with its expression ids normalized, as Spark compares plans ({@code sameResult}, the
+   * reuse of an exchange or a query stage above it). Spark's own normalization binds references to
+   * the child's columns by position; the attributes the node makes itself (the aggregate's results,
+   * {@link #producedAttributes}) are bound here first, each to an id of its position (negative, so
+   * that none can be taken for a column of the child), as {@code HashAggregateExec} binds its
+   * aggregate attributes. Without this, two copies of one aggregate written twice in a query (each
+   * with its own result ids) compare unequal and Spark runs the exchange above them twice.
+   */
+  @Override
+  public SparkPlan doCanonicalize() {
+    if (madeBound) {
+      return super.doCanonicalize();
+    }
+    Seq<Attribute> made = form instanceof LaneAggregate l ? l.produced() : inputs;
+    AbstractPartialFunction<Expression, Expression> bind =
+        new AbstractPartialFunction<>() {
+          @Override
+          public boolean isDefinedAt(Expression e) {
+            return e instanceof AttributeReference;
+          }
+
+          @Override
+          public Expression apply(Expression e) {
+            AttributeReference a = (AttributeReference) e;
+            for (int i = 0; i < made.size(); i++) {
+              if (made.apply(i).exprId().equals(a.exprId())) {
+                return a.withExprId(ExprId$.MODULE$.apply(-1L - i));
+              }
+            }
+            return a;
+          }
+        };
+    SluiceAggregateExec bound =
+        new SluiceAggregateExec(
+            Scala.map(inputs, a -> (Attribute) a.transformUp(bind)),
+            Scala.map(resultExpressions, e -> (NamedExpression) ((Expression) e).transformUp(bind)),
+            numPartitions,
+            partitioning instanceof Expression p ? (Partitioning) p.transformUp(bind) : partitioning,
+            child,
+            form,
+            coalescable,
+            cut);
+    bound.madeBound = true;
+    return bound.canonicalized();
   }
 
   // The plan node as a product (constructor arguments), which Spark's tree operations use to
