@@ -736,6 +736,16 @@ def test_an_exchange_above_two_copies_of_a_native_aggregate_runs_once(tmp_path):
         assert "ReusedExchange" in plan_of(written), plan_of(written)
         ran = [done for _, done in stage_infos(s, "written twice") if done > 0]
         assert len(ran) == 3, stage_infos(s, "written twice")
+        # The one-key form (a count, taken when every shape is asked for),
+        # written twice and joined on its result.
+        s.conf.set("spark.sluice.sqlAggregate", "true")
+        copy = "(select k, count(*) as n from t group by k)"
+        one_key = s.sql(f"select x.k, y.k from {copy} x join {copy} y on x.n = y.n")
+        assert "SluiceAggregate" in plan_of(one_key) and "lanes" not in plan_of(one_key)
+        counts = collections.Counter(i % 97 for i in range(20000))
+        assert sorted(tuple(r) for r in one_key.collect()) == sorted(
+            (a, b) for a in counts for b in counts if counts[a] == counts[b])
+        assert "ReusedExchange" in plan_of(one_key), plan_of(one_key)
     finally:
         s.stop()
 
