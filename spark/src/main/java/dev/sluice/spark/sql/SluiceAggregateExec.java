@@ -17,8 +17,8 @@ import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
+import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet$;
 import org.apache.spark.sql.catalyst.expressions.ExprId$;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -109,7 +109,7 @@ public final class SluiceAggregateExec extends LinePlan {
   /** The aggregated rows, made once (on the driver; later actions reuse the shuffle). */
   private transient RDD<InternalRow> aggregated;
 
-  /** Whether this is a copy whose made attributes are bound by position ({@link #doCanonicalize}). */
+  /** Whether this copy's made attributes are bound by position ({@link #doCanonicalize}). */
   private transient boolean madeBound;
 
   /**
@@ -428,7 +428,9 @@ public final class SluiceAggregateExec extends LinePlan {
             Scala.map(inputs, a -> (Attribute) a.transformUp(bind)),
             Scala.map(resultExpressions, e -> (NamedExpression) ((Expression) e).transformUp(bind)),
             numPartitions,
-            partitioning instanceof Expression p ? (Partitioning) p.transformUp(bind) : partitioning,
+            partitioning instanceof Expression p
+                ? (Partitioning) p.transformUp(bind)
+                : partitioning,
             child,
             form,
             coalescable,
