@@ -4,6 +4,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.BiFunction;
 import java.util.function.Supplier;
 import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.ShuffleDependency;
@@ -138,25 +139,34 @@ public final class ShuffleReuse {
    */
   static List<Expression> positional(Seq<? extends Expression> exprs, Seq<Attribute> input) {
     AbstractPartialFunction<Expression, Expression> bind =
-        new AbstractPartialFunction<>() {
-          @Override
-          public boolean isDefinedAt(Expression e) {
-            return e instanceof AttributeReference;
-          }
-
-          @Override
-          public Expression apply(Expression e) {
-            AttributeReference a = (AttributeReference) e;
-            for (int i = 0; i < input.size(); i++) {
-              if (input.apply(i).exprId().equals(a.exprId())) {
-                return new BoundReference(i, a.dataType(), a.nullable());
-              }
-            }
-            return a;
-          }
-        };
+        byPosition(input, (i, a) -> new BoundReference(i, a.dataType(), a.nullable()));
     List<Expression> out = new ArrayList<>();
     exprs.foreach(e -> out.add(e.transformUp(bind).canonicalized()));
     return out;
+  }
+
+  /**
+   * A rule for {@code transformUp}: each reference to the attribute at position {@code i} of
+   * {@code input} becomes {@code to(i, reference)}; every other expression stays.
+   */
+  static AbstractPartialFunction<Expression, Expression> byPosition(
+      Seq<Attribute> input, BiFunction<Integer, AttributeReference, Expression> to) {
+    return new AbstractPartialFunction<>() {
+      @Override
+      public boolean isDefinedAt(Expression e) {
+        return e instanceof AttributeReference;
+      }
+
+      @Override
+      public Expression apply(Expression e) {
+        AttributeReference a = (AttributeReference) e;
+        for (int i = 0; i < input.size(); i++) {
+          if (input.apply(i).exprId().equals(a.exprId())) {
+            return to.apply(i, a);
+          }
+        }
+        return a;
+      }
+    };
   }
 }

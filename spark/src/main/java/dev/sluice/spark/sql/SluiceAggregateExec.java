@@ -17,7 +17,6 @@ import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
-import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet$;
 import org.apache.spark.sql.catalyst.expressions.ExprId$;
@@ -406,23 +405,7 @@ public final class SluiceAggregateExec extends LinePlan {
     }
     Seq<Attribute> made = form instanceof LaneAggregate l ? l.produced() : inputs;
     AbstractPartialFunction<Expression, Expression> bind =
-        new AbstractPartialFunction<>() {
-          @Override
-          public boolean isDefinedAt(Expression e) {
-            return e instanceof AttributeReference;
-          }
-
-          @Override
-          public Expression apply(Expression e) {
-            AttributeReference a = (AttributeReference) e;
-            for (int i = 0; i < made.size(); i++) {
-              if (made.apply(i).exprId().equals(a.exprId())) {
-                return a.withExprId(ExprId$.MODULE$.apply(-1L - i));
-              }
-            }
-            return a;
-          }
-        };
+        ShuffleReuse.byPosition(made, (i, a) -> a.withExprId(ExprId$.MODULE$.apply(-1L - i)));
     SluiceAggregateExec bound =
         new SluiceAggregateExec(
             Scala.map(inputs, a -> (Attribute) a.transformUp(bind)),
