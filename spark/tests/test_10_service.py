@@ -7,8 +7,9 @@ rerun (a standalone cluster with a worker on each address), where the same
 kill in embedded mode does; a daemon that refuses the application's key
 leaves its shuffles embedded, one that cannot be reached when a shuffle
 registers is left out of it, and a read that fails at a daemon has the
-rerun assigned over the live daemons; the daemons hold nothing once the
-application ends."""
+rerun assigned over the live daemons; a read its reduce task leaves
+waiting past a daemon's stall limit resumes on a new connection; the
+daemons hold nothing once the application ends."""
 
 import contextlib
 import gc
@@ -815,6 +816,52 @@ def test_a_large_map_output_is_pushed_while_the_map_runs(daemons, tmp_path, min_
     else:
         assert 1 <= early < 4, f"{early} spills pushed while the maps ran"
 
+
+
+# Records of the slow reader's shuffle: about 1 kB of random bytes each, so
+# that each of its two partitions (50 MB) is several times what the sockets
+# between a daemon and the task buffer.
+SLOW_READER_RECORDS = 100_000
+
+
+def test_a_read_left_waiting_past_the_stall_limit_resumes_on_a_new_connection(own_daemons, tmp_path):
+    # A reduce task busy with the first row it was given for longer than the
+    # daemons' stall limit (1 s here, `--stream-stall-s`; 600 s by default):
+    # the daemon's write waits past it and the daemon ends the connection.
+    # The task, reading on, meets the connection's end and resumes its read
+    # on a new connection after the blocks it took: Spark's answer, each
+    # record once, the map stage run once (no fetch failure), and the resumed
+    # reads counted.
+    ds, key = own_daemons(args=("--stream-stall-s", "1"))
+    s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    try:
+        sc = s.sparkContext
+        m = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
+        pairs = (sc.parallelize(range(SLOW_READER_RECORDS), 4)
+                 .map(lambda i: (i % 2, (i, os.urandom(1000)))).partitionBy(2))
+
+        def slow(it):
+            n = total = 0
+            for _, (i, pad) in it:
+                if n == 1:
+                    time.sleep(4)
+                n += 1
+                total += i + len(pad)
+            yield n, total
+
+        before = (m.serviceResumedReads(), m.serviceFallbacks())
+        sc.setJobGroup("slow", "a reduce task busy past the daemons' stall limit")
+        got = sorted(pairs.mapPartitions(slow).collect())
+        half = SLOW_READER_RECORDS // 2
+        want = sorted((half, sum(range(k, SLOW_READER_RECORDS, 2)) + 1000 * half) for k in (0, 1))
+        assert got == want
+        mapped, _ = _map_tasks_run(sc, "slow")
+        assert mapped == 4, "a fetch failure had the map stage run again"
+        after = (m.serviceResumedReads(), m.serviceFallbacks())
+        assert after[1] == before[1], "a map output stayed on its executor"
+        assert after[0] - before[0] >= 2, f"no read was cut off and resumed: {before} -> {after}"
+    finally:
+        s.stop()
 
 
 def test_a_daemon_at_its_connection_limit_makes_tasks_wait_not_fail(own_daemons, tmp_path):

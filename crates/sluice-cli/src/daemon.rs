@@ -46,6 +46,11 @@ pub(crate) struct DaemonArgs {
     /// (the soft limit is raised to the hard one first).
     #[arg(long)]
     max_connections: Option<usize>,
+    /// Seconds a frame of a read's stream waits on a reduce task that does
+    /// not take it before the connection is closed (the reader resumes on a
+    /// new one where the stream broke off; at least 1).
+    #[arg(long, default_value_t = sluice_service::daemon::STREAM_STALL_TIMEOUT.as_secs())]
+    stream_stall_s: u64,
 }
 
 /// Options of `sluice app-key`.
@@ -107,6 +112,9 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
         )
         .into());
     }
+    if args.stream_stall_s == 0 {
+        return Err("--stream-stall-s must be at least 1".into());
+    }
     let config = DaemonConfig {
         listen: SocketAddr::new(args.host, args.port),
         dirs: args.dirs.clone(),
@@ -114,6 +122,7 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
         secret: read_secret(&args.secret_file)?,
         max_lease: Duration::from_secs(args.max_lease_s),
         max_connections: args.max_connections,
+        stream_stall: Duration::from_secs(args.stream_stall_s),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {

@@ -139,6 +139,9 @@ fn bad_settings_are_clear_errors() {
     c.arg(dir.path()).arg("--secret-file").arg(&good).args(["--max-lease-s", "30"]);
     fails_with(c, "--max-lease-s must be at least 180");
     let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
+    c.arg(dir.path()).arg("--secret-file").arg(&good).args(["--stream-stall-s", "0"]);
+    fails_with(c, "--stream-stall-s must be at least 1");
+    let mut c = daemon(&["--host", "127.0.0.2", "--port", "0", "--memory", "16m", "--dir"]);
     c.arg(dir.path()).arg("--secret-file").arg(&good).args(["--max-connections", "0"]);
     fails_with(c, "serves at least one connection");
     // An open-file limit (soft and hard, set by the shell) that cannot hold

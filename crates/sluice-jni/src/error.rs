@@ -27,6 +27,11 @@ pub const STALE_GENERATION: &str = "dev/sluice/spark/service/StaleGenerationExce
 /// `DaemonRefusedException`): alive, with its data, serving its limit of
 /// connections; a read fails its task, not the map stage.
 pub const DAEMON_BUSY: &str = "dev/sluice/spark/service/DaemonBusyException";
+/// Java class of a connection that ended under a read (an `IOException`;
+/// `ClientError::connection_ended`): a daemon closes a stream its reader
+/// left waiting past the daemon's stall limit, and the reader resumes the
+/// read on a new connection; a dead daemon then cannot be reached.
+pub const CONNECTION_ENDED: &str = "dev/sluice/spark/service/ConnectionEndedException";
 /// Java class of bad arguments from the Java side.
 pub const ILLEGAL_ARGUMENT: &str = "java/lang/IllegalArgumentException";
 
@@ -96,6 +101,7 @@ impl BridgeError {
                 Some(ErrorCode::StaleGeneration) => STALE_GENERATION,
                 Some(ErrorCode::Busy) => DAEMON_BUSY,
                 Some(_) => DAEMON_REFUSED,
+                None if e.connection_ended() => CONNECTION_ENDED,
                 None => IO_EXCEPTION,
             },
             BridgeError::Engine(e) if e.is_data_fault() => IO_EXCEPTION,
@@ -206,6 +212,23 @@ mod tests {
             addr,
             what: "reading an answer",
         });
-        assert_eq!(closed.java_class(), IO_EXCEPTION);
+        assert_eq!(closed.java_class(), CONNECTION_ENDED);
+        let cut = BridgeError::Service(sluice_service::ClientError::Protocol {
+            addr,
+            source: sluice_service::protocol::ProtocolError::Truncated {
+                frame: 9,
+                read: 100,
+                needed: 4096,
+            },
+        });
+        assert_eq!(cut.java_class(), CONNECTION_ENDED);
+        let late = BridgeError::Service(sluice_service::ClientError::Protocol {
+            addr,
+            source: sluice_service::protocol::ProtocolError::Timeout {
+                what: "reading",
+                after_ms: 120_000,
+            },
+        });
+        assert_eq!(late.java_class(), IO_EXCEPTION);
     }
 }

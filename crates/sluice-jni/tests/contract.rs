@@ -358,8 +358,11 @@ fn the_service_request_codes_agree_with_java() {
 
 #[test]
 fn the_exception_classes_the_bridge_throws_exist_with_a_message_constructor() {
-    use sluice_jni::error::{DAEMON_BUSY, DAEMON_REFUSED, SLUICE_EXCEPTION, STALE_GENERATION};
+    use sluice_jni::error::{
+        CONNECTION_ENDED, DAEMON_BUSY, DAEMON_REFUSED, SLUICE_EXCEPTION, STALE_GENERATION,
+    };
     for (class, parent) in [
+        (CONNECTION_ENDED, "IOException"),
         (SLUICE_EXCEPTION, "RuntimeException"),
         (DAEMON_REFUSED, "IOException"),
         (STALE_GENERATION, "DaemonRefusedException"),

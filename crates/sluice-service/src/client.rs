@@ -101,6 +101,29 @@ impl ClientError {
             _ => None,
         }
     }
+
+    /// Whether the connection ended under a read (closed, cut inside a
+    /// frame, reset): what a daemon does to a reader that left its stream
+    /// waiting past the daemon's stall limit, and what a daemon that died
+    /// does. Such a read may be resumed on a new connection
+    /// ([`Client::read_resume`]): a live daemon serves the rest, a dead one
+    /// cannot be reached. A timeout, a corrupt frame or a refusal is not
+    /// this.
+    pub fn connection_ended(&self) -> bool {
+        use std::io::ErrorKind;
+        match self {
+            ClientError::Closed { .. } => true,
+            ClientError::Protocol { source: ProtocolError::Truncated { .. }, .. } => true,
+            ClientError::Protocol { source: ProtocolError::Io(e), .. } => matches!(
+                e.kind(),
+                ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof
+            ),
+            _ => false,
+        }
+    }
 }
 
 /// One stored block of a read.
@@ -493,18 +516,39 @@ impl Client {
         winners: Vec<Winner>,
         reduce: Option<ReduceOp>,
     ) -> Result<(), ClientError> {
-        self.idle()?;
-        if winners.len() > MAX_WINNERS_PER_READ as usize {
-            return Err(ClientError::TooManyMaps {
-                maps: winners.len(),
-                limit: MAX_WINNERS_PER_READ,
-            });
-        }
-        let reduced = reduce.is_some();
         let m = match reduce {
-            None => Message::Read { shuffle, generation, start, end, winners },
+            None => Message::Read { shuffle, generation, start, end, skip: 0, winners },
             Some(op) => Message::ReadReduced { shuffle, generation, start, end, op, winners },
         };
+        self.send_read(m).await
+    }
+
+    /// A plain read ([`Client::read_start`] without an operator) of the same
+    /// partitions and winners as one whose connection broke after `skip`
+    /// blocks: the daemon sends the blocks after those, and the end's totals
+    /// count only these.
+    pub async fn read_resume(
+        &mut self,
+        shuffle: u32,
+        generation: u32,
+        start: u32,
+        end: u32,
+        winners: Vec<Winner>,
+        skip: u64,
+    ) -> Result<(), ClientError> {
+        self.send_read(Message::Read { shuffle, generation, start, end, skip, winners }).await
+    }
+
+    async fn send_read(&mut self, m: Message) -> Result<(), ClientError> {
+        let (start, end, reduced, winners) = match &m {
+            Message::Read { start, end, winners, .. } => (*start, *end, false, winners.len()),
+            Message::ReadReduced { start, end, winners, .. } => (*start, *end, true, winners.len()),
+            other => return Err(self.unexpected("sending a read", other)),
+        };
+        self.idle()?;
+        if winners > MAX_WINNERS_PER_READ as usize {
+            return Err(ClientError::TooManyMaps { maps: winners, limit: MAX_WINNERS_PER_READ });
+        }
         self.send_frame(&frame::encode(&m)).await?;
         self.reading = Some(ReadState { start, end, reduced, blocks: 0, records: 0, bytes: 0 });
         Ok(())

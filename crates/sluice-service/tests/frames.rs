@@ -71,6 +71,7 @@ fn seeds() -> Vec<(&'static str, Message)> {
                 generation: 1,
                 start: 4,
                 end: 6,
+                skip: 5,
                 winners: vec![Winner { map: 0, attempt: 1 }, Winner { map: 1, attempt: 9 }],
             },
         ),
@@ -200,12 +201,13 @@ proptest! {
         shuffle in any::<u32>(), map in any::<u32>(), attempt in any::<u64>(),
         sections in proptest::collection::vec((any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..64)), 0..6),
         winners in proptest::collection::vec((any::<u32>(), any::<u64>()), 0..6),
+        skip in any::<u64>(),
     ) {
         let push = Message::Push {
             shuffle, generation: 1, map, attempt, seq: 0,
             sections: sections.into_iter().map(|(partition, records, data)| Section { partition, records, data }).collect(),
         };
-        let read = Message::Read { shuffle, generation: 1, start: 0, end: 9, winners: winners.into_iter().map(|(map, attempt)| Winner { map, attempt }).collect() };
+        let read = Message::Read { shuffle, generation: 1, start: 0, end: 9, skip, winners: winners.into_iter().map(|(map, attempt)| Winner { map, attempt }).collect() };
         for m in [push, read] {
             let bytes = frame::encode(&m);
             let (got, used) = frame::decode(&bytes, 0).expect("decode");

@@ -341,9 +341,11 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushAbandon<'l>(
     })
 }
 
-/// `static native void readStart(long connection, int shuffle, int generation, int start, int end, int[] maps, long[] attempts, EngineOp reduce)`:
+/// `static native void readStart(long connection, int shuffle, int generation, int start, int end, int[] maps, long[] attempts, EngineOp reduce, long skip)`:
 /// with `reduce` not null, the daemon runs that reduce-side operator over
-/// each partition first (each comes as one segment of map -1).
+/// each partition first (each comes as one segment of map -1); with `skip`
+/// above 0, a plain read resumed after that many blocks (a read the daemons
+/// reduce is not resumed).
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
@@ -357,8 +359,13 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
     maps: JIntArray<'l>,
     attempts: JLongArray<'l>,
     reduce: JObject<'l>,
+    skip: jlong,
 ) {
     guard(&mut env, (), |env| {
+        let skip = non_negative(skip, "skip")?;
+        if skip > 0 && !reduce.is_null() {
+            return Err(BridgeError::Argument("a read the daemons reduce is not resumed".into()));
+        }
         let reduce = if reduce.is_null() {
             None
         } else {
@@ -391,7 +398,13 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
         let (start, end) = (u32_arg(start.into(), "start")?, u32_arg(end.into(), "end")?);
         let rt = runtime()?;
         CLIENTS.with(connection, |c| {
-            Ok(rt.block_on(c.read_start(shuffle, generation, start, end, winners, reduce))?)
+            Ok(rt.block_on(async {
+                if skip > 0 {
+                    c.read_resume(shuffle, generation, start, end, winners, skip).await
+                } else {
+                    c.read_start(shuffle, generation, start, end, winners, reduce).await
+                }
+            })?)
         })
     })
 }

@@ -2,8 +2,10 @@
 //! [`AUTH_TIMEOUT`] (a frame no larger than an `Auth`), then requests until
 //! the client closes, idles past [`IDLE_TIMEOUT`], sends a frame that does
 //! not decode (answered with [`ErrorCode::Malformed`], then closed) or the
-//! daemon stops. A read's stream waits at most [`STREAM_STALL_TIMEOUT`] per
-//! frame on a reader that does not take it.
+//! daemon stops. A read's stream waits at most its stall limit
+//! ([`Shared::stream_stall`], [`STREAM_STALL_TIMEOUT`] by default) per
+//! frame on a reader that does not take it; the reader may then ask again
+//! on a new connection for the blocks it did not get (`Read`'s `skip`).
 
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -17,10 +19,9 @@ use tokio::sync::watch;
 
 use super::reduce::ReduceDir;
 use super::store::{ChunkId, Pushed, Refusal, SLOW_DOWN_MS};
-use super::{
-    shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, LEASE_CONNECTIONS,
-    STREAM_STALL_TIMEOUT,
-};
+#[cfg(doc)]
+use super::STREAM_STALL_TIMEOUT;
+use super::{shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, LEASE_CONNECTIONS};
 use crate::auth;
 use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError, Section};
@@ -138,7 +139,7 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
                 continue;
             }
             handle(&shared, &app, m, crc, &mut out).await?;
-            flush(&mut out, STREAM_STALL_TIMEOUT).await?;
+            flush(&mut out, shared.stream_stall).await?;
         }
     }
     .await;
@@ -170,10 +171,10 @@ async fn handle(
         Message::Commit { shuffle, generation, map, attempt, chunks, acks_crc, records } => {
             shared.store().commit(app, shuffle, generation, map, attempt, chunks, acks_crc, records)
         }
-        Message::Read { shuffle, generation, start, end, winners } => {
+        Message::Read { shuffle, generation, start, end, skip, winners } => {
             let plan = shared.store().read_plan(app, shuffle, generation, start, end, &winners);
-            return match plan {
-                Ok(plan) => stream(plan, out).await,
+            return match plan.and_then(|plan| resumed(plan, skip)) {
+                Ok(plan) => stream(plan, out, shared.stream_stall).await,
                 Err(r) => refuse(out, r).await,
             };
         }
@@ -267,7 +268,27 @@ fn push(
     Ok(Message::SlowDown { retry_after_ms: SLOW_DOWN_MS })
 }
 
-async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), ProtocolError> {
+/// The blocks of `plan` after its first `skip`, which a resumed read took
+/// before its connection broke; a `skip` past the plan's end is refused (the
+/// read asks for other partitions or winners than the one it resumes).
+fn resumed(
+    mut plan: Vec<super::store::BlockRef>,
+    skip: u64,
+) -> Result<Vec<super::store::BlockRef>, Refusal> {
+    match usize::try_from(skip) {
+        Ok(n) if n <= plan.len() => Ok(plan.split_off(n)),
+        _ => Err((
+            ErrorCode::BadRequest,
+            format!("a read resumed after {skip} blocks has {} in all", plan.len()),
+        )),
+    }
+}
+
+async fn stream(
+    plan: Vec<super::store::BlockRef>,
+    out: &mut Out,
+    stall: Duration,
+) -> Result<(), ProtocolError> {
     let (mut blocks, mut records, mut bytes) = (0u64, 0u64, 0u64);
     for b in plan {
         let data = match tokio::task::block_in_place(|| b.at.fetch()) {
@@ -282,8 +303,7 @@ async fn stream(plan: Vec<super::store::BlockRef>, out: &mut Out) -> Result<(), 
             trim::freed(data.len() as u64);
         }
         // The block's bytes go out as they are held (no frame built around a copy).
-        frame::write_data_within(out, b.partition, b.map, b.records, &data, STREAM_STALL_TIMEOUT)
-            .await?;
+        frame::write_data_within(out, b.partition, b.map, b.records, &data, stall).await?;
     }
     send(out, &Message::End { blocks, records, bytes }).await
 }

@@ -75,8 +75,10 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long one frame of a read's stream (or a reply) may wait on a reader
-/// that does not take it: a reduce task reads its next segment only when it
-/// is done with the last, which may take minutes.
+/// that does not take it, by default ([`DaemonConfig::stream_stall`]): a
+/// reduce task reads its next segment only when it is done with the last,
+/// which may take minutes. A read cut off so resumes where it broke off
+/// ([`Message::Read`]'s `skip`), on a new connection.
 pub const STREAM_STALL_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How long accepting pauses after an accept failed (no descriptor left,
@@ -99,6 +101,10 @@ pub struct DaemonConfig {
     /// Connections served at once; `None`: [`DEFAULT_MAX_CONNECTIONS`],
     /// or what the open-file limit holds when that is less.
     pub max_connections: Option<usize>,
+    /// How long a frame of a read's stream waits on a reader that does not
+    /// take it before the connection is closed ([`STREAM_STALL_TIMEOUT`]
+    /// by default).
+    pub stream_stall: Duration,
 }
 
 /// Why a daemon did not start.
@@ -139,6 +145,8 @@ pub(crate) struct Shared {
     slots: Arc<Semaphore>,
     lease_slots: Arc<Semaphore>,
     max_connections: usize,
+    /// [`DaemonConfig::stream_stall`].
+    pub(crate) stream_stall: Duration,
 }
 
 impl Shared {
@@ -247,6 +255,7 @@ impl Daemon {
             slots: Arc::new(Semaphore::new(max_connections)),
             lease_slots: Arc::new(Semaphore::new(LEASE_CONNECTIONS)),
             max_connections,
+            stream_stall: config.stream_stall,
         });
         let (stop, stop_rx) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, max_connections));

@@ -32,7 +32,7 @@ use tokio::io::BufWriter;
 use tokio::net::tcp::OwnedWriteHalf;
 
 use super::store::{BlockRef, Refusal};
-use super::{trim, Shared, STREAM_STALL_TIMEOUT};
+use super::{trim, Shared};
 use crate::protocol::limits::PUSH_CHUNK_BYTES;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError, REDUCED_MAP};
 
@@ -203,7 +203,7 @@ pub(super) async fn stream(
                     blocks += 1;
                     records += n;
                     bytes += piece.len() as u64;
-                    frame::write_data_within(out, p, REDUCED_MAP, n, piece, STREAM_STALL_TIMEOUT)
+                    frame::write_data_within(out, p, REDUCED_MAP, n, piece, shared.stream_stall)
                         .await?;
                 }
             }
@@ -214,10 +214,10 @@ pub(super) async fn stream(
         if let Some(t) = enc.trailer() {
             blocks += 1;
             bytes += t.len() as u64;
-            frame::write_data_within(out, p, REDUCED_MAP, 0, &t, STREAM_STALL_TIMEOUT).await?;
+            frame::write_data_within(out, p, REDUCED_MAP, 0, &t, shared.stream_stall).await?;
         }
         // The partition is whole: out to the reader before the next one is reduced.
-        super::conn::flush(out, STREAM_STALL_TIMEOUT).await?;
+        super::conn::flush(out, shared.stream_stall).await?;
     }
     shared.store().note_reduced(took, records);
     super::conn::send(out, &Message::End { blocks, records, bytes }).await

@@ -17,8 +17,9 @@ use super::message::{kind, Message};
 pub const MAGIC: [u8; 4] = *b"SLSV";
 
 /// The protocol version this build speaks (2: the daemon proves itself in
-/// `Welcome`).
-pub const VERSION: u8 = 2;
+/// `Welcome`; 3: a `Read` names the blocks to skip, so a read whose
+/// connection broke resumes).
+pub const VERSION: u8 = 3;
 
 /// The CRC32C field of an encoded frame.
 pub fn crc_of(encoded: &[u8]) -> u32 {

@@ -135,8 +135,11 @@ pub enum Message {
     /// Committed; `first` when no other attempt of the map index had.
     Committed { first: bool },
     /// Reduce partitions `start..end` as one stream, each map index's data
-    /// from the attempt `winners` names.
-    Read { shuffle: u32, generation: u32, start: u32, end: u32, winners: Vec<Winner> },
+    /// from the attempt `winners` names, less its first `skip` blocks: a
+    /// read resumed after its connection broke names the blocks it took
+    /// (the same partitions and winners give the same blocks in the same
+    /// order).
+    Read { shuffle: u32, generation: u32, start: u32, end: u32, skip: u64, winners: Vec<Winner> },
     /// A read whose partitions the daemon runs the shuffle's reduce-side
     /// operator over first (`op`: an aggregate's final table, a sort's
     /// merge), each partition's results coming out as one segment of
@@ -373,8 +376,10 @@ impl Message {
                 out.extend_from_slice(&records.to_le_bytes());
             }
             Message::Committed { first } => out.push(u8::from(*first)),
-            Message::Read { shuffle, generation, start, end, winners } => {
-                u32s(out, &[*shuffle, *generation, *start, *end, winners.len() as u32]);
+            Message::Read { shuffle, generation, start, end, skip, winners } => {
+                u32s(out, &[*shuffle, *generation, *start, *end]);
+                out.extend_from_slice(&skip.to_le_bytes());
+                u32s(out, &[winners.len() as u32]);
                 encode_winners(out, winners);
             }
             Message::ReadReduced { shuffle, generation, start, end, op, winners } => {
@@ -488,8 +493,9 @@ impl Message {
             },
             kind::READ => {
                 let (shuffle, generation, start, end) = r.read_range()?;
+                let skip = r.u64("skip")?;
                 let winners = r.winners()?;
-                Message::Read { shuffle, generation, start, end, winners }
+                Message::Read { shuffle, generation, start, end, skip, winners }
             }
             kind::READ_REDUCED => {
                 let (shuffle, generation, start, end) = r.read_range()?;

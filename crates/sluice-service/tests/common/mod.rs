@@ -36,6 +36,7 @@ pub fn config(host: &str, dirs: Vec<PathBuf>, memory: u64) -> DaemonConfig {
         secret: secret(),
         max_lease: Duration::from_secs(60),
         max_connections: None,
+        stream_stall: sluice_service::daemon::STREAM_STALL_TIMEOUT,
     }
 }
 

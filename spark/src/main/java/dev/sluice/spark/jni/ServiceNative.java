@@ -87,7 +87,8 @@ public final class ServiceNative {
   /**
    * Starts a read of partitions {@code start..end}, each map index from its winning attempt; with
    * {@code reduce} not null, the daemon runs that reduce-side operator over each partition first
-   * and sends it as one segment of map {@link #REDUCED_MAP}.
+   * and sends it as one segment of map {@link #REDUCED_MAP}. With {@code skip} above 0 (and {@code
+   * reduce} null), the same read resumed on a new connection after its first {@code skip} blocks.
    */
   public static native void readStart(
       long connection,
@@ -97,7 +98,8 @@ public final class ServiceNative {
       int end,
       int[] maps,
       long[] attempts,
-      EngineOp reduce)
+      EngineOp reduce,
+      long skip)
       throws IOException;
 
   /**

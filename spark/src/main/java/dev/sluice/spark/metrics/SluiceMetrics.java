@@ -33,6 +33,8 @@ public final class SluiceMetrics {
   public static final AtomicLong SERVICE_SMALL_KEPT = new AtomicLong();
   /** Reduce-side reads served by the service's daemons (one per daemon a task read from). */
   public static final AtomicLong SERVICE_READS = new AtomicLong();
+  /** Of those, reads resumed on a new connection after theirs ended under them. */
+  public static final AtomicLong SERVICE_RESUMED_READS = new AtomicLong();
   /** Spills of map attempts pushed to the service's daemons while their maps ran. */
   public static final AtomicLong SERVICE_EARLY_PUSHES = new AtomicLong();
   /** Early pushes of attempts that did not commit whose staged chunks a daemon dropped. */
@@ -104,6 +106,14 @@ public final class SluiceMetrics {
   /** Reads of a reduce task's partitions from one daemon each. */
   public static long serviceReads() {
     return SERVICE_READS.get();
+  }
+
+  /**
+   * Reads of the daemons resumed on a new connection after theirs ended under them (a daemon
+   * closes a stream its reader left waiting past its stall limit): one per new connection.
+   */
+  public static long serviceResumedReads() {
+    return SERVICE_RESUMED_READS.get();
   }
 
   /** Spills of map attempts pushed to the daemons while their maps ran. */

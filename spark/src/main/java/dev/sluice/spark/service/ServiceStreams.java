@@ -12,6 +12,8 @@ import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import org.apache.spark.storage.BlockId;
 import org.apache.spark.storage.BlockManagerId;
 import org.apache.spark.storage.ShuffleBlockId;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import scala.Option;
 import scala.Tuple2;
 
@@ -27,12 +29,16 @@ import scala.Tuple2;
  * which has Spark unregister every pushed output of this shuffle, and no other, and rerun those
  * maps (Spark settings that unregister by host instead keep shuffles embedded: {@link
  * ServiceConf#sparkSettingsReason}); one that stays busy (serving its limit of connections) fails
- * the task alone, which Spark retries. A read given the shuffle's reduce-side operator has the
- * daemons run it first: each partition then comes as one segment, {@code shuffle_S_-1_R}, holding
- * the results over every winner.
+ * the task alone, which Spark retries. A plain read whose connection ends under it (a daemon closes
+ * a stream its reduce task left waiting past the daemon's stall limit) goes on from a new
+ * connection after the blocks it took ({@link #resume}). A read given the shuffle's reduce-side
+ * operator has the daemons run it first: each partition then comes as one segment, {@code
+ * shuffle_S_-1_R}, holding the results over every winner.
  */
 public final class ServiceStreams
     extends scala.collection.AbstractIterator<Tuple2<BlockId, InputStream>> {
+  private static final Logger LOG = LoggerFactory.getLogger(ServiceStreams.class);
+
   /**
    * The block manager id a pushed map output's status names: an executor id of no executor's, one
    * per shuffle (so an executor's loss unregisters none of the shuffle's pushed outputs, and a
@@ -117,6 +123,11 @@ public final class ServiceStreams
   private byte[] ahead;
 
   private final long[] aheadMeta = new long[3];
+  /** Blocks the open read has taken, over every connection it used ({@link #resume}). */
+  private long readBlocks;
+  /** Of those, the blocks its present connection carried. */
+  private long connectionBlocks;
+
   private boolean done;
   /**
    * The failure thrown once, thrown again by every later call: a caller that catches it and reads
@@ -204,9 +215,21 @@ public final class ServiceStreams
         long reading = connection;
         if (reading != 0) {
           long t0 = System.nanoTime();
-          byte[] b = ServiceNative.readNext(reading, aheadMeta);
-          metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
+          byte[] b;
+          try {
+            b = ServiceNative.readNext(reading, aheadMeta);
+          } catch (ConnectionEndedException e) {
+            if (!resumable()) {
+              throw e;
+            }
+            resume(e);
+            continue;
+          } finally {
+            metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
+          }
           if (b != null) {
+            readBlocks++;
+            connectionBlocks++;
             ahead = b;
             return;
           }
@@ -249,8 +272,11 @@ public final class ServiceStreams
         }
         readLo = lo;
         readHi = hi;
+        readBlocks = 0;
+        connectionBlocks = 0;
         sent.clear();
-        ServiceNative.readStart(c, shuffle, assignment.generation, lo, hi, maps, attempts, reduce);
+        ServiceNative.readStart(
+            c, shuffle, assignment.generation, lo, hi, maps, attempts, reduce, 0L);
         metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
         dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
       } catch (IOException e) {
@@ -282,6 +308,55 @@ public final class ServiceStreams
         throw failed(start, e);
       }
     }
+  }
+
+  /**
+   * Whether the open read, whose connection ended, may go on from a new one: a plain read (a
+   * reduced one's results are computed anew, not resumed), not closed, whose connection carried a
+   * block since it was opened (so a daemon that ends every connection at once fails the read
+   * instead of being asked again and again).
+   */
+  private boolean resumable() {
+    return reduce == null && !closed && connectionBlocks > 0;
+  }
+
+  /**
+   * Goes on with the open read, whose connection ended ({@code why}), on a new connection to the
+   * same daemon: the same partitions and winners, less the {@link #readBlocks} blocks taken. A
+   * daemon closes a stream its reader left waiting past its stall limit (a reduce task busy for
+   * minutes with the last segment it was given); it then serves the rest. A daemon that died cannot
+   * be reached, and a restarted one refuses the read: either is the fetch failure it was before.
+   */
+  private void resume(ConnectionEndedException why) throws IOException {
+    long c;
+    synchronized (handoff) {
+      c = connection;
+      connection = 0;
+    }
+    // Closes it (and, as after any connection that failed, the idle ones to the same daemon).
+    daemons.failed(assignment.daemon(owner), c, why);
+    long next = daemons.borrow(assignment.daemon(owner));
+    synchronized (handoff) {
+      if (closed) {
+        daemons.discard(next);
+        done = true;
+        return;
+      }
+      connection = next;
+    }
+    connectionBlocks = 0;
+    LOG.warn(
+        "Sluice service: shuffle {} partitions {}..{} at daemon {}: the connection ended after {}"
+            + " blocks ({}); resuming on a new one",
+        shuffle,
+        readLo,
+        readHi,
+        daemons.conf.daemons.get(assignment.daemon(owner)),
+        readBlocks,
+        why.getMessage());
+    ServiceNative.readStart(
+        next, shuffle, assignment.generation, readLo, readHi, maps, attempts, null, readBlocks);
+    dev.sluice.spark.metrics.SluiceMetrics.SERVICE_RESUMED_READS.incrementAndGet();
   }
 
   @Override
