@@ -20,13 +20,23 @@ both. Any difference is printed with its SQL and fails the run (exit 1).
 Sluice's session runs with spark.sluice.sqlAggregate=true: every aggregate
 shape the engine computes, where its default takes only the faster ones.
 
-    python spark/sqldiff.py [--seed S] [--queries N] [--rows R]
+    python spark/sqldiff.py [--seed S] [--queries N] [--rows R] [--service]
+
+--service runs Sluice's session in service mode against two release `sluice
+daemon`s it starts on 127.0.0.1 and 127.0.0.2 (spark/daemons.py), with every
+shuffle pushed to them however small (minPushBytes and minShuffleBytes 0), so
+the daemons' second level (their partitions, the reduce-side operators they
+run for native aggregates) answers the same queries; the run fails if the
+daemons committed no map output. --daemon-memory sets their budget (a small one
+makes them spill partitions to disk). --sluice-conf adds a setting to Sluice's
+session only (spark.sluice.service.reduceAtDaemon=true, for one).
 
 The tables (three, of --rows rows each, from the seed) are written once as
 Parquet by DuckDB under --tmp. The test (spark/tests/test_7_sqldiff.py)
 runs a fixed seed; any other seed is as good a test."""
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -38,6 +48,7 @@ import time
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench  # noqa: E402  (sessions, the worker protocol)
+import daemons  # noqa: E402  (--service: the daemons)
 from tpch import canonical  # noqa: E402
 
 # Columns of every table: name -> (DuckDB type, what it is to the generator).
@@ -65,6 +76,10 @@ TABLES = ("t1", "t2", "t3")
 # Sluice's session takes every aggregate the engine computes, not only those
 # its default (auto) finds faster than Spark: the test is of every native shape.
 EVERY_NATIVE_SHAPE = ["spark.sluice.sqlAggregate=true"]
+# --service: every shuffle of Sluice's session goes through the daemons, none
+# kept on its executor for being small.
+EVERY_SHUFFLE_PUSHED = ["spark.sluice.service.minPushBytes=0",
+                        "spark.sluice.service.minShuffleBytes=0"]
 KEYS = [c for c, (_, kind) in COLUMNS.items() if kind == "key"]
 NUMS = [c for c, (_, kind) in COLUMNS.items() if kind == "num"]
 ORDS = [c for c, (_, kind) in COLUMNS.items() if kind == "ord"]
@@ -288,7 +303,8 @@ class Worker:
 
     def __init__(self, a, manager):
         self.spark = bench.session(
-            manager, a.cores, a.tmp / manager, EVERY_NATIVE_SHAPE, app="sluice-sqldiff",
+            manager, a.cores, a.tmp / manager, EVERY_NATIVE_SHAPE + a.sluice_conf,
+            app="sluice-sqldiff",
             settings={"spark.driver.memory": a.driver_memory,
                       "spark.sql.adaptive.enabled": "true",
                       "spark.ui.enabled": "false",
@@ -331,6 +347,8 @@ def start_worker(a, manager):
             "--driver-memory", a.driver_memory]
     for kv in a.conf:
         args += ["--conf", kv]
+    for kv in a.sluice_conf:
+        args += ["--sluice-conf", kv]
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
@@ -345,6 +363,13 @@ def main():
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for both managers' sessions (repeatable): off-heap "
                          "memory, a small memory, another setting the rules were not tuned for")
+    ap.add_argument("--sluice-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting for Sluice's session only (repeatable)")
+    ap.add_argument("--service", action="store_true",
+                    help="Sluice's session in service mode against two daemons on loopback, "
+                         "every shuffle pushed to them")
+    ap.add_argument("--daemon-memory", default="1g",
+                    help="--service: each daemon's memory budget (--memory)")
     ap.add_argument("--show", action="store_true", help="print the queries and stop")
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -361,6 +386,26 @@ def main():
             print(f"{q['id']:4} p={q['partitions']:<4} {q['shape']:22} {q['sql']}")
         return
     generate(a.data, a.rows, a.seed)
+    with contextlib.ExitStack() as stack:
+        if a.service:
+            running = stack.enter_context(daemons.service_daemons(a.tmp / "service",
+                                                                       memory=a.daemon_memory))
+            a.sluice_conf = running.conf + EVERY_SHUFFLE_PUSHED + a.sluice_conf
+            before = running.snapshot()
+        differ = compare(a, qs)
+        if a.service:
+            did = daemons.since(before, running.snapshot())
+            print(f"the daemons: {did['commits']} map outputs committed, {did['reads']} reads "
+                  f"served, {did['reduced_reads']} of them reduced at the daemon, peak "
+                  f"{did['peak_bytes'] / 2**20:.1f} MiB held")
+            if did["commits"] == 0:
+                sys.exit("--service: the daemons committed no map output; the service was not used")
+    sys.exit(1 if differ else 0)
+
+
+def compare(a, qs):
+    """Runs every query under both managers; prints each difference and the
+    summary; returns the differences."""
     t = time.perf_counter()
     differ, native, errors = [], 0, 0
     seconds = {m: 0.0 for m in a.managers}
@@ -396,7 +441,7 @@ def main():
           f"under Sluice, {errors} failed under a manager, {len(differ)} different answers, "
           f"{time.perf_counter() - t:.0f} s (queries: sort {seconds['sort']:.0f} s, "
           f"Sluice {seconds['sluice']:.0f} s)")
-    sys.exit(1 if differ else 0)
+    return differ
 
 
 if __name__ == "__main__":
