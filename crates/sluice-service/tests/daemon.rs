@@ -124,6 +124,61 @@ async fn a_read_takes_only_the_winning_attempt_of_each_map() {
     );
 }
 
+/// Pushes 300 records to each of partitions 0 and 1 of shuffle 2 as
+/// `attempt` of `map` and commits; true when it was the first to commit.
+async fn commit_two_partitions(c: &mut sluice_service::Client, map: u32, attempt: u64) -> bool {
+    let mut p = AttemptPusher::new(2, 0, map, attempt);
+    for part in 0..2 {
+        p.add(c, part, 300, &records(map, attempt, part, 300)).await.expect("add");
+    }
+    p.commit(c).await.expect("commit")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_read_that_names_a_winner_lets_the_losing_attempts_go() {
+    let n = node("127.0.0.1", 64 << 20).await;
+    let mut c = client(n.addr(), "app-losers").await;
+    c.register_shuffle(2, 0, 2).await.expect("register");
+    let held = |s: sluice_service::protocol::DaemonStats| s.held_bytes;
+    let before = held(c.stats().await.expect("stats"));
+    // Map 0 runs twice and both attempts commit, as a speculative copy
+    // that finished before it was killed; map 1 once.
+    assert!(commit_two_partitions(&mut c, 0, 1).await);
+    let one = held(c.stats().await.expect("stats")) - before;
+    assert!(
+        !commit_two_partitions(&mut c, 0, 2).await,
+        "the second attempt of map 0 is not the first"
+    );
+    assert!(commit_two_partitions(&mut c, 1, 1).await);
+    assert_eq!(held(c.stats().await.expect("stats")) - before, 3 * one, "three attempts held");
+    // The read names attempt 2 of map 0: attempt 1 goes, attempt 2's
+    // records come whole.
+    let winners = vec![Winner { map: 0, attempt: 2 }, Winner { map: 1, attempt: 1 }];
+    let blocks = c.read(2, 0, 0, 2, winners.clone()).await.expect("read");
+    let of_map0: Vec<u8> =
+        blocks.iter().filter(|b| b.map == 0).flat_map(|b| b.data.iter().copied()).collect();
+    let mut expected = records(0, 2, 0, 300);
+    expected.extend(records(0, 2, 1, 300));
+    assert_eq!(of_map0, expected);
+    assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), 4 * 300, "no duplicate records");
+    assert_eq!(held(c.stats().await.expect("stats")) - before, 2 * one, "the loser was let go");
+    // A read naming the let-go attempt is refused, not answered short.
+    let r = c.read(2, 0, 0, 2, vec![Winner { map: 0, attempt: 1 }]).await;
+    assert_eq!(code(r), ErrorCode::MissingCommit);
+    // An attempt of the decided map that commits later is let go with its
+    // commit; its commit sent again is answered the same way.
+    assert!(!commit_two_partitions(&mut c, 0, 3).await);
+    assert_eq!(held(c.stats().await.expect("stats")) - before, 2 * one, "the late loser too");
+    assert!(!c.commit(2, 0, 0, 4, 0, acks_checksum([]), 0).await.expect("an empty late loser"));
+    assert!(!c.commit(2, 0, 0, 4, 0, acks_checksum([]), 0).await.expect("the same again"));
+    // The winner reads the same as before.
+    let again = c.read(2, 0, 0, 2, winners).await.expect("read again");
+    assert_eq!(again.len(), blocks.len());
+    assert!(again.iter().zip(&blocks).all(|(a, b)| a.data == b.data && a.map == b.map));
+    c.unregister_shuffle(2).await.expect("unregister");
+    assert_eq!(held(c.stats().await.expect("stats")), before, "nothing held after unregister");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_must_prove_every_acknowledged_chunk() {
     let n = node("127.0.0.1", 64 << 20).await;

@@ -8,10 +8,12 @@
 //!  Read(winners) ◄── blocks of the winning attempt per map index ◄── memory ◄─────┴─ spill a whole
 //!                                                                    or disk         partition, one write
 //! ```
-//! Committed attempts are kept side by side; a read names the attempt that
-//! won each map index (the commit authority is Spark's map output
+//! Committed attempts are kept side by side until a read names the attempt
+//! that won each map index (the commit authority is Spark's map output
 //! tracker), so a speculative or retried attempt never adds records, and a
-//! winner that never committed here is [`ErrorCode::MissingCommit`].
+//! winner that never committed here is [`ErrorCode::MissingCommit`]; the
+//! first read that names a winner lets the map's other attempts go
+//! (`losers`).
 //!
 //! Bytes are accounted by the store itself: `held` is the staged chunks and
 //! partition blocks in memory, and the blocks it let go (a shuffle
@@ -40,6 +42,7 @@ use sha2::{Digest, Sha256};
 use super::spill::{Appender, Loc};
 use crate::protocol::{acks_checksum, DaemonStats, ErrorCode, Message, Section, Winner};
 
+mod losers;
 mod reduced;
 mod spill_job;
 pub(crate) use reduced::REDUCE_DIR_PREFIX;
@@ -115,6 +118,10 @@ struct Shuffle {
     /// Per map index, the attempts that committed, each with what its
     /// commit proved (chunks, acknowledgement CRC, records).
     committed: HashMap<u32, Vec<(u64, Proof)>>,
+    /// Per map index, the attempt reads named as its winner; and the
+    /// committed attempts let go for losing (see `losers`).
+    decided: HashMap<u32, u64>,
+    dropped: HashSet<(u32, u64)>,
     parts: BTreeMap<u32, Part>,
 }
 
@@ -382,6 +389,8 @@ impl Store {
             partitions,
             staged: HashMap::new(),
             committed: HashMap::new(),
+            decided: HashMap::new(),
+            dropped: HashSet::new(),
             parts: BTreeMap::new(),
         };
         if let Some(old) = a.shuffles.insert(shuffle, fresh) {
@@ -583,6 +592,16 @@ impl Store {
                 ),
             );
         }
+        let proof = (chunks, acks_crc, records);
+        if s.decided_against(map, attempt) {
+            // Reads named another attempt of this map: this one lost, and
+            // only its proof is kept (the same commit again is answered).
+            s.committed.entry(map).or_default().push((attempt, proof));
+            s.dropped.insert((map, attempt));
+            self.commits += 1;
+            self.let_go_staged(st);
+            return Ok(Message::Committed { first: false });
+        }
         // The staged bytes in memory become the partitions' (held stays).
         for (_, (_, sections)) in st.chunks {
             for x in sections {
@@ -592,7 +611,7 @@ impl Store {
             }
         }
         let v = s.committed.entry(map).or_default();
-        v.push((attempt, (chunks, acks_crc, records)));
+        v.push((attempt, proof));
         let first = v.len() == 1;
         self.commits += 1;
         Ok(Message::Committed { first })
@@ -622,6 +641,16 @@ impl Store {
             if !maps.insert(w.map) {
                 return refuse(ErrorCode::BadRequest, format!("map {} is named twice", w.map));
             }
+            if s.let_go_as_loser(w.map, w.attempt) {
+                return refuse(
+                    ErrorCode::MissingCommit,
+                    format!(
+                        "map {} attempt {} of shuffle {shuffle} was let go here: a read named \
+                         another attempt as the map's winner",
+                        w.map, w.attempt
+                    ),
+                );
+            }
             if !has(s.committed.get(&w.map), w.attempt) {
                 return refuse(
                     ErrorCode::MissingCommit,
@@ -633,6 +662,7 @@ impl Store {
             }
             chosen.insert((w.map, w.attempt));
         }
+        let losers = s.decide(winners);
         let mut plan = Vec::new();
         for (&p, part) in s.parts.range(start..end) {
             for b in part.blocks.iter().filter(|b| chosen.contains(&(b.map, b.attempt))) {
@@ -645,6 +675,7 @@ impl Store {
             }
         }
         self.reads += 1;
+        self.let_go(losers.into_iter());
         Ok(plan)
     }
 

@@ -225,7 +225,7 @@ mod tests {
 
     use super::super::{ChunkId, Pushed};
     use super::*;
-    use crate::protocol::{acks_checksum, Message, Section, Winner};
+    use crate::protocol::{acks_checksum, ErrorCode, Message, Section, Winner};
 
     const APP: &str = "app";
 
@@ -318,6 +318,43 @@ mod tests {
         let part = &s.apps[APP].shuffles[&0].parts[&0];
         let on_disk = part.blocks.iter().filter(|b| b.at.mem_bytes() == 0).count();
         assert_eq!((on_disk, part.mem_bytes, part.spilling), (2, 400, false));
+    }
+
+    #[test]
+    fn a_loser_let_go_while_its_partition_is_written_stays_exact() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 3000 + 4 * super::super::ENTRY_BYTES);
+        // Map 0 commits twice (attempts 1 and 2), 1,000 bytes each to
+        // partition 0.
+        for attempt in [1, 2] {
+            let mut sections = vec![Section { partition: 0, records: 1, data: bytes(0, 1000) }];
+            let id = ChunkId { shuffle: 0, generation: 1, map: 0, attempt, seq: 0, crc: 9 };
+            acked(s.push(APP, &id, &mut sections).expect("push"));
+            s.commit(APP, 0, 1, 0, attempt, 1, acks_checksum([(0, 9)]), 1).expect("commit");
+        }
+        // Map 1 does not fit: partition 0 is taken out to be written; while
+        // it is, a read names attempt 2, and attempt 1's block is let go.
+        let mut j = job(push(&mut s, 1, 1, 1500));
+        assert!(matches!(j.owner, Owner::Part(0)), "{:?}", j.owner);
+        let plan = s.read_plan(APP, 0, 1, 0, 1, &[Winner { map: 0, attempt: 2 }]).expect("plan");
+        assert_eq!(plan.len(), 1);
+        drop(plan);
+        let w = j.write();
+        assert_eq!(w, Ok(2000));
+        // The winner's block moved to the loser's index: not swapped, it
+        // stays in memory, counted; the loser's bytes are freed with the job.
+        assert_eq!(s.finish_spill(j, w), Ok(1000));
+        assert_eq!((s.held, s.spilled), (1000, 0));
+        assert_eq!(s.held, mem_held(&s));
+        assert!(s.draining.is_empty());
+        acked(push(&mut s, 1, 1, 1500));
+        let winners = [Winner { map: 0, attempt: 2 }];
+        let plan = s.read_plan(APP, 0, 1, 0, 1, &winners).expect("plan");
+        let data: Vec<Vec<u8>> =
+            plan.iter().map(|b| b.at.fetch().expect("fetch").to_vec()).collect();
+        assert_eq!(data, vec![bytes(0, 1000)]);
+        let r = s.read_plan(APP, 0, 1, 0, 1, &[Winner { map: 0, attempt: 1 }]);
+        assert_eq!(r.map(|_| ()).map_err(|e| e.0), Err(ErrorCode::MissingCommit));
     }
 
     #[test]

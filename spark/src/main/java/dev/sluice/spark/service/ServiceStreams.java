@@ -262,13 +262,8 @@ public final class ServiceStreams
         // The wait for a connection and the read's start count as fetch wait, as its frames do.
         long t0 = System.nanoTime();
         long c = daemons.borrow(assignment.daemon(owner));
-        synchronized (handoff) {
-          if (closed) {
-            daemons.discard(c);
-            done = true;
-            return;
-          }
-          connection = c;
+        if (!hold(c)) {
+          return;
         }
         readLo = lo;
         readHi = hi;
@@ -311,6 +306,22 @@ public final class ServiceStreams
   }
 
   /**
+   * Makes {@code c}, just borrowed, the read's connection, unless {@link #close} ran meanwhile:
+   * then it is discarded, the iterator is done, and this answers false.
+   */
+  private boolean hold(long c) {
+    synchronized (handoff) {
+      if (closed) {
+        daemons.discard(c);
+        done = true;
+        return false;
+      }
+      connection = c;
+      return true;
+    }
+  }
+
+  /**
    * Whether the open read, whose connection ended, may go on from a new one: a plain read (a
    * reduced one's results are computed anew, not resumed), not closed, whose connection carried a
    * block since it was opened (so a daemon that ends every connection at once fails the read
@@ -336,13 +347,8 @@ public final class ServiceStreams
     // Closes it (and, as after any connection that failed, the idle ones to the same daemon).
     daemons.failed(assignment.daemon(owner), c, why);
     long next = daemons.borrow(assignment.daemon(owner));
-    synchronized (handoff) {
-      if (closed) {
-        daemons.discard(next);
-        done = true;
-        return;
-      }
-      connection = next;
+    if (!hold(next)) {
+      return;
     }
     connectionBlocks = 0;
     LOG.warn(
