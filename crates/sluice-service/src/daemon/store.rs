@@ -118,10 +118,8 @@ struct Shuffle {
     /// Per map index, the attempts that committed, each with what its
     /// commit proved (chunks, acknowledgement CRC, records).
     committed: HashMap<u32, Vec<(u64, Proof)>>,
-    /// Per map index, the attempt reads named as its winner; and the
-    /// committed attempts let go for losing (see `losers`).
+    /// Per map index, the attempt reads named as its winner (see `losers`).
     decided: HashMap<u32, u64>,
-    dropped: HashSet<(u32, u64)>,
     parts: BTreeMap<u32, Part>,
 }
 
@@ -390,7 +388,6 @@ impl Store {
             staged: HashMap::new(),
             committed: HashMap::new(),
             decided: HashMap::new(),
-            dropped: HashSet::new(),
             parts: BTreeMap::new(),
         };
         if let Some(old) = a.shuffles.insert(shuffle, fresh) {
@@ -597,7 +594,6 @@ impl Store {
             // Reads named another attempt of this map: this one lost, and
             // only its proof is kept (the same commit again is answered).
             s.committed.entry(map).or_default().push((attempt, proof));
-            s.dropped.insert((map, attempt));
             self.commits += 1;
             self.let_go_staged(st);
             return Ok(Message::Committed { first: false });

@@ -12,7 +12,9 @@
 //! - an attempt of a decided map that commits later is answered as a
 //!   commit that was not the first, and its chunks are let go with it.
 //!
-//! Either is kept in `dropped`, so a read that names it later gets
+//! A map's decision never changes (a read naming another committed attempt
+//! is refused), so a let-go attempt is one that committed here while
+//! another was decided; a read that names it later gets
 //! [`ErrorCode::MissingCommit`](crate::protocol::ErrorCode::MissingCommit):
 //! a fetch failure, after which Spark runs the map stage again in a new
 //! generation. The rule never shortens an answer; it only bounds what a
@@ -21,13 +23,13 @@
 use std::collections::HashSet;
 
 use super::super::spill::Loc;
-use super::{Block, Shuffle};
+use super::{has, Block, Shuffle};
 use crate::protocol::Winner;
 
 impl Shuffle {
-    /// Whether `attempt` of `map` was let go as a loser here.
+    /// Whether `attempt` of `map` committed here and was let go as a loser.
     pub(super) fn let_go_as_loser(&self, map: u32, attempt: u64) -> bool {
-        self.dropped.contains(&(map, attempt))
+        self.decided_against(map, attempt) && has(self.committed.get(&map), attempt)
     }
 
     /// Whether a read named another attempt than `attempt` as `map`'s winner.
@@ -35,17 +37,18 @@ impl Shuffle {
         self.decided.get(&map).is_some_and(|&w| w != attempt)
     }
 
-    /// Takes `winners` (each committed here) as their maps' decisions and
-    /// takes the other committed attempts of those maps out of the
-    /// partitions: the locations of their blocks, for the store to let go.
+    /// Takes `winners` (each committed here, none let go) as their maps'
+    /// decisions and takes the other committed attempts of maps decided
+    /// now out of the partitions: the locations of their blocks, for the
+    /// store to let go.
     pub(super) fn decide(&mut self, winners: &[Winner]) -> Vec<Loc> {
         let mut losers = HashSet::new();
         for w in winners {
-            if self.decided.insert(w.map, w.attempt) == Some(w.attempt) {
+            if self.decided.insert(w.map, w.attempt).is_some() {
                 continue;
             }
             for &(a, _) in self.committed.get(&w.map).into_iter().flatten() {
-                if a != w.attempt && self.dropped.insert((w.map, a)) {
+                if a != w.attempt {
                     losers.insert((w.map, a));
                 }
             }
