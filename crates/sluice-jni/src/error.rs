@@ -27,6 +27,12 @@ pub const STALE_GENERATION: &str = "dev/sluice/spark/service/StaleGenerationExce
 /// `DaemonRefusedException`): alive, with its data, serving its limit of
 /// connections; a read fails its task, not the map stage.
 pub const DAEMON_BUSY: &str = "dev/sluice/spark/service/DaemonBusyException";
+/// Java class of a daemon's refusal of one request for what it names (a
+/// `DaemonRefusedException`; [`ErrorCode::is_about_the_request`]): a commit
+/// that does not match what it staged, a read of an attempt that never
+/// committed there, a shuffle it does not hold, an argument out of range.
+/// The daemon serves other requests and is not left out of pushes.
+pub const REQUEST_REFUSED: &str = "dev/sluice/spark/service/RequestRefusedException";
 /// Java class of a connection that ended under a read (an `IOException`;
 /// `ClientError::connection_ended`): a daemon closes a stream its reader
 /// left waiting past the daemon's stall limit, and the reader resumes the
@@ -100,6 +106,7 @@ impl BridgeError {
             BridgeError::Service(e) => match e.code() {
                 Some(ErrorCode::StaleGeneration) => STALE_GENERATION,
                 Some(ErrorCode::Busy) => DAEMON_BUSY,
+                Some(c) if c.is_about_the_request() => REQUEST_REFUSED,
                 Some(_) => DAEMON_REFUSED,
                 None if e.connection_ended() => CONNECTION_ENDED,
                 None => IO_EXCEPTION,
@@ -196,7 +203,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stale_generation_and_a_busy_daemon_are_their_own_io_exceptions() {
+    fn a_stale_generation_a_busy_daemon_and_a_refused_request_are_their_own_io_exceptions() {
         let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 7340));
         let refused = |code| {
             BridgeError::Service(sluice_service::ClientError::Refused {
@@ -207,7 +214,20 @@ mod tests {
         };
         assert_eq!(refused(ErrorCode::StaleGeneration).java_class(), STALE_GENERATION);
         assert_eq!(refused(ErrorCode::Busy).java_class(), DAEMON_BUSY);
-        assert_eq!(refused(ErrorCode::UnknownShuffle).java_class(), DAEMON_REFUSED);
+        assert_eq!(refused(ErrorCode::UnknownShuffle).java_class(), REQUEST_REFUSED);
+        assert_eq!(refused(ErrorCode::CommitMismatch).java_class(), REQUEST_REFUSED);
+        assert_eq!(refused(ErrorCode::MissingCommit).java_class(), REQUEST_REFUSED);
+        assert_eq!(refused(ErrorCode::BadRequest).java_class(), REQUEST_REFUSED);
+        // What says the daemon cannot take pushes stays a plain refusal.
+        for code in [
+            ErrorCode::Storage,
+            ErrorCode::ShuttingDown,
+            ErrorCode::Unauthenticated,
+            ErrorCode::Malformed,
+            ErrorCode::Corrupt,
+        ] {
+            assert_eq!(refused(code).java_class(), DAEMON_REFUSED, "{code:?}");
+        }
         let closed = BridgeError::Service(sluice_service::ClientError::Closed {
             addr,
             what: "reading an answer",

@@ -359,7 +359,8 @@ fn the_service_request_codes_agree_with_java() {
 #[test]
 fn the_exception_classes_the_bridge_throws_exist_with_a_message_constructor() {
     use sluice_jni::error::{
-        CONNECTION_ENDED, DAEMON_BUSY, DAEMON_REFUSED, SLUICE_EXCEPTION, STALE_GENERATION,
+        CONNECTION_ENDED, DAEMON_BUSY, DAEMON_REFUSED, REQUEST_REFUSED, SLUICE_EXCEPTION,
+        STALE_GENERATION,
     };
     for (class, parent) in [
         (CONNECTION_ENDED, "IOException"),
@@ -367,6 +368,7 @@ fn the_exception_classes_the_bridge_throws_exist_with_a_message_constructor() {
         (DAEMON_REFUSED, "IOException"),
         (STALE_GENERATION, "DaemonRefusedException"),
         (DAEMON_BUSY, "DaemonRefusedException"),
+        (REQUEST_REFUSED, "DaemonRefusedException"),
     ] {
         let path = class.strip_prefix("dev/sluice/spark/").expect(class);
         let source = java_source(path);

@@ -73,6 +73,17 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Whether the refusal is of one request for what it names (an attempt,
+    /// a shuffle, an argument) by a daemon that serves others: a client
+    /// keeps sending it other work. The rest (a full disk, a shutdown, a key
+    /// it does not take, a frame it could not read, stored data it found
+    /// corrupt, no free connection, a newer generation) say something of the
+    /// daemon or of the connection, or have their own handling.
+    pub fn is_about_the_request(self) -> bool {
+        use ErrorCode::*;
+        matches!(self, UnknownShuffle | CommitMismatch | MissingCommit | BadRequest)
+    }
+
     fn from_u16(v: u16) -> Option<ErrorCode> {
         use ErrorCode::*;
         [

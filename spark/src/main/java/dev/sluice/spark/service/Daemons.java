@@ -132,6 +132,21 @@ public final class Daemons {
     }
   }
 
+  /**
+   * Whether a push that failed with {@code e} leaves its daemon out ({@link #markDown}): a
+   * connection that failed, or a refusal that says the daemon cannot take pushes (a full disk, a
+   * shutdown, a key it does not take). Not a killed task ({@link InterruptedIOException}), a newer
+   * generation ({@link StaleGenerationException}: the daemon serves it), nor a refusal of the
+   * request for what it names ({@link RequestRefusedException}: a commit that does not match, a
+   * shuffle the daemon does not hold), nor the task's own failure that is no {@link IOException}.
+   */
+  public static boolean leftOutAfter(Throwable e) {
+    return e instanceof IOException
+        && !(e instanceof InterruptedIOException)
+        && !(e instanceof StaleGenerationException)
+        && !(e instanceof RequestRefusedException);
+  }
+
   /** Whether daemon {@code d} failed lately in this JVM. */
   public boolean isDown(int d) {
     long until = downUntil.get(d);

@@ -265,7 +265,7 @@ public final class EarlyPush {
       if (connection != 0) {
         daemons.failed(d, connection, e);
       }
-      if (e instanceof IOException && !(e instanceof StaleGenerationException)) {
+      if (Daemons.leftOutAfter(e)) {
         daemons.markDown(d, e.getMessage());
       }
       failure = "pushing a spill to " + daemons.conf.daemons.get(d) + ": " + e.getMessage();

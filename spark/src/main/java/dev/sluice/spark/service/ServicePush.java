@@ -37,8 +37,9 @@ import org.slf4j.LoggerFactory;
  * tasks do not wait on the same failure; a map task never fails, nor retries, for the service. A
  * push refused as of a stale generation (the driver assigned the shuffle anew while this attempt
  * ran: {@link StaleGenerationException}) keeps the output here too, without marking the daemon
- * down: it is alive and serves the newer generation. A data file that cannot be read is the task's
- * own fault and fails it.
+ * down: it is alive and serves the newer generation; so does one refused for what it names ({@link
+ * RequestRefusedException}: a commit that does not match what the daemon staged, a shuffle it does
+ * not hold). A data file that cannot be read is the task's own fault and fails it.
  */
 public final class ServicePush {
   private static final Logger LOG = LoggerFactory.getLogger(ServicePush.class);
@@ -140,11 +141,10 @@ public final class ServicePush {
       try {
         long opened = early == null ? 0 : early.take(k);
         pushTo(daemons, assignment, k, shuffle, mapIndex, attempt, data, starts, ends, opened);
-      } catch (StaleGenerationException | InterruptedIOException e) {
-        // A newer generation or a killed task: the daemon is not at fault.
-        throw e;
       } catch (IOException e) {
-        daemons.markDown(assignment.daemon(k), e.getMessage());
+        if (Daemons.leftOutAfter(e)) {
+          daemons.markDown(assignment.daemon(k), e.getMessage());
+        }
         throw e;
       }
     }
