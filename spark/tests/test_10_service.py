@@ -615,37 +615,36 @@ def test_a_daemon_killed_and_restarted_after_the_map_stage(own_daemons, tmp_path
 
 
 def test_a_restarted_daemon_takes_the_next_shuffle(own_daemons, tmp_path):
-    # Shuffle a is registered at both daemons (Spark registers a shuffle when
-    # its dependency is made, here before any job); the second daemon is killed and restarted
-    # before a's map stage runs. Shuffle b's registration, next, meets a
-    # pooled connection to the dead process, tries once more on a fresh one,
-    # and the restarted daemon takes b. a's map tasks push to a daemon that
-    # does not know a: refused for what the push names (UnknownShuffle, a
-    # RequestRefusedException), their outputs stay on the executor, and the
-    # daemon is not left out of this JVM's pushes for it (a refusal of one
-    # request says nothing of the daemon), so b's map tasks commit there.
+    # Shuffle a runs, leaving pooled connections to both daemons; shuffle b
+    # is registered at both (Spark registers a shuffle when its dependency
+    # is made, here before its job); the second daemon is killed and
+    # restarted, and b's map stage runs. Its pushes to the restarted daemon
+    # do not take a pooled connection to the dead process (each is peeked
+    # at before it is reused) and are refused for what they name
+    # (UnknownShuffle: the daemon does not know b, a RequestRefusedException),
+    # so b's outputs stay on the executor and the daemon is not left out of
+    # this JVM's pushes: shuffle c, registered next, commits there.
     ds, key = own_daemons()
     s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
     try:
         sc, counts = s.sparkContext, _metrics(s)
         shuffled = lambda n: sc.parallelize(range(n), 4).map(lambda x: (x % 13, x)).partitionBy(4)
         total = lambda rdd: sum(rdd.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
-        a = shuffled(4000)
-        a._jrdd.toDebugString()  # makes the JVM RDD's dependencies: registers a
+        assert total(shuffled(4000)) == sum(range(4000))
+        b = shuffled(4500)
+        b._jrdd.toDebugString()  # makes the JVM RDD's dependencies: registers b
         ds[1].kill()
         ds[1] = ds[1].restarted()
-        b = shuffled(5000)
-        b._jrdd.toDebugString()
         before = counts()
-        assert total(a) == sum(range(4000))
+        assert total(b) == sum(range(4500))
         mid = counts()
         assert mid[0] == before[0] and mid[1] - before[1] == 4, \
-            f"a's outputs were not kept on the executor: {before} -> {mid}"
-        assert total(b) == sum(range(5000))
+            f"b's outputs were not kept on the executor: {before} -> {mid}"
+        assert total(shuffled(5000)) == sum(range(5000))
         after = counts()
         assert after[0] - mid[0] == 4 and after[1] == mid[1], \
-            f"b's outputs were not pushed (the restarted daemon left out?): {mid} -> {after}"
-        assert ds[1].stats()["commits"] == 4, "the restarted daemon was left out of shuffle b"
+            f"c's outputs were not pushed (the restarted daemon left out?): {mid} -> {after}"
+        assert ds[1].stats()["commits"] == 4, "the restarted daemon was left out of shuffle c"
     finally:
         s.stop()
 

@@ -607,6 +607,28 @@ impl Client {
         self.reading.is_none() && !self.broken && self.unanswered == 0
     }
 
+    /// Whether this idle connection can still carry a request: nothing
+    /// left unread in its buffer or on its socket. A daemon sends nothing
+    /// unasked, so what a peek finds on an idle connection is its end: the
+    /// end of stream or the reset of a daemon that exited, restarted or
+    /// closed the connection. Checked without waiting (the socket is
+    /// non-blocking: nothing there is `WouldBlock`), before a pooled
+    /// connection is reused, so that a request does not meet a dead
+    /// connection halfway and pass for the daemon's failure.
+    pub fn still_open(&self) -> bool {
+        if !self.is_idle() || !self.rd.buffer().is_empty() {
+            return false;
+        }
+        let stream: &TcpStream = self.rd.get_ref().as_ref();
+        let mut byte = [0u8; 1];
+        let peeked = rustix::net::recv(
+            stream,
+            &mut byte[..],
+            rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT,
+        );
+        matches!(peeked, Err(e) if e == rustix::io::Errno::AGAIN)
+    }
+
     fn idle(&self) -> Result<(), ClientError> {
         if self.unanswered > 0 {
             return Err(ClientError::Unexpected {

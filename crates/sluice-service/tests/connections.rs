@@ -119,3 +119,27 @@ async fn a_limit_no_open_file_limit_holds_is_a_start_error() {
         other => panic!("started with 2^40 connections allowed: {other:?}"),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_connection_is_seen_closed_once_its_daemon_is_gone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let daemon = Daemon::start(config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20))
+        .await
+        .expect("daemon");
+    let (app, lease) = ("app-pooled", Duration::from_secs(30));
+    let key = app_key(&secret(), app);
+    let mut pooled = Client::connect(daemon.addr(), app, &key, lease).await.expect("connect");
+    pooled.register_shuffle(0, 0, 2).await.expect("register");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(pooled.still_open(), "an idle connection to a live daemon");
+
+    // The daemon stops: it closes its idle connections, and the peek sees
+    // the end of stream without a request sent on the connection.
+    let stopping = tokio::spawn(daemon.shutdown());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while pooled.still_open() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!pooled.still_open(), "an idle connection to a stopped daemon still looked open");
+    stopping.await.expect("shutdown");
+}

@@ -115,6 +115,18 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_idle<'l>(
     guard(&mut env, 0, |_| CLIENTS.with(connection, |c| Ok(jboolean::from(c.is_idle()))))
 }
 
+/// `static native boolean stillOpen(long connection)`: idle, and its daemon
+/// has not closed it ([`sluice_service::Client::still_open`], a peek that
+/// does not wait).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_stillOpen<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    connection: jlong,
+) -> jboolean {
+    guard(&mut env, 0, |_| CLIENTS.with(connection, |c| Ok(jboolean::from(c.still_open()))))
+}
+
 /// `static native void request(long connection, int what, int shuffle, int generation, int partitions)`:
 /// `what` is [`REGISTER`] (a shuffle), [`UNREGISTER`] (it), [`RENEW`] (the
 /// lease) or [`END_APPLICATION`].

@@ -45,6 +45,13 @@ public final class ServiceNative {
   /** Whether a connection has no read half done (so it may serve the next request). */
   public static native boolean idle(long connection);
 
+  /**
+   * Whether an idle connection still reaches its daemon: nothing waits to be read on it (a daemon
+   * sends nothing unasked, so what is there is the end of a daemon that exited, restarted or closed
+   * it). Checked without waiting, before a pooled connection is reused.
+   */
+  public static native boolean stillOpen(long connection);
+
   /** One of {@link #REGISTER}, {@link #UNREGISTER}, {@link #RENEW}, {@link #END_APPLICATION}. */
   public static native void request(
       long connection, int what, int shuffle, int generation, int partitions) throws IOException;

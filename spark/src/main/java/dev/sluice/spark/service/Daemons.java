@@ -249,12 +249,14 @@ public final class Daemons {
     }
   }
 
-  /** An idle connection to daemon {@code d} young enough to reuse, or 0. */
+  /** An idle connection to daemon {@code d} young enough to reuse and still open, or 0. */
   private long idleOne(int d) {
     long now = System.nanoTime();
     long[] c;
     while ((c = idle.get(d).pollFirst()) != null) {
-      if (now - c[1] < IDLE_KEEP_NANOS) {
+      // One the daemon closed (it restarted, or exited) is not handed out: a push on it would
+      // fail and leave a live daemon out of this JVM's pushes.
+      if (now - c[1] < IDLE_KEEP_NANOS && ServiceNative.stillOpen(c[0])) {
         return c[0];
       }
       ServiceNative.close(c[0]);
