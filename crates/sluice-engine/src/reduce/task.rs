@@ -179,6 +179,12 @@ impl ReduceTask {
         self.memory.used()
     }
 
+    /// Most bytes of state the operator held at once (the pool's peak: its
+    /// floor and its grants together): the host's peak execution memory.
+    pub fn peak_state_bytes(&self) -> usize {
+        self.memory.peak()
+    }
+
     /// Sorted runs the operator wrote to disk for want of granted memory
     /// (a sort's runs, an aggregate's spilled tables; final once finished).
     pub fn spilled_runs(&self) -> u64 {

@@ -148,6 +148,20 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceShortfall<'l
     })
 }
 
+/// `static native long reducePeakBytes(long handle)`: the most bytes of
+/// state the operator held at once (`ReduceTask::peak_state_bytes`).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reducePeakBytes<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) -> jlong {
+    guard(&mut env, -1, |_| {
+        REDUCE_TASKS
+            .with(handle, |op| Ok(jlong::try_from(op.peak_state_bytes()).unwrap_or(jlong::MAX)))
+    })
+}
+
 /// `static native long reduceSpilledRuns(long handle)`: runs the operator
 /// wrote to disk for want of granted memory (after `reduceFinish`).
 #[no_mangle]

@@ -123,6 +123,11 @@ class OperatorsTest {
       assertEquals(SluiceMetrics.recordsWritten() - recordsBefore, written, "" + stages);
       assertEquals(written, stages.get(1).recordsRead, "" + stages);
       assertTrue(written >= got.size() && written < in.size() / 2, "" + stages);
+      // The UI's Peak Execution Memory: the map tasks' engine output and the reduce tasks'
+      // operator hold execution memory, and report its peak as Spark's own writers and
+      // aggregates do.
+      assertTrue(stages.get(0).peakExecutionMemory > 0, "map stage: " + stages);
+      assertTrue(stages.get(1).peakExecutionMemory > 0, "reduce stage: " + stages);
     } finally {
       totals.stop(sc);
     }

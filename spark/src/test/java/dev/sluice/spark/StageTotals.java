@@ -18,6 +18,7 @@ final class StageTotals extends SparkListener {
     long recordsRead;
     long memoryBytesSpilled;
     long diskBytesSpilled;
+    long peakExecutionMemory;
 
     @Override
     public String toString() {
@@ -29,7 +30,9 @@ final class StageTotals extends SparkListener {
           + memoryBytesSpilled
           + " B memory / "
           + diskBytesSpilled
-          + " B disk";
+          + " B disk, peak execution memory "
+          + peakExecutionMemory
+          + " B";
     }
   }
 
@@ -55,6 +58,7 @@ final class StageTotals extends SparkListener {
     t.recordsRead += m.shuffleReadMetrics().recordsRead();
     t.memoryBytesSpilled += m.memoryBytesSpilled();
     t.diskBytesSpilled += m.diskBytesSpilled();
+    t.peakExecutionMemory += m.peakExecutionMemory();
   }
 
   /** Each stage's sums so far, in stage order, once every event posted so far was delivered. */

@@ -213,6 +213,12 @@ public final class SluiceNative {
   public static native long reduceShortfall(long operator, long upcoming);
 
   /**
+   * The most bytes of state the reduce operator held at once (its floor and its grants together):
+   * the task's peak execution memory for it.
+   */
+  public static native long reducePeakBytes(long operator);
+
+  /**
    * Sorted runs the reduce operator wrote to disk for want of granted memory (after {@link
    * #reduceFinish}).
    */

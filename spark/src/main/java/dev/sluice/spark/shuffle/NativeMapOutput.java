@@ -88,6 +88,12 @@ public final class NativeMapOutput extends MemoryConsumer {
   /** Execution memory held for the engine's output: bytes handed over since the last spill. */
   private long held;
 
+  /**
+   * The most {@link #held} was, reported once as the task's peak execution memory when the output
+   * ends ({@link #abort}), as Spark's own shuffle writers report their sorters' peak.
+   */
+  private long peak;
+
   /** The task's thread, the only one that calls the engine with {@link #task}. */
   private final Thread owner;
 
@@ -270,6 +276,7 @@ public final class NativeMapOutput extends MemoryConsumer {
       throw spillFailure;
     }
     held += got;
+    peak = Math.max(peak, held);
     handedOver += bytes;
     try {
       SluiceNative.mapProduce(task, b, bytes, count);
@@ -478,6 +485,10 @@ public final class NativeMapOutput extends MemoryConsumer {
     }
     releaseMemory();
     // Every path ends here (the task's completion listener aborts a committed output too).
+    if (peak > 0) {
+      context.taskMetrics().incPeakExecutionMemory(peak);
+      peak = 0;
+    }
     SpareBuffer.giveBack(buf, owner);
     buf = null;
     if (dataTmp != null && dataTmp.exists() && !dataTmp.delete()) {

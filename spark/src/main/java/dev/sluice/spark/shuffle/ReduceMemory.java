@@ -33,6 +33,12 @@ public final class ReduceMemory extends MemoryConsumer {
   /** Bytes acquired from Spark (and granted to the operator). */
   private long held;
 
+  /** The most {@link #held} was. */
+  private long peak;
+
+  /** Whether the peak was reported (the first {@link #release}). */
+  private boolean peakReported;
+
   private boolean refused;
 
   /** The operator's input has ended: its results wait to be read. */
@@ -67,6 +73,7 @@ public final class ReduceMemory extends MemoryConsumer {
     }
     if (got > 0) {
       held += got;
+      peak = Math.max(peak, held);
       SluiceNative.reduceGrant(operator, got);
     }
     if (got < ask) {
@@ -116,6 +123,22 @@ public final class ReduceMemory extends MemoryConsumer {
     if (held > 0) {
       freeMemory(held);
       held = 0;
+    }
+    if (!peakReported) {
+      // The task's peak execution memory, as Spark's own aggregates and sorts report theirs: the
+      // most the operator's state held (its floor counted, which Spark did not grant), or the
+      // most Spark granted, whichever is more. The operator is still open on the first release
+      // (its close releases first); a later one reports nothing.
+      peakReported = true;
+      long most = peak;
+      try {
+        most = Math.max(most, SluiceNative.reducePeakBytes(operator));
+      } catch (SluiceException e) {
+        // Closed on another thread meanwhile: the grants' peak is what is known.
+      }
+      if (most > 0) {
+        context.taskMetrics().incPeakExecutionMemory(most);
+      }
     }
   }
 }
