@@ -13,7 +13,8 @@
 # or when named (outside CI for time). Tests on the one exclusion list (Exclusions.java) are
 # left out, each with its reason printed.
 #
-#   bash spark/suites/run.sh [--control] [--extended] [--line L] [--prepare] [-z TEST_NAME_PART ...] [SUITE ...]
+#   bash spark/suites/run.sh [--control] [--extended] [--line L] [--prepare] [--sql-files REGEX]
+#       [--class CLASS ...] [-z TEST_NAME_PART ...] [SUITE ...]
 #
 # --prepare installs what the suites need (the venv and its pyspark, Spark's test jars, the golden
 # files) and runs nothing (spark/lines.sh, before a line's tests run in two lanes at once).
@@ -21,6 +22,14 @@
 # `bash spark/test.sh --extended` runs), SQLQueryTestSuite's PostgreSQL ports and every
 # configuration the files name (CI leaves out CODEGEN_ONLY and two broadcast-join settings; see
 # SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves out of CI.
+# --sql-files REGEX: SQLQueryTestSuite runs every golden file whose path under inputs/ matches
+# REGEX (a Java regular expression, e.g. 'subquery/.*|window-with-aggregates.sql') instead of the
+# CI files: a look at what CI does not run.
+# --class CLASS runs any suite class of Spark's test jars as it is (no wrapper, no exclusions),
+# Sluice and its SQL rules chosen through the JVM's Spark defaults (system properties, which a
+# suite's SparkConf reads unless it is built without defaults), the aggregate rule at true as in
+# the wrapped suites: e.g. --class org.apache.spark.sql.DataFrameJoinSuite. A look at suites CI
+# does not run; with --control, the same class on plain Spark.
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
 # --line 3.5, 4.0 or 4.2 runs the suites of that Spark line (its test jars: 3.5.7 for Scala 2.12,
@@ -41,6 +50,8 @@ extended_suites=(RulesAdaptiveQueryExecSuite)
 control=0
 line=""
 prepare=0
+sql_files=""
+any_classes=()
 all_dims=false
 suites=()
 only=()
@@ -51,12 +62,14 @@ while [ $# -gt 0 ]; do
     -z) only+=(-z "$2"); shift ;;
     --line) line="$2"; shift ;;
     --prepare) prepare=1 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --sql-files) sql_files="$2"; shift ;;
+    --class) any_classes+=("$2"); shift ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
   shift
 done
-[ ${#suites[@]} -gt 0 ] || suites=("${ci_suites[@]}")
+[ ${#suites[@]} -gt 0 ] || [ ${#any_classes[@]} -gt 0 ] || suites=("${ci_suites[@]}")
 
 scala=2.13
 case "$line" in
@@ -150,8 +163,17 @@ for s in "${suites[@]}"; do
   run_suites+=(-s "$c" "${only[@]}")
 done
 
+for c in "${any_classes[@]}"; do
+  run_suites+=(-s "$c" "${only[@]}")
+done
+
 manager=()
 [ "$control" = 1 ] || manager=(-Dspark.shuffle.manager=dev.sluice.spark.SluiceShuffleManager)
+if [ "$control" = 0 ] && [ ${#any_classes[@]} -gt 0 ]; then
+  # What the wrappers set in their SparkConf (SuiteChecks.sluiceSql), for unwrapped suites.
+  manager+=(-Dspark.sql.extensions=dev.sluice.spark.sql.SluiceSqlExtensions
+    -Dspark.sluice.sqlAggregate=true)
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -185,5 +207,6 @@ java -Xmx4g -Xss4m -XX:ReservedCodeCacheSize=256m \
   -Djava.io.tmpdir="$work/target/tmp" -Dlog4j.configurationFile="file:$root/spark/suites/log4j2.properties" \
   -Dsluice.suites.log="$root/spark/suites/target/unit-tests.log" \
   -Dsluice.suites.sqlTests="$resources/sql-tests" -Dsluice.suites.extended=$all_dims \
+  ${sql_files:+"-Dsluice.suites.sqlFiles=$sql_files"} \
   "${manager[@]}" \
   -cp "$cp" org.scalatest.tools.Runner -oDF "${run_suites[@]}"

@@ -63,6 +63,7 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
           "try_aggregates.sql",
           "listagg.sql",
           "window.sql",
+          "window-with-aggregates.sql",
           "typeCoercion/native/windowFrameCoercion.sql");
 
   /**
@@ -83,6 +84,13 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
           "postgreSQL/window_part3.sql",
           "postgreSQL/window_part4.sql");
 
+  /**
+   * The system property of a run over other files ({@code spark/suites/run.sh --sql-files
+   * REGEX}): every input file whose path under {@code inputs/} matches the regular expression, in
+   * place of {@link #FILES} (a look at what CI does not run, outside CI for time).
+   */
+  static final String FILES_PROPERTY = "sluice.suites.sqlFiles";
+
   /** {@link CiTier#EXTENDED_PROPERTY}, which also runs {@link #EXTENDED_FILES}. */
   static final String EXTENDED_PROPERTY = CiTier.EXTENDED_PROPERTY;
 
@@ -95,6 +103,9 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
 
   public SluiceSQLQueryTestSuite() {
     Exclusions.check(SUITE, testNames());
+    if (System.getProperty(FILES_PROPERTY) != null) {
+      return;
+    }
     for (String file : selected()) {
       if (!testNames().contains(file)) {
         throw new IllegalStateException(SUITE + " has no input file " + file + " to run");
@@ -123,18 +134,22 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
     return new File(dir);
   }
 
-  /** Registers only the files in {@link #FILES} (called from the superclass's constructor). */
+  /**
+   * Registers only the files in {@link #FILES}, or those {@value #FILES_PROPERTY} matches (called
+   * from the superclass's constructor).
+   */
   @Override
   public void createScalaTestCase(org.apache.spark.sql.SQLQueryTestHelper.TestCase testCase) {
-    if (selected().contains(testCase.name())) {
+    String pattern = System.getProperty(FILES_PROPERTY);
+    if (pattern != null ? testCase.name().matches(pattern) : selected().contains(testCase.name())) {
       super.createScalaTestCase(testCase);
     }
   }
 
   /**
    * Runs the configurations of the file's dimensions, less the {@code CODEGEN_ONLY} one and those
-   * that set {@link CiTier#BROADCAST_ONLY_KEY} unless {@value #EXTENDED_PROPERTY} is set (see the
-   * class comment).
+   * that set {@link CiTier#BROADCAST_ONLY_KEY} unless {@value #EXTENDED_PROPERTY} or {@value
+   * #FILES_PROPERTY} is set (see the class comment).
    */
   @Override
   public void runQueriesWithSparkConfigDimensions(
@@ -142,7 +157,7 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
       org.apache.spark.sql.SQLQueryTestHelper.TestCase testCase,
       Tuple2<String, String>[] settings,
       Seq<Seq<Tuple2<String, String>>> dims) {
-    if (Boolean.getBoolean(EXTENDED_PROPERTY)) {
+    if (Boolean.getBoolean(EXTENDED_PROPERTY) || System.getProperty(FILES_PROPERTY) != null) {
       super.runQueriesWithSparkConfigDimensions(queries, testCase, settings, dims);
       return;
     }
@@ -157,7 +172,8 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
                                     || kv._1().equals(CiTier.BROADCAST_ONLY_KEY)))
             .toList();
     if (kept.isEmpty()) {
-      throw new IllegalStateException(testCase.name() + ": every configuration is CODEGEN_ONLY");
+      throw new IllegalStateException(
+          testCase.name() + ": every configuration is CODEGEN_ONLY or chooses a broadcast join");
     }
     super.runQueriesWithSparkConfigDimensions(
         queries, testCase, settings, CollectionConverters.asScala(kept).toList());
