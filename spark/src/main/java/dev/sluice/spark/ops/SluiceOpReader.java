@@ -17,6 +17,7 @@ import java.io.InputStream;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import org.apache.spark.InterruptibleIterator;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.BlockStoreShuffleReader;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
@@ -127,13 +128,13 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     context.taskMetrics().incDiskBytesSpilled(spilled[0]);
     context.taskMetrics().incMemoryBytesSpilled(spilled[1]);
     if (op != null) {
-      return (scala.collection.Iterator) new Results(op, results);
+      return interruptible(new Results(op, results));
     }
     if (handle.sortKind() == SortKind.ROWS) {
       // Spark SQL rows: pointed at in the result buffers, not deserialized.
       SluiceMetrics.SORTED_READS.incrementAndGet();
       SortedRowSerializer rows = (SortedRowSerializer) handle.dependency().serializer();
-      return (scala.collection.Iterator) new SortedRows(results, rows.numFields);
+      return interruptible(new SortedRows(results, rows.numFields));
     }
     scala.collection.Iterator records =
         handle
@@ -145,14 +146,26 @@ public final class SluiceOpReader<K, C> implements ShuffleReader<K, C> {
     if (handle.sortKind() == SortKind.HASH) {
       // Records of equal key hash come one after another: folded in one pass.
       SluiceMetrics.GROUPED_READS.incrementAndGet();
-      return new GroupedCombine<>(
-          handle.dependency().aggregator().get(),
-          handle.dependency().mapSideCombine(),
-          context,
-          records);
+      return interruptible(
+          new GroupedCombine<>(
+              handle.dependency().aggregator().get(),
+              handle.dependency().mapSideCombine(),
+              context,
+              records));
     }
     SluiceMetrics.SORTED_READS.incrementAndGet();
-    return records;
+    return interruptible(records);
+  }
+
+  /**
+   * The results as the task reads them, its kill checked before each record, as Spark's reader
+   * wraps whatever its sorter or aggregator returns: a task killed without an interrupt of its
+   * thread (Spark's default, {@code spark.job.interruptOnCancel} off: a cancelled job, a losing
+   * speculative copy) stops at its next record instead of reading on to the end.
+   */
+  @SuppressWarnings({"unchecked", "rawtypes"})
+  private scala.collection.Iterator<Product2<K, C>> interruptible(scala.collection.Iterator it) {
+    return new InterruptibleIterator<>(context, it);
   }
 
   /**
