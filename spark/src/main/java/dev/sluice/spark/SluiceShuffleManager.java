@@ -326,8 +326,10 @@ public class SluiceShuffleManager extends SortShuffleManager implements EngineSh
       for (long mapId : ids) {
         shuffleBlockResolver().removeDataByMap(shuffleId, mapId);
       }
-      return true;
     }
+    // Spark's own record of the shuffle's outputs here as well: those its writers wrote, and those
+    // migrated to this executor from a decommissioned one (IndexShuffleBlockResolver adds their
+    // map ids to it as they arrive), which Sluice's record does not hold.
     return super.unregisterShuffle(shuffleId);
   }
 
