@@ -73,8 +73,8 @@ class CancelTest {
    * Runs {@code reduce(pairs)}'s records through a slow action, cancels the job once its reduce
    * task took one, waits for that task to end, and checks it took fewer than all of them.
    */
-  private static void stopsEarly(String what, Function<JavaPairRDD<Long, Long>, JavaPairRDD<?, ?>> reduce)
-      throws Exception {
+  private static void stopsEarly(
+      String what, Function<JavaPairRDD<Long, Long>, JavaPairRDD<?, ?>> reduce) throws Exception {
     TAKEN.set(0);
     started = new CountDownLatch(1);
     CountDownLatch ended = new CountDownLatch(1);
@@ -139,6 +139,7 @@ class CancelTest {
   void sparksAggregatorOverRecordsGroupedByHash() throws Exception {
     long before = SluiceMetrics.groupedReads();
     stopsEarly("reduceByKey", p -> p.reduceByKey(Long::sum, 1));
-    assertTrue(SluiceMetrics.groupedReads() > before, "the aggregator did not read grouped records");
+    assertTrue(
+        SluiceMetrics.groupedReads() > before, "the aggregator did not read grouped records");
   }
 }

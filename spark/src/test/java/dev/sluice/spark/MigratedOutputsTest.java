@@ -50,12 +50,14 @@ class MigratedOutputsTest {
       for (int i = 0; i < 1_000; i++) {
         in.add(new Tuple2<>(i % 17, i));
       }
-      JavaPairRDD<Integer, Integer> grouped = sc.parallelizePairs(in, 3).reduceByKey(Integer::sum, 4);
+      JavaPairRDD<Integer, Integer> grouped =
+          sc.parallelizePairs(in, 3).reduceByKey(Integer::sum, 4);
       assertEquals(17, grouped.count());
       int shuffle = ((ShuffleDependency<?, ?, ?>) grouped.rdd().dependencies().head()).shuffleId();
 
       SluiceShuffleManager manager = (SluiceShuffleManager) SparkEnv.get().shuffleManager();
-      IndexShuffleBlockResolver resolver = (IndexShuffleBlockResolver) manager.shuffleBlockResolver();
+      IndexShuffleBlockResolver resolver =
+          (IndexShuffleBlockResolver) manager.shuffleBlockResolver();
       long migrated = 1L << 40;
       File data = resolver.getDataFile(shuffle, migrated);
       File index = resolver.getIndexFile(shuffle, migrated, scala.Option.empty());
@@ -63,10 +65,9 @@ class MigratedOutputsTest {
       Files.createDirectories(index.getParentFile().toPath());
       Files.write(data.toPath(), new byte[] {1, 2, 3});
       Files.write(index.toPath(), new byte[16]);
+      scala.reflect.ClassTag longs = scala.reflect.ClassTag$.MODULE$.Long();
       OpenHashSet ids =
-          resolver
-              .taskIdMapsForShuffle()
-              .computeIfAbsent(shuffle, k -> new OpenHashSet(16, scala.reflect.ClassTag$.MODULE$.Long()));
+          resolver.taskIdMapsForShuffle().computeIfAbsent(shuffle, k -> new OpenHashSet(16, longs));
       synchronized (ids) {
         ids.add(migrated);
       }
