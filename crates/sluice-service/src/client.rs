@@ -106,7 +106,7 @@ impl ClientError {
     /// frame, reset): what a daemon does to a reader that left its stream
     /// waiting past the daemon's stall limit, and what a daemon that died
     /// does. Such a read may be resumed on a new connection
-    /// ([`Client::read_resume`]): a live daemon serves the rest, a dead one
+    /// ([`ReadMode::Plain`]'s `skip`): a live daemon serves the rest, a dead one
     /// cannot be reached. A timeout, a corrupt frame or a refusal is not
     /// this.
     pub fn connection_ended(&self) -> bool {
@@ -133,6 +133,21 @@ pub struct Block {
     pub map: u32,
     pub records: u64,
     pub data: Vec<u8>,
+}
+
+/// What a read asks the daemon to send ([`Client::read_start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadMode {
+    /// The winners' stored blocks ([`Message::Read`]), after the first
+    /// `skip`: 0 for a new read, the blocks already taken for one resumed
+    /// on a new connection after its connection broke (the end's totals
+    /// then count only the blocks sent).
+    Plain { skip: u64 },
+    /// The results of the reduce-side operator the daemon runs over each
+    /// partition ([`Message::ReadReduced`]): each partition comes as one
+    /// segment of map [`REDUCED_MAP`](crate::protocol::REDUCED_MAP). Never
+    /// resumed: the results are computed anew for each request.
+    Reduced(ReduceOp),
 }
 
 /// An authenticated connection to one daemon.
@@ -474,7 +489,8 @@ impl Client {
         end: u32,
         winners: Vec<Winner>,
     ) -> Result<Vec<Block>, ClientError> {
-        self.read_start(shuffle, generation, start, end, winners, None).await?;
+        self.read_start((shuffle, generation), start, end, winners, ReadMode::Plain { skip: 0 })
+            .await?;
         self.read_rest().await
     }
 
@@ -488,7 +504,7 @@ impl Client {
         winners: Vec<Winner>,
         op: ReduceOp,
     ) -> Result<Vec<Block>, ClientError> {
-        self.read_start(shuffle, generation, start, end, winners, Some(op)).await?;
+        self.read_start((shuffle, generation), start, end, winners, ReadMode::Reduced(op)).await?;
         self.read_rest().await
     }
 
@@ -501,42 +517,26 @@ impl Client {
         Ok(blocks)
     }
 
-    /// Sends a read; its blocks come from [`Client::read_next`]. With
-    /// `reduce`, the daemon runs that reduce-side operator over each
-    /// partition first ([`Message::ReadReduced`]): each partition comes as
-    /// one segment of map [`REDUCED_MAP`](crate::protocol::REDUCED_MAP).
-    /// Until the stream has ended, no other request may be sent on this
-    /// connection.
+    /// Sends a read; its blocks come from [`Client::read_next`]. `mode`
+    /// says what the daemon sends ([`ReadMode`]). Until the stream has
+    /// ended, no other request may be sent on this connection.
     pub async fn read_start(
         &mut self,
-        shuffle: u32,
-        generation: u32,
+        (shuffle, generation): (u32, u32),
         start: u32,
         end: u32,
         winners: Vec<Winner>,
-        reduce: Option<ReduceOp>,
+        mode: ReadMode,
     ) -> Result<(), ClientError> {
-        let m = match reduce {
-            None => Message::Read { shuffle, generation, start, end, skip: 0, winners },
-            Some(op) => Message::ReadReduced { shuffle, generation, start, end, op, winners },
+        let m = match mode {
+            ReadMode::Plain { skip } => {
+                Message::Read { shuffle, generation, start, end, skip, winners }
+            }
+            ReadMode::Reduced(op) => {
+                Message::ReadReduced { shuffle, generation, start, end, op, winners }
+            }
         };
         self.send_read(m).await
-    }
-
-    /// A plain read ([`Client::read_start`] without an operator) of the same
-    /// partitions and winners as one whose connection broke after `skip`
-    /// blocks: the daemon sends the blocks after those, and the end's totals
-    /// count only these.
-    pub async fn read_resume(
-        &mut self,
-        shuffle: u32,
-        generation: u32,
-        start: u32,
-        end: u32,
-        winners: Vec<Winner>,
-        skip: u64,
-    ) -> Result<(), ClientError> {
-        self.send_read(Message::Read { shuffle, generation, start, end, skip, winners }).await
     }
 
     async fn send_read(&mut self, m: Message) -> Result<(), ClientError> {

@@ -23,7 +23,7 @@ pub mod client;
 pub mod daemon;
 pub mod protocol;
 
-pub use client::{AttemptPusher, Block, Client, ClientError};
+pub use client::{AttemptPusher, Block, Client, ClientError, ReadMode};
 pub use daemon::{Daemon, DaemonConfig, DaemonError, LEASE_CONNECTIONS};
 /// Which daemon owns a reduce partition, and which partitions a daemon
 /// owns: the engine's two-level partitioning, so the embedded engine and

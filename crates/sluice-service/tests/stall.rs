@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::{client, config};
 use sluice_service::protocol::{ErrorCode, Winner};
-use sluice_service::{AttemptPusher, Block, Client, Daemon};
+use sluice_service::{AttemptPusher, Block, Client, Daemon, ReadMode};
 
 /// The daemon's stall limit in this test.
 const STALL: Duration = Duration::from_secs(1);
@@ -50,7 +50,7 @@ async fn a_read_cut_off_for_a_stalled_reader_resumes_after_the_blocks_it_took() 
     let winners = vec![Winner { map: 0, attempt: 1 }];
 
     let mut got = Vec::new();
-    c.read_start(4, 0, 0, 1, winners.clone(), None).await.expect("read");
+    c.read_start((4, 0), 0, 1, winners.clone(), ReadMode::Plain { skip: 0 }).await.expect("read");
     for _ in 0..TAKEN_FIRST {
         got.push(c.read_next().await.expect("a block").expect("not the end"));
     }
@@ -62,7 +62,10 @@ async fn a_read_cut_off_for_a_stalled_reader_resumes_after_the_blocks_it_took() 
     assert!((TAKEN_FIRST..PUSHED_BYTES >> 20).contains(&taken), "{taken} blocks before the cut");
 
     let mut again = client(daemon.addr(), "app-stall").await;
-    again.read_resume(4, 0, 0, 1, winners.clone(), taken as u64).await.expect("resume");
+    again
+        .read_start((4, 0), 0, 1, winners.clone(), ReadMode::Plain { skip: taken as u64 })
+        .await
+        .expect("resume");
     rest(&mut again, &mut got).await.expect("the rest of the read");
     let bytes: Vec<u8> = got.iter().flat_map(|b| b.data.iter().copied()).collect();
     assert!(bytes == data, "{} bytes read back for {} pushed", bytes.len(), data.len());
@@ -71,9 +74,12 @@ async fn a_read_cut_off_for_a_stalled_reader_resumes_after_the_blocks_it_took() 
     // Resumed after every block: the end alone. Past the end: refused, as a
     // read of other partitions or winners than the one resumed would be.
     let all = got.len() as u64;
-    again.read_resume(4, 0, 0, 1, winners.clone(), all).await.expect("resume at the end");
+    again
+        .read_start((4, 0), 0, 1, winners.clone(), ReadMode::Plain { skip: all })
+        .await
+        .expect("resume at the end");
     assert_eq!(again.read_next().await.expect("the end"), None);
-    again.read_resume(4, 0, 0, 1, winners, all + 1).await.expect("sent");
+    again.read_start((4, 0), 0, 1, winners, ReadMode::Plain { skip: all + 1 }).await.expect("sent");
     let past = again.read_next().await.expect_err("refused");
     assert_eq!(past.code(), Some(ErrorCode::BadRequest), "{past}");
     assert!(!past.connection_ended());

@@ -16,7 +16,7 @@ use jni::sys::{jboolean, jbyteArray, jint, jlong};
 use jni::JNIEnv;
 use sluice_service::auth::Key;
 use sluice_service::protocol::{ReduceOp, Winner};
-use sluice_service::{AttemptPusher, Client};
+use sluice_service::{AttemptPusher, Client, ReadMode};
 
 use super::{guard, non_negative};
 use crate::error::{BridgeError, BridgeResult};
@@ -378,14 +378,14 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
         if skip > 0 && !reduce.is_null() {
             return Err(BridgeError::Argument("a read the daemons reduce is not resumed".into()));
         }
-        let reduce = if reduce.is_null() {
-            None
+        let mode = if reduce.is_null() {
+            ReadMode::Plain { skip }
         } else {
             let op = HostOp::read(env, &reduce)?;
             // Checked here, so a code the daemon would refuse fails the task
             // as an argument error, not as a fetch failure.
             op.reduce_spec()?;
-            Some(ReduceOp { function: op.function, value_type: op.value_type })
+            ReadMode::Reduced(ReduceOp { function: op.function, value_type: op.value_type })
         };
         let n = env.get_array_length(&maps)?;
         if n != env.get_array_length(&attempts)? {
@@ -410,13 +410,7 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_readStart<'l>(
         let (start, end) = (u32_arg(start.into(), "start")?, u32_arg(end.into(), "end")?);
         let rt = runtime()?;
         CLIENTS.with(connection, |c| {
-            Ok(rt.block_on(async {
-                if skip > 0 {
-                    c.read_resume(shuffle, generation, start, end, winners, skip).await
-                } else {
-                    c.read_start(shuffle, generation, start, end, winners, reduce).await
-                }
-            })?)
+            Ok(rt.block_on(c.read_start((shuffle, generation), start, end, winners, mode))?)
         })
     })
 }

@@ -323,9 +323,10 @@ public final class ServiceStreams
 
   /**
    * Whether the open read, whose connection ended, may go on from a new one: a plain read (a
-   * reduced one's results are computed anew, not resumed), not closed, whose connection carried a
-   * block since it was opened (so a daemon that ends every connection at once fails the read
-   * instead of being asked again and again).
+   * reduced one's results are computed anew, not resumed; it feeds a native operator, which takes
+   * it to its end before the task hands out a row, so no slow reader stalls it), not closed, whose
+   * connection carried a block since it was opened (so a daemon that ends every connection at
+   * once fails the read instead of being asked again and again).
    */
   private boolean resumable() {
     return reduce == null && !closed && connectionBlocks > 0;
