@@ -13,6 +13,7 @@ import org.apache.spark.SparkConf;
  *       partition's records back to back as one stream. Java serialization does not allow it.
  *   <li>No I/O encryption (Sluice blocks are checksummed and compressed, not encrypted).
  *   <li>No push-based shuffle (the merged-block path is Spark's own).
+ *   <li>No shuffle storage plugin other than Spark's local disk ({@link #STORAGE_PLUGIN_KEY}).
  *   <li>At most {@link #PARTITIONS_MAX} partitions (the engine's limit).
  * </ul>
  *
@@ -23,6 +24,17 @@ import org.apache.spark.SparkConf;
  * reader's aggregation after decoding).
  */
 public final class Coverage {
+  /**
+   * Spark's setting of the plugin its sort shuffle stores map outputs through ({@code
+   * ShuffleDataIO}), and its default, the local disk. A user who names another one (a remote or
+   * cloud store) expects every map output there; Sluice writes its own, so it leaves such an
+   * application's shuffles to the sort shuffle, which also initializes the plugin's executor side.
+   */
+  static final String STORAGE_PLUGIN_KEY = "spark.shuffle.sort.io.plugin.class";
+
+  static final String LOCAL_DISK_STORAGE =
+      "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO";
+
   /** The engine's partition limit (2^24). */
   public static final int PARTITIONS_MAX = 1 << 24;
 
@@ -62,6 +74,14 @@ public final class Coverage {
     }
     if (conf.getBoolean("spark.shuffle.push.enabled", false)) {
       return "push-based shuffle is on (spark.shuffle.push.enabled)";
+    }
+    String storage = conf.get(STORAGE_PLUGIN_KEY, LOCAL_DISK_STORAGE);
+    if (!storage.equals(LOCAL_DISK_STORAGE)) {
+      return "a shuffle storage plugin is set ("
+          + STORAGE_PLUGIN_KEY
+          + "="
+          + storage
+          + "), which only Spark's sort shuffle writes through";
     }
     String library = dev.sluice.spark.jni.NativeLibrary.unavailableReason();
     if (library != null) {

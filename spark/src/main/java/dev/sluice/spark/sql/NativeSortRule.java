@@ -50,12 +50,12 @@ import scala.collection.immutable.Seq;
  * exchange, but the map tasks write each row with its sort key encoded ({@link RowSortKey}), the
  * engine's offload threads sort each partition's rows into runs, and each reduce task merges the
  * runs natively and reads the rows in order. The plan changes only when the shuffle manager is
- * Sluice and Sluice would run the shuffle (no I/O encryption, no push-based shuffle), and only for
- * sort orders whose byte encoding is exactly Spark's order: columns or deterministic expressions
- * of boolean, integral, date, timestamp, float, double, decimal, string (UTF-8 binary collation)
- * or binary type, in any number, position and direction (an expression is computed into a
- * column by a {@code ProjectExec} below the node, which drops it after the read). {@code
- * spark.sluice.sqlSort=false} turns it off.
+ * Sluice and Sluice would run the shuffle (no I/O encryption, no push-based shuffle, no storage
+ * plugin), and only for sort orders whose byte encoding is exactly Spark's order: columns or
+ * deterministic expressions of boolean, integral, date, timestamp, float, double, decimal, string
+ * (UTF-8 binary collation) or binary type, in any number, position and direction (an expression is
+ * computed into a column by a {@code ProjectExec} below the node, which drops it after the read).
+ * {@code spark.sluice.sqlSort=false} turns it off.
  *
  * <p>It runs among the physical preparation rules (as a columnar rule before the columnar
  * transitions, after Spark has placed the exchanges) and, with adaptive execution, as a query
