@@ -14,8 +14,16 @@ import java.util.List;
  * tracks ("KNOWN DEFECT, issue N"), listed until the issue fixes it.
  */
 public final class Exclusions {
-  /** One excluded test: its suite, its exact name, the assertion, and why it cannot hold. */
-  public record Excluded(String suite, String test, String asserts, String why) {}
+  /**
+   * One excluded test: its suite, its exact name, the assertion, why it cannot hold, and the first
+   * Spark line whose suite has the test ({@link SuiteLines}).
+   */
+  public record Excluded(String suite, String test, String asserts, String why, String since) {
+    /** An excluded test that every line Sluice builds for has. */
+    public Excluded(String suite, String test, String asserts, String why) {
+      this(suite, test, asserts, why, SuiteLines.OLDEST);
+    }
+  }
 
   /**
    * Why adaptive execution's coalescing tests cannot hold over a native node: the node is not a
@@ -209,7 +217,8 @@ public final class Exclusions {
               "SPARK-47247: coalesce differently for BNLJ",
               "that the aggregate below a broadcast nested loop join is read through a coalesced"
                   + " AQEShuffleReadExec when the minimum partition size is 64MB",
-              NOT_A_STAGE + " (the answer is checked first)"),
+              NOT_A_STAGE + " (the answer is checked first)",
+              "4.0"),
           new Excluded(
               SluiceRulesAdaptiveQueryExecSuite.SUITE,
               "SPARK-52921: Specify outputPartitioning for UnionExec for same output partitoning",
@@ -217,7 +226,8 @@ public final class Exclusions {
                   + " 4 partitions, with and without spark.sql.unionOutputPartitioning",
               NOT_A_STAGE
                   + " (2 are found; the test compares the answers of its two settings only after"
-                  + " the counts, so it checks none under Sluice)"),
+                  + " the counts, so it checks none under Sluice)",
+              "4.1"),
           new Excluded(
               "ExchangeSuite",
               "SPARK-23207: Make repartition() generate consistent output",
@@ -235,16 +245,19 @@ public final class Exclusions {
   private Exclusions() {}
 
   /**
-   * Checks that every exclusion of {@code suite} names one of its tests, so a renamed test cannot
-   * leave a stale entry behind.
+   * Checks that every exclusion of {@code suite}, and every test of it that CI leaves to the
+   * extended tier, names one of its tests, so a renamed test cannot leave a stale entry behind; a
+   * test newer than the running Spark line is not looked for.
    */
   public static void check(String suite, scala.collection.immutable.Set<String> names) {
-    CiTier.check(suite, names);
-    for (Excluded e : LIST) {
-      if (e.suite().equals(suite) && !names.contains(e.test())) {
-        throw new IllegalStateException(suite + " has no test \"" + e.test() + "\" to exclude");
-      }
+    SuiteLines.Missing missing = new SuiteLines.Missing(suite, names);
+    for (CiTier.Slow s : CiTier.SLOW) {
+      missing.look(s.suite(), s.test(), s.since());
     }
+    for (Excluded e : LIST) {
+      missing.look(e.suite(), e.test(), e.since());
+    }
+    missing.fail();
   }
 
   /**
