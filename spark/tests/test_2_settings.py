@@ -8,6 +8,7 @@ import time
 
 import pytest
 import workloads
+from bench import LINE
 from conftest import SLUICE, session, short_of_memory, sluice_metrics
 from clusters import settled
 
@@ -781,5 +782,55 @@ def test_sql_repartition_skips_spark_s_sort_only_for_a_determinate_input(tmp_pat
                 assert rr.sortedShuffles() == sorted_ + 1, "the shuffle read was not sorted"
             else:
                 assert (rr.unsortedShuffles(), rr.sortedShuffles()) == (unsorted, sorted_)
+            if native == "true" and LINE not in ("3.5", "4.0"):
+                shuffles_go_as_a_query_ends(s, aqe == "true")
         finally:
             s.stop()
+
+
+def stored_shuffles(s):
+    """The ids of the shuffles whose files this (local) block manager holds."""
+    env = s.sparkContext._jvm.org.apache.spark.SparkEnv.get()
+    it = env.blockManager().migratableResolver().getStoredShuffles().iterator()
+    ids = set()
+    while it.hasNext():
+        ids.add(it.next().shuffleId())
+    return ids
+
+
+def shuffles_go_as_a_query_ends(s, adaptive):
+    # Spark 4.1's per-query cleanup (a setting; Spark Connect has its own):
+    # the query's shuffle files are removed as it ends. Spark finds its own
+    # exchanges' shuffles; a native node's are handed to it (adaptive
+    # execution), or the rules leave the plan to Spark (without it).
+    key = "spark.sql.classic.shuffleDependency.fileCleanup.enabled"
+
+    def query():
+        df = s.range(0, 20000, 1, 4).selectExpr("id", "id % 7 as k").repartition(5)
+        return df.groupBy("k").count().orderBy("k")
+
+    answer = [(k, sum(1 for i in range(20000) if i % 7 == k)) for k in range(7)]
+    # The check sees a query's shuffles when nothing cleans them (while the
+    # query is referenced: else the context cleaner may remove them).
+    s.conf.set(key, "false")
+    before = stored_shuffles(s)
+    first = query()
+    assert [tuple(r) for r in first.collect()] == answer
+    kept = stored_shuffles(s) - before
+    assert len(kept) >= 3, (before, kept)
+    s.conf.set(key, "true")
+    try:
+        q = query()
+        plan = plan_of(q)
+        for node in ("SluiceRoundRobinExchange", "SluiceAggregate", "SluiceSortExchange"):
+            assert (node in plan) == adaptive, plan
+        before = stored_shuffles(s)
+        assert [tuple(r) for r in q.collect()] == answer
+        # Spark removes the files without waiting (outside its own tests).
+        deadline = time.monotonic() + 30
+        while stored_shuffles(s) - before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not stored_shuffles(s) - before, (before, stored_shuffles(s))
+        assert kept <= stored_shuffles(s), ("a query without cleanup lost its shuffles", first)
+    finally:
+        s.conf.set(key, "false")

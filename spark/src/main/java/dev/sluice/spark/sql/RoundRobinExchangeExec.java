@@ -115,6 +115,7 @@ public final class RoundRobinExchangeExec extends LinePlan {
                       new UnsafeRowSerializer(child.output().size(), metrics.dataSize),
                       metrics.write));
       (determinate ? UNSORTED : SORTED).incrementAndGet();
+      QueryCleanup.track(this, dep.shuffleId());
       shuffled = new ShuffledRowRDD(dep, metrics.read);
     }
     return shuffled;

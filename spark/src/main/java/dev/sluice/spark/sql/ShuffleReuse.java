@@ -10,14 +10,11 @@ import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkContext;
 import org.apache.spark.rdd.RDD;
-import org.apache.spark.scheduler.SparkListener;
-import org.apache.spark.scheduler.SparkListenerEvent;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.execution.SQLExecution$;
-import org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd;
 import scala.Option;
 import scala.Tuple2;
 import scala.collection.immutable.Seq;
@@ -35,15 +32,13 @@ import scala.runtime.AbstractPartialFunction;
  * that says what the shuffle computes (its child's canonical plan and the map side's work with
  * attributes replaced by their positions); within one SQL execution (Spark's execution id, which
  * its subqueries share) equal keys get the same shuffled RDD, so its map stage runs once and each
- * node reads it, and the entries of an execution are dropped when Spark reports its end. The map
- * stage of a shared shuffle runs on its own, once ({@link Shuffle#materialize}).
+ * node reads it, and the entries of an execution are dropped when Spark reports its end ({@link
+ * ExecutionEnds}). The map stage of a shared shuffle runs on its own, once ({@link
+ * Shuffle#materialize}).
  */
 public final class ShuffleReuse {
   /** Shuffles by execution id, then by key. */
   private static final Map<String, Map<Object, Shuffle>> BY_EXECUTION = new ConcurrentHashMap<>();
-
-  /** The context whose listener drops ended executions' entries. */
-  private static SparkContext listening;
 
   private ShuffleReuse() {}
 
@@ -98,9 +93,12 @@ public final class ShuffleReuse {
     if (id == null) {
       return new Shuffle(make.get());
     }
-    listen(sc);
-    Map<Object, Shuffle> shuffles =
-        BY_EXECUTION.computeIfAbsent(id, k -> new ConcurrentHashMap<>());
+    Map<Object, Shuffle> shuffles = BY_EXECUTION.get(id);
+    if (shuffles == null) {
+      // Outside the map's update: the call may drop an old context's entries.
+      ExecutionEnds.at(sc, id, () -> BY_EXECUTION.remove(id));
+      shuffles = BY_EXECUTION.computeIfAbsent(id, k -> new ConcurrentHashMap<>());
+    }
     Shuffle known = shuffles.get(key);
     if (known != null) {
       return known;
@@ -113,24 +111,6 @@ public final class ShuffleReuse {
   /** Executions whose shuffles are held (for tests). */
   public static int executionsHeld() {
     return BY_EXECUTION.size();
-  }
-
-  private static synchronized void listen(SparkContext sc) {
-    if (listening == sc) {
-      return;
-    }
-    // A new context: the old one's executions will never report their end.
-    BY_EXECUTION.clear();
-    listening = sc;
-    sc.addSparkListener(
-        new SparkListener() {
-          @Override
-          public void onOtherEvent(SparkListenerEvent event) {
-            if (event instanceof SparkListenerSQLExecutionEnd end) {
-              BY_EXECUTION.remove(Long.toString(end.executionId()));
-            }
-          }
-        });
   }
 
   /**

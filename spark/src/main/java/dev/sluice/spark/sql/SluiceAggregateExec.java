@@ -224,7 +224,9 @@ public final class SluiceAggregateExec extends LinePlan {
   }
 
   private RDD<InternalRow> aggregate() {
-    RDD<Tuple2<Object, Object>> results = read(shuffled());
+    ShuffleReuse.Shuffle shuffle = shuffled();
+    QueryCleanup.track(this, shuffle.dependency().shuffleId());
+    RDD<Tuple2<Object, Object>> results = read(shuffle);
     if (form instanceof LaneAggregate l) {
       return results
           .toJavaRDD()

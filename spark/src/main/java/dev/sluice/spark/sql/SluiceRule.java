@@ -36,6 +36,18 @@ abstract class SluiceRule extends Rule<SparkPlan> {
   static final String FINAL_STAGE_OPTIMIZATIONS =
       "spark.sql.adaptive.applyFinalStageShuffleOptimizations";
 
+  /**
+   * Spark's settings (4.0 on; the first two Spark Connect's in 4.0) that ask for a query's shuffles
+   * to be cleaned up as it ends, each off by default.
+   */
+  static final List<String> SHUFFLE_CLEANUP_SETTINGS =
+      List.of(
+          "spark.sql.shuffleDependency.fileCleanup.enabled",
+          "spark.sql.shuffleDependency.skipMigration.enabled",
+          "spark.sql.classic.shuffleDependency.fileCleanup.enabled",
+          "spark.sql.connect.shuffleDependency.fileCleanup.enabled",
+          "spark.sql.thriftserver.shuffleDependency.fileCleanup.enabled");
+
   /** The setting that turns the rule off. */
   abstract SluiceSetting setting();
 
@@ -64,10 +76,30 @@ abstract class SluiceRule extends Rule<SparkPlan> {
     if (env == null
         || !(env.shuffleManager() instanceof SluiceShuffleManager)
         || !enabled(conf().getConfString(setting().key, setting().defaultValue))
-        || fallbackReason(env.conf()) != null) {
+        || fallbackReason(env.conf()) != null
+        || cleanupWithoutAdaptive()) {
       return plan;
     }
     return rewrite(plan, finalStagePinned(), true);
+  }
+
+  /**
+   * Whether the plan is made without adaptive execution for a session that asks for its queries'
+   * shuffles to be cleaned up as each ends ({@link #SHUFFLE_CLEANUP_SETTINGS}): Spark then finds
+   * the shuffles to clean among the plan's exchanges, which a native node is not, and would clean
+   * a native node's shuffle only after the action returned ({@code ShuffleCleanup}); under
+   * adaptive execution a native node's shuffle joins Spark's own, so the rules run.
+   */
+  private boolean cleanupWithoutAdaptive() {
+    if (conf().adaptiveExecutionEnabled()) {
+      return false;
+    }
+    for (String key : SHUFFLE_CLEANUP_SETTINGS) {
+      if (Boolean.parseBoolean(conf().getConfString(key, "false").trim())) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**

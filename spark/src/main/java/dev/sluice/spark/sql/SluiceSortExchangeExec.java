@@ -146,6 +146,7 @@ public final class SluiceSortExchangeExec extends LinePlan {
               new SortedRowPartitioner(ranges),
               serializer,
               ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(metrics.write));
+      QueryCleanup.track(this, dep.shuffleId());
       // The ranges the sample gave: fewer than asked when it holds fewer distinct keys, as under
       // Spark's own range exchange. The read covers exactly those: cut as adaptive execution
       // cuts where it may, else one task per range.
