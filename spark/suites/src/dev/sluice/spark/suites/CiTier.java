@@ -5,8 +5,8 @@ import java.util.List;
 /**
  * What CI's run of Spark's suites leaves to the extended tier ({@code bash spark/test.sh
  * --extended}, or {@code spark/suites/run.sh --extended}) for its 30 minutes on two cores: tests
- * that take half a minute or more under plain Spark as under Sluice, with nothing in them that a
- * quicker test of the same suite does not ask of Sluice. Unlike {@link Exclusions}, each of these
+ * that take 20 s or more under plain Spark as under Sluice, with nothing in them that a quicker
+ * test of the same suite does not ask of Sluice. Unlike {@link Exclusions}, each of these
  * passes under Sluice; the extended tier runs them.
  */
 public final class CiTier {
@@ -44,7 +44,20 @@ public final class CiTier {
               "SPARK-37099: Insert window group limit node for top-k computation",
               "57 s alone (62 s with Sluice)",
               "the same window and limit shapes over ever larger inputs; SQLQueryTestSuite's"
-                  + " window.sql runs the group-limit settings on both sides"));
+                  + " window.sql runs the group-limit settings on both sides"),
+          new Slow(
+              "AdaptiveQueryExecSuite",
+              "SPARK-29544: adaptive skew join with different join types",
+              "30 s alone (18 s with Sluice beside pytest)",
+              "its skewed partitions are read in map ranges as in the suite's quicker skew tests"
+                  + " (SPARK-30524, SPARK-35725, SPARK-37063, SPARK-37328, SPARK-37652); the join"
+                  + " types it adds are Spark's operators over the same reads"),
+          new Slow(
+              "AdaptiveQueryExecSuite",
+              "SPARK-33832: Support optimize skew join even if introduce extra shuffle",
+              "20 s alone (20 s with Sluice beside pytest)",
+              "the extra shuffle it allows is planned by Spark; its skewed reads are those of the"
+                  + " suite's quicker skew tests (SPARK-37328: a skew join over three tables)"));
 
   /**
    * A {@code SQLQueryTestSuite} setting whose configurations CI leaves out: it chooses between two
