@@ -113,17 +113,11 @@ public class SluiceSQLQueryTestSuite extends org.apache.spark.sql.SQLQueryTestSu
     if (System.getProperty(FILES_PROPERTY) != null) {
       return;
     }
-    String running = dev.sluice.spark.shuffle.SparkLine.running();
+    SuiteLines.Missing missing = new SuiteLines.Missing(SUITE, testNames());
     for (String file : selected()) {
-      if (testNames().contains(file)) {
-        continue;
-      }
-      String since = FILES_SINCE.get(file);
-      if (since == null || !SuiteLines.older(running, since)) {
-        throw new IllegalStateException(SUITE + " has no input file " + file + " to run");
-      }
-      System.out.println("- " + file + " (Spark " + since + " on) is not in Spark " + running);
+      missing.look(SUITE, file, FILES_SINCE.getOrDefault(file, SuiteLines.OLDEST));
     }
+    missing.fail();
   }
 
   /** The files this run takes: {@link #FILES}, and {@link #EXTENDED_FILES} in the extended tier. */
