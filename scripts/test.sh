@@ -17,7 +17,7 @@ mkdir -p target
 cargo_log=target/cargo-test.log
 cargo test --workspace --locked >"$cargo_log" 2>&1 &
 cargo_pid=$!
-trap 'kill $cargo_pid 2>/dev/null || true' EXIT
+trap 'pkill -P $cargo_pid 2>/dev/null; kill $cargo_pid 2>/dev/null || true' EXIT
 build_rc=0
 bash spark/build.sh || build_rc=$?
 cargo_rc=0

@@ -799,6 +799,8 @@ def stored_shuffles(s):
 
 
 def shuffles_go_as_a_query_ends(s, adaptive):
+    from pyspark.sql import DataFrame
+
     # Spark 4.1's per-query cleanup (a setting; Spark Connect has its own):
     # the query's shuffle files are removed as it ends. Spark finds its own
     # exchanges' shuffles; a native node's are handed to it (adaptive
@@ -834,3 +836,22 @@ def shuffles_go_as_a_query_ends(s, adaptive):
         assert kept <= stored_shuffles(s), ("a query without cleanup lost its shuffles", first)
     finally:
         s.conf.set(key, "false")
+    if not adaptive:
+        # The mode given through Spark's internal API with no setting (as
+        # Spark's own tests do): the rules run, and the native shuffles go
+        # as Spark reports the query's end (just after the action returns).
+        jvm = s.sparkContext._jvm
+        mode = getattr(getattr(jvm.org.apache.spark.sql.execution, "RemoveShuffleFiles$"),
+                       "MODULE$")
+        jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(
+            s._jsparkSession, query()._jdf.logicalPlan(), mode)
+        plan = jdf.queryExecution().executedPlan().toString()
+        for node in ("SluiceRoundRobinExchange", "SluiceAggregate", "SluiceSortExchange"):
+            assert node in plan, plan
+        before = stored_shuffles(s)
+        assert [tuple(r) for r in DataFrame(jdf, s).collect()] == answer
+        deadline = time.monotonic() + 30
+        while stored_shuffles(s) - before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not stored_shuffles(s) - before, (before, stored_shuffles(s))
+        assert kept <= stored_shuffles(s), ("a query without cleanup lost its shuffles", first)

@@ -85,12 +85,12 @@ public final class ShuffleReuse {
   /**
    * The shuffle of {@code key} in the current SQL execution: one made earlier by an equal key, or
    * {@code make}'s (made without holding a lock: making it may plan nested native nodes). Outside
-   * an SQL execution each call makes its own.
+   * a running SQL execution each call makes its own.
    */
   static Shuffle shared(
       SparkContext sc, Object key, Supplier<RDD<Tuple2<Object, Object>>> make) {
     String id = sc.getLocalProperty(SQLExecution$.MODULE$.EXECUTION_ID_KEY());
-    if (id == null) {
+    if (id == null || !ExecutionEnds.running(id)) {
       return new Shuffle(make.get());
     }
     Map<Object, Shuffle> shuffles = BY_EXECUTION.get(id);
