@@ -25,9 +25,10 @@ final class QueryCleanup {
     try {
       SparkContext sc = node.sparkContext();
       String id = sc.getLocalProperty(SQLExecution$.MODULE$.EXECUTION_ID_KEY());
-      if (id == null || !ExecutionEnds.running(id)) {
+      if (id == null) {
         return;
       }
+      // Null for an execution that ended: register finds no query for it.
       Runnable atEnd = ShuffleCleanup.register(sc, node, Long.parseLong(id), shuffleId);
       if (atEnd != null) {
         ExecutionEnds.at(
