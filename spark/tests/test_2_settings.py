@@ -99,6 +99,16 @@ def test_sql_order_by_is_sorted_by_the_engine_unless_turned_off(tmp_path, refere
                 df = s.range(3000, numPartitions=3).selectExpr("-id as x").orderBy("x")
                 got = [r.x for r in df.collect()]
                 assert got == list(range(-2999, 1)), got[:10]
+                # More than 256 partitions, coalesced into a task or two: a
+                # task reading partitions 255 and 256 orders by key alone
+                # (the engine's partition ids are little-endian, and their
+                # bytes once put 256 before 255).
+                s.conf.set("spark.sql.shuffle.partitions", "600")
+                df = s.range(200000, numPartitions=2).selectExpr("id * 7919 % 200000 as x")
+                got = [r.x for r in df.orderBy("x").collect()]
+                s.conf.unset("spark.sql.shuffle.partitions")
+                assert got == list(range(200000)), [
+                    (i, x) for i, x in enumerate(got) if x != i][:5]
             else:
                 assert workloads.sql_order_by(s) == reference["sql_order_by"]
             assert (m.sortedReads() > sorted_before) == (native == "true")

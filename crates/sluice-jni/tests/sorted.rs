@@ -61,13 +61,28 @@ fn drain(op: &mut ReduceTask) -> Vec<(Vec<u8>, u32)> {
 /// Runs `maps` (each a list of keys) through a sorting shuffle into
 /// `partitions` reduce partitions (each map spilling half way when
 /// `spill`; each reduce task granted memory for its runs when `granted`,
-/// none otherwise), checks every partition's order and range and where
-/// its runs were kept, and returns every (key, index) emitted and every
-/// one written, both sorted.
+/// none otherwise), one reduce task per partition, checks every task's
+/// order and range and where its runs were kept, and returns every (key,
+/// index) emitted and every one written, both sorted.
 #[allow(clippy::type_complexity)]
 fn sort_through_bridge(
     maps: &[Vec<Vec<u8>>],
     partitions: u32,
+    spill: bool,
+    granted: bool,
+) -> (Vec<(Vec<u8>, u32)>, Vec<(Vec<u8>, u32)>) {
+    let tasks: Vec<_> = (0..partitions).map(|p| p..p + 1).collect();
+    sort_into_tasks(maps, partitions, &tasks, spill, granted)
+}
+
+/// [`sort_through_bridge`] with reduce tasks that each read a range of
+/// partitions (`tasks`, as adaptive execution coalesces them), each fed
+/// every segment of its range.
+#[allow(clippy::type_complexity)]
+fn sort_into_tasks(
+    maps: &[Vec<Vec<u8>>],
+    partitions: u32,
+    tasks: &[std::ops::Range<u32>],
     spill: bool,
     granted: bool,
 ) -> (Vec<(Vec<u8>, u32)>, Vec<(Vec<u8>, u32)>) {
@@ -98,29 +113,34 @@ fn sort_through_bridge(
         outputs.push((std::fs::read(&path).expect("read"), lengths));
     }
     let mut got = Vec::new();
-    for p in 0..partitions {
-        let mut op = ReduceTask::open(&StageSpec::Sort, p..p + 1, dir.path()).expect("open reduce");
+    for range in tasks {
+        let mut op = ReduceTask::open(&StageSpec::Sort, range.clone(), dir.path()).expect("open");
         if granted {
             op.grant(64 << 20);
         }
         for (data, lengths) in &outputs {
-            let start: u64 = lengths[..p as usize].iter().sum();
-            let seg = &data[start as usize..(start + lengths[p as usize]) as usize];
-            if seg.is_empty() {
-                continue;
-            }
-            walk_segment(seg, (9, 0, p as i32, p as i32 + 1), |frame, name| op.feed(frame, name))
+            for p in range.clone() {
+                let start: u64 = lengths[..p as usize].iter().sum();
+                let seg = &data[start as usize..(start + lengths[p as usize]) as usize];
+                if seg.is_empty() {
+                    continue;
+                }
+                walk_segment(seg, (9, 0, p as i32, p as i32 + 1), |frame, name| {
+                    op.feed(frame, name)
+                })
                 .expect("feed");
+            }
         }
         let out = drain(&mut op);
         let expect_spilled = if granted { 0 } else { op.runs() };
         // A partition no record went to (an empty map, keys all elsewhere)
         // is fed nothing and takes no run.
-        let written = all.iter().filter(|(k, _)| partition_of(k, partitions) == p).count();
-        assert_eq!(op.runs() > 0, written > 0, "partition {p}: runs for {written} records");
-        assert_eq!(op.spilled_runs(), expect_spilled, "partition {p}: runs on disk");
-        assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "partition {p} out of order");
-        assert!(out.iter().all(|(k, _)| partition_of(k, partitions) == p));
+        let ours = |k: &[u8]| range.contains(&partition_of(k, partitions));
+        let written = all.iter().filter(|(k, _)| ours(k)).count();
+        assert_eq!(op.runs() > 0, written > 0, "partitions {range:?}: runs for {written} records");
+        assert_eq!(op.spilled_runs(), expect_spilled, "partitions {range:?}: runs on disk");
+        assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "partitions {range:?} out of order");
+        assert!(out.iter().all(|(k, _)| ours(k)));
         got.extend(out);
     }
     got.sort();
@@ -164,6 +184,35 @@ fn a_partition_larger_than_one_merge_batch_streams_in_order() {
     for granted in [true, false] {
         let (got, all) = sort_through_bridge(&maps, 1, true, granted);
         assert_eq!(got.len(), 120_000);
+        assert!(got == all, "every record once");
+    }
+}
+
+/// One reduce task reading a range of partitions (adaptive execution's
+/// coalesced ranges) across partition 256, whose id's little-endian bytes
+/// (`00 01`) order below 255's (`ff 00`): the task orders its records by
+/// key alone, as Spark's reader does, in memory and with every run on disk.
+#[test]
+fn a_task_reading_many_partitions_orders_by_key_alone() {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let maps: Vec<Vec<Vec<u8>>> = (0..3)
+        .map(|_| {
+            (0..3_000)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x.to_be_bytes()[..5].to_vec()
+                })
+                .collect()
+        })
+        .collect();
+    for granted in [true, false] {
+        let (got, all) = sort_into_tasks(&maps, 600, &[0..250, 250..600], true, granted);
+        assert_eq!(got.len(), 9_000);
+        assert!(got == all, "every record once");
+        let whole = 0..600;
+        let (got, all) = sort_into_tasks(&maps, 600, std::slice::from_ref(&whole), false, granted);
         assert!(got == all, "every record once");
     }
 }

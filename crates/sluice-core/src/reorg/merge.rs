@@ -9,13 +9,20 @@
 //! `2 log2 k` for a binary heap, and each replay touches one leaf-to-root
 //! path. Exhausted runs compare as +infinity.
 //!
+//! The order can ignore the first bytes of every key
+//! ([`LoserTree::ordered_after`]): a reduce task's keys start with the
+//! engine's 4-byte partition id, and a task that reads several partitions
+//! orders their records by what follows it, as Spark's own reader orders a
+//! range of partitions by key alone (the id is little-endian, so its bytes
+//! would not even order the partitions by number).
+//!
 //! Each run's current key is also kept as a `u64` prefix (its 8 bytes
-//! after a prefix every key shares, big-endian, zero-padded), in an array
-//! beside the tree: a match is decided on the two prefixes unless they
-//! are equal, and only then are the keys read and compared in full. So
-//! most matches touch two words of one small array instead of two records
-//! in two runs' batches (a Spark reduce task merges 100 or more runs; its
-//! keys share the 4-byte partition id, which the caller names as common).
+//! after the ignored ones, big-endian, zero-padded), in an array beside the
+//! tree: a match is decided on the two prefixes unless they are equal, and
+//! only then are the keys read and compared in full (from the same byte).
+//! So most matches touch two words of one small array instead of two
+//! records in two runs' batches (a Spark reduce task merges 100 or more
+//! runs).
 //!
 //! ```text
 //!            [w]            tree[0]: winner
@@ -41,22 +48,22 @@ pub struct LoserTree<C> {
     /// Each run's current key prefix ([`LoserTree::prefix`]); `u64::MAX`
     /// once exhausted.
     heads: Vec<u64>,
-    /// Bytes at the start of every key that are the same in all keys.
-    common: usize,
+    /// Bytes at the start of every key that the order ignores.
+    skip: usize,
 }
 
 impl<C: RunCursor> LoserTree<C> {
     /// A tree over `runs`, each sorted by key.
     pub fn new(runs: Vec<C>) -> Self {
-        Self::with_common_prefix(runs, 0)
+        Self::ordered_after(runs, 0)
     }
 
-    /// A tree over `runs`, each sorted by key, where every key of every run
-    /// starts with the same `common` bytes (the caller checked it: keys
-    /// that differ there would be merged out of order).
-    pub fn with_common_prefix(runs: Vec<C>, common: usize) -> Self {
+    /// A tree over `runs`, each sorted by its keys' bytes after the first
+    /// `skip`, which the merge orders by too (a key shorter than that
+    /// orders as empty); equal keys so compared come out in run order.
+    pub fn ordered_after(runs: Vec<C>, skip: usize) -> Self {
         let k = runs.len();
-        let mut t = LoserTree { runs, tree: vec![EMPTY; k.max(1)], heads: vec![0; k], common };
+        let mut t = LoserTree { runs, tree: vec![EMPTY; k.max(1)], heads: vec![0; k], skip };
         for leaf in 0..k {
             t.heads[leaf] = t.head(leaf);
         }
@@ -66,11 +73,18 @@ impl<C: RunCursor> LoserTree<C> {
         t
     }
 
-    /// The 8 key bytes after the common prefix, big-endian, zero-padded:
-    /// a smaller prefix is a smaller key, equal prefixes decide nothing.
+    /// The key bytes the order compares: those after the first `skip`.
+    #[inline]
+    fn ordered<'k>(&self, key: &'k [u8]) -> &'k [u8] {
+        key.get(self.skip..).unwrap_or(&[])
+    }
+
+    /// The first 8 bytes [`LoserTree::ordered`] compares, big-endian,
+    /// zero-padded: a smaller prefix is a smaller key, equal prefixes
+    /// decide nothing.
     #[inline]
     fn prefix(&self, key: &[u8]) -> u64 {
-        let rest = key.get(self.common..).unwrap_or(&[]);
+        let rest = self.ordered(key);
         let mut b = [0u8; 8];
         let n = rest.len().min(8);
         b[..n].copy_from_slice(&rest[..n]);
@@ -94,10 +108,10 @@ impl<C: RunCursor> LoserTree<C> {
         self.beats_by_keys(a, b)
     }
 
-    /// [`LoserTree::beats`] on the whole keys.
+    /// [`LoserTree::beats`] on the whole keys (from byte `skip`).
     fn beats_by_keys(&self, a: usize, b: usize) -> bool {
         match (self.runs[a].current(), self.runs[b].current()) {
-            (Some(x), Some(y)) => match x.key.cmp(y.key) {
+            (Some(x), Some(y)) => match self.ordered(x.key).cmp(self.ordered(y.key)) {
                 Ordering::Less => true,
                 Ordering::Greater => false,
                 Ordering::Equal => a < b,
@@ -190,10 +204,10 @@ mod tests {
 
     /// Variable keys sharing a 3-byte prefix, of lengths 3 to 14: prefixes
     /// decide most matches, the whole keys the rest (keys equal in their
-    /// first 8 bytes after the common part, keys that are a prefix of
+    /// first 8 bytes after the skipped part, keys that are a prefix of
     /// another, zero bytes that pad to the same prefix).
     #[test]
-    fn merges_by_key_prefix_after_the_common_bytes() {
+    fn merges_by_key_prefix_after_the_skipped_bytes() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = || {
             x ^= x << 13;
@@ -224,12 +238,49 @@ mod tests {
             })
             .collect();
         all.sort();
-        let mut t = LoserTree::with_common_prefix(runs, 3);
+        let mut t = LoserTree::ordered_after(runs, 3);
         let mut got = Vec::new();
         while let Some(r) = t.peek() {
             got.push((r.key.to_vec(), r.value[0]));
             t.advance().expect("advance");
         }
         assert_eq!(got, all, "key order, then run order (stable)");
+    }
+    /// Keys that differ in the skipped bytes (a reduce task's partition
+    /// ids, little-endian: 255 and 256 are `ff 00` and `00 01`) merge by
+    /// what follows them alone; equal keys so compared come out in run
+    /// order, each run's in its own order.
+    #[test]
+    fn orders_by_the_bytes_after_the_skipped_ones_only() {
+        let partitions = [1u32, 255, 256, 257, 511, 512, 70_000];
+        let mut all = Vec::new();
+        let runs: Vec<MemRun> = (0..5u8)
+            .map(|r| {
+                let mut keys: Vec<(u16, u32)> = (0..300u32)
+                    .map(|i| {
+                        let v = i.wrapping_mul(2_654_435_761).wrapping_add(u32::from(r) * 97);
+                        ((v >> 7) as u16 % 64, partitions[(v % 7) as usize])
+                    })
+                    .collect();
+                keys.sort_by_key(|&(k, _)| k);
+                let mut b = RecordBatch::new(Layout::Variable);
+                for (i, &(k, p)) in keys.iter().enumerate() {
+                    let mut key = p.to_le_bytes().to_vec();
+                    key.extend_from_slice(&k.to_be_bytes());
+                    b.push(&key, &[r]).expect("push");
+                    all.push((k, r, i, key));
+                }
+                MemRun::new(vec![b])
+            })
+            .collect();
+        all.sort_by_key(|&(k, r, i, _)| (k, r, i));
+        let want: Vec<(Vec<u8>, u8)> = all.into_iter().map(|(_, r, _, key)| (key, r)).collect();
+        let mut t = LoserTree::ordered_after(runs, 4);
+        let mut got = Vec::new();
+        while let Some(rec) = t.peek() {
+            got.push((rec.key.to_vec(), rec.value[0]));
+            t.advance().expect("advance");
+        }
+        assert_eq!(got, want, "by the bytes after the partition id, then run order");
     }
 }

@@ -80,6 +80,9 @@ pub(crate) struct SpilledRuns {
     /// Payload bytes of the runs written (what they held in memory; merge
     /// passes not counted).
     run_bytes: u64,
+    /// Bytes at the start of every key that the runs' order ignores
+    /// ([`LoserTree::ordered_after`]), so that merge passes keep it.
+    key_skip: usize,
 }
 
 impl SpilledRuns {
@@ -93,7 +96,14 @@ impl SpilledRuns {
             passes: 0,
             replaced: SpillStats::default(),
             run_bytes: 0,
+            key_skip: 0,
         }
+    }
+
+    /// The runs are sorted by their keys' bytes after the first `bytes`
+    /// (a sort's runs; aggregates' and distinct's are sorted by whole keys).
+    pub(crate) fn order_keys_after(&mut self, bytes: usize) {
+        self.key_skip = bytes;
     }
 
     /// Merge passes run so far (0 while the runs fit one merge).
@@ -162,7 +172,7 @@ impl SpilledRuns {
             for r in first..last {
                 cursors.push(AnyRun::Spill(SpillRun::new(file.run(r)?)?));
             }
-            let mut tree = LoserTree::new(cursors);
+            let mut tree = LoserTree::ordered_after(cursors, self.key_skip);
             let run = writer.new_run();
             while let Some(Record { key, value }) = tree.peek() {
                 batch.push(key, value)?;

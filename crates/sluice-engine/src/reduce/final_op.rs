@@ -122,12 +122,12 @@ impl FinalOp {
         }
     }
 
-    /// Declares that every key starts with the same `bytes` bytes (the
-    /// caller checked it), so a sort compares what follows first; other
-    /// operators ignore it.
-    pub fn set_common_key_prefix(&mut self, bytes: usize) {
+    /// A sort orders keys by their bytes after the first `bytes` (a reduce
+    /// task's partition id); other operators ignore it.
+    pub fn order_keys_after(&mut self, bytes: usize) {
         if let Kind::Sort(s) = &mut self.kind {
-            s.merge.set_common_prefix(bytes);
+            s.skip = bytes;
+            s.merge.order_keys_after(bytes);
         }
     }
 
@@ -212,6 +212,11 @@ impl FinalOp {
     }
 }
 
+/// The bytes of `key` a sort orders by: those after the first `skip`.
+fn ordered(key: &[u8], skip: usize) -> &[u8] {
+    key.get(skip..).unwrap_or(&[])
+}
+
 /// A sort's merge and the run being cut from pushed records.
 #[derive(Debug)]
 struct SortRuns {
@@ -221,6 +226,8 @@ struct SortRuns {
     run: Vec<RecordBatch>,
     open: RecordBatch,
     last_key: Vec<u8>,
+    /// Bytes at the start of every key that the order ignores.
+    skip: usize,
 }
 
 impl SortRuns {
@@ -231,15 +238,16 @@ impl SortRuns {
             run: Vec::new(),
             open: RecordBatch::with_capacity(layout, RUN_BATCH_BYTES),
             last_key: Vec::new(),
+            skip: 0,
         }
     }
 
     /// Appends records to the run being cut, starting a new run where a
-    /// key is below the one before.
+    /// key is below the one before (both from byte `skip`).
     fn push(&mut self, records: &BatchView<'_>) -> EngineResult<()> {
         for r in records.iter() {
             let in_run = !self.open.is_empty() || !self.run.is_empty();
-            if in_run && r.key < self.last_key.as_slice() {
+            if in_run && ordered(r.key, self.skip) < ordered(&self.last_key, self.skip) {
                 self.end_run()?;
             }
             if !self.open.is_empty() && self.open.payload_len() >= RUN_BATCH_BYTES {

@@ -110,11 +110,14 @@ impl ReduceTask {
         let memory = MemoryPool::new(floor);
         let mut final_op = FinalOp::new(op, Layout::Variable, &memory, spill.clone(), None)
             .ok_or_else(|| EngineError::Argument(format!("{op:?} has no reduce-side operator")))?;
-        if partitions.len() == 1 {
-            // Every key starts with the one partition's id (each block is
-            // checked for it), so a sort compares what follows first.
-            final_op.set_common_key_prefix(PARTITION_KEY_BYTES);
-        }
+        // Every key starts with its partition's id (each block is checked
+        // for one in the range), which a sort's order ignores: a task that
+        // reads several partitions (adaptive execution's coalesced ranges)
+        // orders their records by key alone, as Spark's reader does, and
+        // under range partitioning the partitions' order agrees. The id's
+        // bytes are little-endian, so ordering by them put partition 256
+        // before 255.
+        final_op.order_keys_after(PARTITION_KEY_BYTES);
         Ok(ReduceTask {
             phase: Phase::Taking(final_op),
             results,

@@ -240,8 +240,8 @@ pub struct SortMerge {
     reservation: Reservation,
     spilled: SpilledRuns,
     stats: SortStats,
-    /// Leading key bytes every key shares ([`SortMerge::set_common_prefix`]).
-    common: usize,
+    /// Leading key bytes the order ignores ([`SortMerge::order_keys_after`]).
+    skip: usize,
 }
 
 impl SortMerge {
@@ -253,15 +253,16 @@ impl SortMerge {
             reservation: pool.reservation(),
             spilled: SpilledRuns::new(spill),
             stats: SortStats::default(),
-            common: 0,
+            skip: 0,
         }
     }
 
-    /// Declares that every key of every run starts with the same `bytes`
-    /// bytes (the caller checked it), so that the merge compares what
-    /// follows them first ([`LoserTree::with_common_prefix`]).
-    pub fn set_common_prefix(&mut self, bytes: usize) {
-        self.common = bytes;
+    /// The runs are sorted by their keys' bytes after the first `bytes`,
+    /// and the merge (merge passes of spilled runs included) orders by
+    /// them too ([`LoserTree::ordered_after`]).
+    pub fn order_keys_after(&mut self, bytes: usize) {
+        self.skip = bytes;
+        self.spilled.order_keys_after(bytes);
     }
 
     /// What it has done so far.
@@ -294,7 +295,7 @@ impl SortMerge {
 
     /// Merges every run into `out` in key order.
     pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
-        let mut tree = LoserTree::with_common_prefix(self.cursors()?, self.common);
+        let mut tree = LoserTree::ordered_after(self.cursors()?, self.skip);
         let before = out.records();
         while let Some(r) = tree.peek() {
             out.emit(r.key, r.value)?;
@@ -310,7 +311,7 @@ impl SortMerge {
     /// has to be in memory whole. The in-memory runs stay accounted until
     /// the stream is dropped; spilled runs are read back a block at a time.
     pub fn into_stream(mut self) -> Result<MergeStream, ReorgError> {
-        let tree = LoserTree::with_common_prefix(self.cursors()?, self.common);
+        let tree = LoserTree::ordered_after(self.cursors()?, self.skip);
         // After `cursors` sealed the spill file, so its bytes count.
         let sealed = self.stats();
         Ok(MergeStream { tree, _reservation: self.reservation, emitted: 0, sealed })
