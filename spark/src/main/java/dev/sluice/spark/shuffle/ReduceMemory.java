@@ -3,6 +3,7 @@ package dev.sluice.spark.shuffle;
 import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.jni.SluiceNative;
 import dev.sluice.spark.metrics.SluiceMetrics;
+import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.TaskContext;
 import org.apache.spark.memory.MemoryConsumer;
 import org.apache.spark.memory.SparkOutOfMemoryError;
@@ -30,8 +31,15 @@ public final class ReduceMemory extends MemoryConsumer {
   static final long GRANT_MIN_BYTES = 4L << 20;
 
   private final long operator;
-  /** Bytes acquired from Spark (and granted to the operator). */
-  private long held;
+
+  /**
+   * Bytes acquired from Spark (and granted to the operator). Taken whole by whichever of {@link
+   * #spill} (a thread asking the task memory manager for memory, under its lock) and {@link
+   * #release} (the thread that closes the operator, perhaps a pipe's writer thread) comes first,
+   * so that it is freed once; a lock here would be taken in the opposite order to the task
+   * memory manager's by the two.
+   */
+  private final AtomicLong held = new AtomicLong();
 
   /** The most {@link #held} was. */
   private long peak;
@@ -72,8 +80,7 @@ public final class ReduceMemory extends MemoryConsumer {
       got = 0;
     }
     if (got > 0) {
-      held += got;
-      peak = Math.max(peak, held);
+      peak = Math.max(peak, held.addAndGet(got));
       SluiceNative.reduceGrant(operator, got);
     }
     if (got < ask) {
@@ -94,7 +101,7 @@ public final class ReduceMemory extends MemoryConsumer {
    */
   @Override
   public long spill(long size, MemoryConsumer trigger) {
-    if (trigger == this || !finished || held == 0) {
+    if (trigger == this || !finished || held.get() == 0) {
       return 0;
     }
     long[] before;
@@ -112,17 +119,18 @@ public final class ReduceMemory extends MemoryConsumer {
     SluiceMetrics.REDUCE_SPILLED_RUNS.incrementAndGet();
     context.taskMetrics().incDiskBytesSpilled(after[0] - before[0]);
     context.taskMetrics().incMemoryBytesSpilled(after[1] - before[1]);
-    long freed = held;
-    freeMemory(freed);
-    held = 0;
+    long freed = held.getAndSet(0);
+    if (freed > 0) {
+      freeMemory(freed);
+    }
     return freed;
   }
 
   /** Returns the memory to Spark (the operator closes: results read, or the task ended). */
   public void release() {
-    if (held > 0) {
-      freeMemory(held);
-      held = 0;
+    long freed = held.getAndSet(0);
+    if (freed > 0) {
+      freeMemory(freed);
     }
     if (!peakReported) {
       // The task's peak execution memory, as Spark's own aggregates and sorts report theirs: the

@@ -1,7 +1,10 @@
 package dev.sluice.spark.shuffle;
 
 import dev.sluice.spark.sort.DecodeBuffers;
+import java.io.IOException;
 import java.io.InputStream;
+import java.util.HashSet;
+import java.util.Set;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
@@ -31,6 +34,9 @@ public final class SluiceSerializerManager extends SerializerManager {
   /** The segment stream made last, and the block it reads. */
   private SluiceBlockInputStream last;
 
+  /** The blocks whose streams went to {@link #operator}. */
+  private final Set<BlockId> fed = new HashSet<>();
+
   private BlockId lastId;
 
   public SluiceSerializerManager(
@@ -46,11 +52,31 @@ public final class SluiceSerializerManager extends SerializerManager {
   @Override
   public InputStream wrapStream(BlockId blockId, InputStream s) {
     if (blockId instanceof ShuffleBlockId || blockId instanceof ShuffleBlockBatchId) {
+      if (operator != null && !fed.add(blockId)) {
+        // Spark's fetch iterator fetches a block again when reading its start into memory
+        // (spark.shuffle.detectCorrupt.useExtraMemory) found it corrupt: that read went into the
+        // operator, so feeding the block again would count its first records twice. The error
+        // makes Spark report the block as a fetch failure instead (it was corrupt once).
+        return refetched(blockId);
+      }
       last = new SluiceBlockInputStream(s, blockId, operator, metrics, buffers);
       lastId = blockId;
       return last;
     }
     return super.wrapStream(blockId, s);
+  }
+
+  /** A stream of a block fed to the operator before, which fails to be read. */
+  private static InputStream refetched(BlockId blockId) {
+    return new InputStream() {
+      @Override
+      public int read() throws IOException {
+        throw new IOException(
+            "Sluice: " + blockId + " was fetched again after its blocks went into the task's"
+                + " native operator (a corrupt block re-fetched); fed twice, its records would"
+                + " count twice");
+      }
+    };
   }
 
   /**
