@@ -60,6 +60,13 @@ impl<'e> FileMapTask<'e> {
     pub fn produce(&mut self, data: &[u8], count: u32) -> EngineResult<()> {
         self.check_alive()?;
         if count == 0 {
+            // Records without a count would be dropped here, not checked.
+            if !data.is_empty() {
+                return Err(EngineError::Argument(format!(
+                    "a map buffer of {} bytes said to hold no records",
+                    data.len()
+                )));
+            }
             return Ok(());
         }
         let segment_bytes = self.engine.config().segment_bytes;

@@ -289,6 +289,20 @@ fn buffers_with_bad_partition_ids_or_lengths_are_refused() {
     assert!(matches!(check_buffer(&odd, 1, 6, false, 64), Err(EngineError::Argument(_))));
 }
 
+/// Bytes said to hold no records are refused, not dropped unchecked; an
+/// empty buffer of no records is nothing.
+#[test]
+fn a_buffer_of_bytes_and_no_records_is_refused() {
+    open_engine(&settings()).expect("engine");
+    let shuffle = register_shuffle(2, 1, StageSpec::None).expect("register");
+    let mut task = HostMapTask::open(shuffle, 0, 0, 2, false, false).expect("open");
+    let mut buf = Vec::new();
+    put(&mut buf, 1, b"x");
+    let err = task.produce(&buf, 0).expect_err("bytes of no records");
+    assert!(matches!(err, BridgeError::Engine(EngineError::Argument(_))), "{err}");
+    task.produce(&[], 0).expect("nothing");
+}
+
 #[test]
 fn a_write_into_a_missing_directory_is_a_typed_io_error() {
     open_engine(&settings()).expect("engine");
