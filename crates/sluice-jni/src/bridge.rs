@@ -208,15 +208,17 @@ pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
 /// ([`sluice_engine::REDUCE_STATE_FLOOR_BYTES`]), at the end the read
 /// buffers of one merge of the most spilled runs it opens at once
 /// ([`sluice_core::reorg::MERGE_FAN_IN_MAX`] runs of
-/// [`sluice_core::reorg::MERGE_RUN_READ_BYTES`] each), and the two buffers
+/// [`sluice_core::reorg::MERGE_RUN_READ_BYTES`] each), the two buffers
 /// its thread keeps between fetched blocks (the inflate buffer and the
 /// copy of a block fed to the operator, at most
 /// [`sluice_engine::reduce::THREAD_BUFFER_KEEP_BYTES`] each; a larger
-/// block's are freed once it is read).
+/// block's are freed once it is read), and a sort's run being cut
+/// ([`sluice_engine::reduce::SORT_CUT_RUN_BYTES`]).
 pub fn unaccounted_task_bytes() -> u64 {
     let merge = sluice_core::reorg::MERGE_FAN_IN_MAX * sluice_core::reorg::MERGE_RUN_READ_BYTES;
     let kept = 2 * sluice_engine::reduce::THREAD_BUFFER_KEEP_BYTES;
-    (sluice_engine::REDUCE_STATE_FLOOR_BYTES + merge + kept) as u64
+    let cut = sluice_engine::reduce::SORT_CUT_RUN_BYTES;
+    (sluice_engine::REDUCE_STATE_FLOOR_BYTES + merge + kept + cut) as u64
 }
 
 /// The engine, if it was opened.

@@ -72,12 +72,13 @@ fn sort_through_bridge(
     granted: bool,
 ) -> (Vec<(Vec<u8>, u32)>, Vec<(Vec<u8>, u32)>) {
     let tasks: Vec<_> = (0..partitions).map(|p| p..p + 1).collect();
-    sort_into_tasks(maps, partitions, &tasks, spill, granted)
+    let (got, all, _) = sort_into_tasks(maps, partitions, &tasks, spill, granted);
+    (got, all)
 }
 
 /// [`sort_through_bridge`] with reduce tasks that each read a range of
 /// partitions (`tasks`, as adaptive execution coalesces them), each fed
-/// every segment of its range.
+/// every segment of its range; also returns the runs the tasks merged.
 #[allow(clippy::type_complexity)]
 fn sort_into_tasks(
     maps: &[Vec<Vec<u8>>],
@@ -85,7 +86,7 @@ fn sort_into_tasks(
     tasks: &[std::ops::Range<u32>],
     spill: bool,
     granted: bool,
-) -> (Vec<(Vec<u8>, u32)>, Vec<(Vec<u8>, u32)>) {
+) -> (Vec<(Vec<u8>, u32)>, Vec<(Vec<u8>, u32)>, u64) {
     open_engine(&settings()).expect("engine");
     let dir = tempfile::tempdir().expect("tmp");
     let shuffle =
@@ -113,6 +114,7 @@ fn sort_into_tasks(
         outputs.push((std::fs::read(&path).expect("read"), lengths));
     }
     let mut got = Vec::new();
+    let mut runs = 0;
     for range in tasks {
         let mut op = ReduceTask::open(&StageSpec::Sort, range.clone(), dir.path()).expect("open");
         if granted {
@@ -141,11 +143,12 @@ fn sort_into_tasks(
         assert_eq!(op.spilled_runs(), expect_spilled, "partitions {range:?}: runs on disk");
         assert!(out.windows(2).all(|w| w[0].0 <= w[1].0), "partitions {range:?} out of order");
         assert!(out.iter().all(|(k, _)| ours(k)));
+        runs += op.runs();
         got.extend(out);
     }
     got.sort();
     all.sort();
-    (got, all)
+    (got, all, runs)
 }
 
 proptest! {
@@ -208,11 +211,12 @@ fn a_task_reading_many_partitions_orders_by_key_alone() {
         })
         .collect();
     for granted in [true, false] {
-        let (got, all) = sort_into_tasks(&maps, 600, &[0..250, 250..600], true, granted);
+        let (got, all, _) = sort_into_tasks(&maps, 600, &[0..250, 250..600], true, granted);
         assert_eq!(got.len(), 9_000);
         assert!(got == all, "every record once");
         let whole = 0..600;
-        let (got, all) = sort_into_tasks(&maps, 600, std::slice::from_ref(&whole), false, granted);
+        let (got, all, _) =
+            sort_into_tasks(&maps, 600, std::slice::from_ref(&whole), false, granted);
         assert!(got == all, "every record once");
     }
 }

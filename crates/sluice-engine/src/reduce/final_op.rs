@@ -36,6 +36,14 @@ use crate::reduce::drain::Drain;
 /// Bytes of a sort run's batch before a new one starts (1 MiB).
 pub const RUN_BATCH_BYTES: usize = 1 << 20;
 
+/// Payload bytes at which a sort ends the run it is cutting from its input
+/// even where the input goes on in order (16 MiB; a prefix of a sorted
+/// sequence is a sorted run). A run meets the task's grant, and goes to
+/// disk if the grant does not cover it, only when it ends, so input that
+/// arrives sorted would otherwise be held whole before any of it could
+/// spill; this is the most a sort holds beyond its grant.
+pub const SORT_CUT_RUN_BYTES: usize = 16 << 20;
+
 /// A shuffle's final operator over one reduce side's input.
 #[derive(Debug)]
 pub struct FinalOp {
@@ -222,8 +230,10 @@ fn ordered(key: &[u8], skip: usize) -> &[u8] {
 struct SortRuns {
     layout: Layout,
     merge: SortMerge,
-    /// The run being read: full batches, the open batch, its last key.
+    /// The run being read: full batches (`run_bytes` of payload), the
+    /// open batch, its last key.
     run: Vec<RecordBatch>,
+    run_bytes: usize,
     open: RecordBatch,
     last_key: Vec<u8>,
     /// Bytes at the start of every key that the order ignores.
@@ -236,6 +246,7 @@ impl SortRuns {
             layout,
             merge: SortMerge::new(layout, memory, spill),
             run: Vec::new(),
+            run_bytes: 0,
             open: RecordBatch::with_capacity(layout, RUN_BATCH_BYTES),
             last_key: Vec::new(),
             skip: 0,
@@ -243,16 +254,21 @@ impl SortRuns {
     }
 
     /// Appends records to the run being cut, starting a new run where a
-    /// key is below the one before (both from byte `skip`).
+    /// key is below the one before (both from byte `skip`) or the run
+    /// reached [`SORT_CUT_RUN_BYTES`].
     fn push(&mut self, records: &BatchView<'_>) -> EngineResult<()> {
         for r in records.iter() {
             let in_run = !self.open.is_empty() || !self.run.is_empty();
-            if in_run && ordered(r.key, self.skip) < ordered(&self.last_key, self.skip) {
+            if in_run
+                && (ordered(r.key, self.skip) < ordered(&self.last_key, self.skip)
+                    || self.run_bytes + self.open.payload_len() >= SORT_CUT_RUN_BYTES)
+            {
                 self.end_run()?;
             }
             if !self.open.is_empty() && self.open.payload_len() >= RUN_BATCH_BYTES {
                 let fresh = self.fresh_batch();
                 let full = std::mem::replace(&mut self.open, fresh);
+                self.run_bytes += full.payload_len();
                 self.run.push(full);
             }
             self.open.push(r.key, r.value).map_err(EngineError::Encode)?;
@@ -277,6 +293,7 @@ impl SortRuns {
 
     /// Hands the run being cut to the merge.
     fn end_run(&mut self) -> EngineResult<()> {
+        self.run_bytes = 0;
         let mut run = std::mem::take(&mut self.run);
         if !self.open.is_empty() {
             let fresh = self.fresh_batch();
@@ -286,5 +303,50 @@ impl SortRuns {
             self.merge.add_run(run)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Input that arrives in order is cut into runs of at most
+    /// [`SORT_CUT_RUN_BYTES`] (and one batch), so that a task granted
+    /// nothing holds no more than that before its runs go to disk; the
+    /// merge still gives every record once, in order.
+    #[test]
+    fn sorted_input_is_cut_into_runs_of_bounded_size() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let memory = MemoryPool::new(0);
+        let spill = SpillConfig { dir: dir.path().to_owned(), ..SpillConfig::default() };
+        let mut op =
+            FinalOp::new(&StageSpec::Sort, Layout::Variable, &memory, spill, None).expect("a sort");
+        op.order_keys_after(4);
+        let records = 1_500_000u64;
+        let mut batch = RecordBatch::new(Layout::Variable);
+        for i in 0..records {
+            let mut key = 7u32.to_le_bytes().to_vec();
+            key.extend_from_slice(&i.to_be_bytes());
+            batch.push(&key, &[0u8; 16]).expect("push");
+            if batch.payload_len() >= RUN_BATCH_BYTES {
+                op.push(&batch.view()).expect("push");
+                batch = RecordBatch::new(Layout::Variable);
+            }
+        }
+        op.push(&batch.view()).expect("push");
+        let payload = records as usize * (8 + 12 + 16);
+        let mut done = op.finish().expect("finish");
+        // One run in order, without the cut.
+        assert!(done.runs > 1, "{payload} bytes in one run");
+        assert_eq!(done.runs as usize, payload.div_ceil(SORT_CUT_RUN_BYTES), "{payload} bytes");
+        assert_eq!(done.spilled_runs, done.runs, "nothing granted: every run on disk");
+        let mut next = 0u64;
+        while let Some(b) = done.drain.next_batch().expect("batch") {
+            for r in b.view().iter() {
+                assert_eq!(r.key[4..], next.to_be_bytes(), "in order, once");
+                next += 1;
+            }
+        }
+        assert_eq!(next, records);
     }
 }

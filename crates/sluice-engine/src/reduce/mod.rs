@@ -28,6 +28,6 @@ pub use block::{
     decode_values, frame_info, thread_decoder_bytes, BlockName, FrameInfo, THREAD_BUFFER_KEEP_BYTES,
 };
 pub use drain::Drain;
-pub use final_op::{FinalOp, Finished, RUN_BATCH_BYTES};
+pub use final_op::{FinalOp, Finished, RUN_BATCH_BYTES, SORT_CUT_RUN_BYTES};
 pub use segments::{SegmentEncoder, SegmentFeed};
 pub use task::{ReduceTask, REDUCE_STATE_FLOOR_BYTES};
