@@ -246,6 +246,7 @@ mod tests {
         }
         assert_eq!(got, all, "key order, then run order (stable)");
     }
+
     /// Keys that differ in the skipped bytes (a reduce task's partition
     /// ids, little-endian: 255 and 256 are `ff 00` and `00 01`) merge by
     /// what follows them alone; equal keys so compared come out in run

@@ -1,7 +1,7 @@
 //! The fetch path's block checks: a fetched block's frame, a segment's
 //! end, and the values of a block decoded for Spark's reader.
 
-use jni::objects::{JByteArray, JClass, ReleaseMode};
+use jni::objects::{JByteArray, JClass};
 use jni::sys::{jint, jlong};
 use jni::JNIEnv;
 use sluice_core::format::header::HEADER_BYTES;
@@ -143,23 +143,68 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_decodeValues<'l>(
 ) -> jlong {
     guard(&mut env, -1, |env| {
         let name = batch_name(shuffle, map, reduce, reduce_end, offset)?;
-        // SAFETY: a second handle on the same thread's env, used only to
-        // open the second critical section (the crate ties each section to
-        // a mutable borrow of the env it came from).
-        let mut env2 = unsafe { env.unsafe_clone() };
+        // `out`'s length before any critical section is open: no JNI call
+        // but the critical sections' own may be made while one is (jni-rs
+        // asks an array's length as it opens its section, so the second
+        // section is opened here with JNI's functions directly).
+        let out_len = env.get_array_length(&out)? as usize;
+        let raw = env.get_raw();
         with_frame(env, &frame, frame_len, |frame| {
-            // SAFETY: no other JNI call is made while the critical sections
-            // are open; the arrays are distinct Java objects.
-            let mut output =
-                unsafe { env2.get_array_elements_critical(&out, ReleaseMode::CopyBack) }?;
-            // SAFETY: i8 and u8 have the same layout; the slice lives as
-            // long as the critical section.
-            let output: &mut [u8] = unsafe {
-                std::slice::from_raw_parts_mut(output.as_mut_ptr() as *mut u8, output.len())
-            };
+            // SAFETY: `raw` is this thread's env, `out` a live byte array of
+            // `out_len` bytes, distinct from the frame's array; no other JNI
+            // call is made while the sections are open.
+            let output = unsafe { CriticalBytes::open(raw, out.as_raw(), out_len) }?;
+            // SAFETY: the elements stay valid until `output` is dropped
+            // (released, copied back), after the slice's last use.
+            let bytes_out = unsafe { std::slice::from_raw_parts_mut(output.ptr, output.len) };
             let (bytes, records) =
-                reading(&name, || Ok(reduce::decode_values(frame, &name, output)?))?;
+                reading(&name, || Ok(reduce::decode_values(frame, &name, bytes_out)?))?;
             Ok(bytes as i64 | (records as i64) << 32)
         })
     })
+}
+
+/// A byte array's elements in a JNI critical section opened with JNI's own
+/// functions, released (and copied back) when dropped.
+struct CriticalBytes {
+    env: *mut jni::sys::JNIEnv,
+    array: jni::sys::jbyteArray,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl CriticalBytes {
+    /// Opens `array`'s critical section.
+    ///
+    /// # Safety
+    /// `env` is the calling thread's JNI env, `array` a live byte array of
+    /// `len` elements; the caller makes no JNI call but critical sections'
+    /// until this is dropped.
+    unsafe fn open(
+        env: *mut jni::sys::JNIEnv,
+        array: jni::sys::jbyteArray,
+        len: usize,
+    ) -> BridgeResult<Self> {
+        // SAFETY: `env` is the thread's valid env (the caller's contract).
+        let get = unsafe { (**env).GetPrimitiveArrayCritical }
+            .ok_or(jni::errors::Error::JNIEnvMethodNotFound("GetPrimitiveArrayCritical"))?;
+        // SAFETY: as above; `array` is a live byte array.
+        let ptr = unsafe { get(env, array, std::ptr::null_mut()) } as *mut u8;
+        if ptr.is_null() {
+            return Err(jni::errors::Error::NullPtr("GetPrimitiveArrayCritical").into());
+        }
+        Ok(CriticalBytes { env, array, ptr, len })
+    }
+}
+
+impl Drop for CriticalBytes {
+    fn drop(&mut self) {
+        // SAFETY: the section `open` opened, released once (mode 0: copy
+        // back and free).
+        unsafe {
+            if let Some(release) = (**self.env).ReleasePrimitiveArrayCritical {
+                release(self.env, self.array, self.ptr.cast(), 0);
+            }
+        }
+    }
 }
