@@ -426,6 +426,42 @@ def test_a_native_aggregate_gives_its_memory_to_a_sort_above_it(tmp_path):
         s.stop()
 
 
+def test_a_native_sort_gives_its_memory_to_a_sort_above_it(tmp_path):
+    # A native ORDER BY's reduce task (one, so that it is granted all of
+    # Spark's execution memory) keeps its runs in that memory; a window
+    # above it (partitioned by the ORDER BY's key, which its range
+    # partitioning already satisfies, so no exchange between) has Spark
+    # sort the rows again in the same task, and that sort asks for memory
+    # for its pages. The native sort's runs still in
+    # memory must go to disk and the grant back to Spark, its merge going
+    # on from disk, as Spark's own consumers spill for each other. Before,
+    # the sort above failed with UNABLE_TO_ACQUIRE_MEMORY.
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    s = session("local[2]", SLUICE, tmp_path, extra=short_of_memory(64, 1, adaptive=False))
+    try:
+        m = s.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics
+        given = m.reduceGivenBack()
+        n = 600000
+        df = s.range(0, n, numPartitions=4).selectExpr(
+            "id", "substr(unhex(sha2(cast(id as string), 256)), 1, 10) as b",
+            "concat(repeat('x', 60), cast(id as string)) as pad")
+        ranked = df.orderBy("b").withColumn(
+            "r", F.row_number().over(Window.partitionBy("b").orderBy("id")))
+        plan = plan_of(ranked)
+        assert "SluiceSortExchange" in plan and "Window" in plan, plan
+        rows = ranked.selectExpr("b", "length(pad) - 60 as p", "id", "r").collect()
+        assert all(r.p == len(str(r.id)) and r.r == 1 for r in rows)
+        got = [bytes(r.b) for r in rows]
+        assert got == sorted(got), "rows out of order"
+        assert sorted(r.id for r in rows) == list(range(n)), "every row once"
+        assert m.reduceGivenBack() > given, "the native sort's runs never went to disk"
+        assert m.liveReduceOperators() == 0
+    finally:
+        s.stop()
+
+
 def test_encryption_falls_back_to_sort_shuffle(tmp_path, reference):
     s = session("local[2]", SLUICE, tmp_path, extra={"spark.io.encryption.enabled": "true"})
     try:

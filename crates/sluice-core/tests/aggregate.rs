@@ -149,6 +149,9 @@ fn normalize_collect(list: &[u8]) -> Vec<u8> {
     vals.concat()
 }
 
+/// Payload bytes asked of a result stream at a time: a few results.
+const STREAM_STEP_BYTES: u64 = 100;
+
 struct Outcome {
     result: BTreeMap<Vec<u8>, Vec<u8>>,
     partial_spills: u64,
@@ -191,7 +194,12 @@ fn run(
         f.push(&b.view())?;
     }
     let mut out = Emitter::new(f.output_layout());
-    f.finish(&mut out)?;
+    // Results merged from spilled runs are pulled a few at a time, while
+    // the operator holds no state: what a reduce task's reader does.
+    if let Some(mut stream) = f.finish_streaming(&mut out)? {
+        assert_eq!(pool.used(), 0, "state held while the results stream");
+        while stream.emit_some(&mut out, STREAM_STEP_BYTES)? {}
+    }
     let final_spills = f.stats().state_spills;
     assert_eq!(f.stats().merge_passes > 0, final_spills > 3, "{:?}", f.stats());
     drop(f);

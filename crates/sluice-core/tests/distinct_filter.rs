@@ -61,7 +61,12 @@ fn distinct(
         f.push(&b.view()).expect("final");
     }
     let mut out = Emitter::new(f.output_layout());
-    f.finish(&mut out).expect("finish");
+    // Items merged from spilled runs are pulled one or two at a time,
+    // while the set holds nothing.
+    if let Some(mut stream) = f.finish_streaming(&mut out).expect("finish") {
+        assert_eq!(pool.used(), 0, "state held while the items stream");
+        while stream.emit_some(&mut out, 1).expect("stream") {}
+    }
     let mut got = BTreeSet::new();
     let mut n = 0;
     for b in out.into_batches() {

@@ -36,8 +36,9 @@ fn records(seed: u64, n: usize, layout: Layout, key_domain: u64) -> Recs {
 
 /// Sorts `recs` as three map tasks would (runs of `threshold` bytes) and
 /// merges the runs within `budget`: all at once, or, with `piece`, through
-/// the streaming merge `piece` payload bytes at a time. Returns the output,
-/// the runs and the spilled runs.
+/// the streaming merge `piece` payload bytes at a time, its runs in memory
+/// sent to disk after the first piece. Returns the output, the runs and the
+/// spilled runs.
 fn run(
     recs: &[(Vec<u8>, Vec<u8>)],
     layout: Layout,
@@ -86,6 +87,16 @@ fn run(
             while stream.emit_some(&mut out, bytes).expect("merge piece") {
                 batches.extend(out.take_batches());
                 pieces += 1;
+                if pieces == 1 {
+                    // Another consumer wants the memory: the runs still in
+                    // memory go to disk midway and the merge goes on.
+                    let held = stream.memory_bytes();
+                    let (moved, written) = stream.spill_memory_runs().expect("spill runs");
+                    assert_eq!(held > 0, moved > 0, "{held} bytes held, {moved} moved");
+                    assert!(moved <= held as u64, "{moved} moved of {held}");
+                    assert_eq!(moved > 0, written > 0);
+                    assert_eq!((stream.memory_bytes(), pool.used()), (0, 0), "memory kept");
+                }
             }
             assert_eq!(stream.emitted(), recs.len() as u64, "every record emitted");
             let total: u64 = recs.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum();

@@ -16,13 +16,14 @@
 //! pool refuses, the set is written to disk as a sorted run and cleared. At
 //! the end the in-memory set is emitted directly if nothing was spilled, or
 //! else spilled as one more run, and the runs are merged with the loser tree,
-//! each item emitted once.
+//! each item emitted once, as the reader asks for it (`group_stream`).
 
 use crate::format::{BatchView, Layout, RawRecord};
 use crate::memory::{MemoryError, MemoryPool, Reservation};
 use crate::reorg::aggregate::SpillStrategy;
 use crate::reorg::cursor::record_at;
 use crate::reorg::emit::Emitter;
+use crate::reorg::group_stream::{GroupFold, GroupStream};
 use crate::reorg::runs::{SpillConfig, SpilledRuns};
 use crate::reorg::table::{hash_key, KeyTable, PROBE_BATCH};
 use crate::reorg::ReorgError;
@@ -343,30 +344,33 @@ impl FinalDistinct {
     /// Emits every distinct item once.
     pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
         let before = out.records();
+        if let Some(mut stream) = self.finish_streaming(out)? {
+            while stream.emit_some(out, u64::MAX)? {}
+        }
+        self.stats.emitted_records += out.records() - before;
+        Ok(())
+    }
+
+    /// Ends the input. With nothing spilled, emits every item into `out`
+    /// and returns `None`; otherwise spills the set as one more run and
+    /// returns the merge of the runs, which yields each item once, in
+    /// order, as it is asked for (see `group_stream`).
+    pub fn finish_streaming(
+        &mut self,
+        out: &mut Emitter,
+    ) -> Result<Option<GroupStream>, ReorgError> {
         if self.runs.runs() == 0 {
             for e in 0..self.set.table.len() {
                 self.set.emit(e, out)?;
             }
             self.set.reset();
-        } else {
-            if !self.set.table.is_empty() {
-                self.spill()?;
-            }
-            self.runs.seal()?;
-            let (by, layout) = (self.set.by, self.set.layout);
-            self.runs.merge_groups(|item, _| {
-                match by {
-                    DistinctBy::Key => out.emit(item, &[])?,
-                    DistinctBy::Record => {
-                        if let Some((r, _)) = record_at(layout, item, 0) {
-                            out.emit(r.key, r.value)?;
-                        }
-                    }
-                }
-                Ok(())
-            })?;
+            return Ok(None);
         }
-        self.stats.emitted_records += out.records() - before;
-        Ok(())
+        if !self.set.table.is_empty() {
+            self.spill()?;
+        }
+        self.runs.seal()?;
+        let fold = GroupFold::Distinct { by: self.set.by, layout: self.set.layout };
+        Ok(Some(GroupStream::new(self.runs.cursors()?, fold)))
     }
 }

@@ -141,6 +141,14 @@ impl<C: RunCursor> LoserTree<C> {
         self.tree[0] = winner;
     }
 
+    /// The runs' cursors, for a caller that replaces one by another
+    /// standing at the same record with the same records after it (a run
+    /// moved from memory to disk): the tree's matches and key prefixes then
+    /// stay as they are.
+    pub(crate) fn runs_mut(&mut self) -> &mut [C] {
+        &mut self.runs
+    }
+
     /// The smallest record across all runs, `None` when all are exhausted.
     #[inline]
     pub fn peek(&self) -> Option<Record<'_>> {

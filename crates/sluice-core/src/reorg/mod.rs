@@ -23,6 +23,7 @@ pub mod distinct;
 mod emit;
 mod error;
 pub mod filter;
+mod group_stream;
 pub mod merge;
 mod runs;
 pub mod sort;
@@ -31,6 +32,7 @@ pub mod table;
 
 pub use emit::{Emitter, EMIT_BATCH_BYTES};
 pub use error::ReorgError;
+pub use group_stream::GroupStream;
 pub use runs::{
     SpillConfig, MERGE_FAN_IN_MAX, MERGE_FAN_IN_MIN, MERGE_PASS_BLOCK_BYTES, MERGE_RUN_READ_BYTES,
 };

@@ -106,6 +106,11 @@ impl SpilledRuns {
         self.key_skip = bytes;
     }
 
+    /// Where the runs go.
+    pub(crate) fn config(&self) -> &SpillConfig {
+        &self.config
+    }
+
     /// Merge passes run so far (0 while the runs fit one merge).
     pub(crate) fn passes(&self) -> u64 {
         self.passes
@@ -202,38 +207,5 @@ impl SpilledRuns {
             cursors.push(AnyRun::Spill(SpillRun::new(file.run(r)?)?));
         }
         Ok(cursors)
-    }
-
-    /// Merges every run by key, calling `group` once per distinct key with
-    /// all its records (in run order).
-    pub(crate) fn merge_groups(
-        &self,
-        mut group: impl FnMut(&[u8], &mut dyn Iterator<Item = &[u8]>) -> Result<(), ReorgError>,
-    ) -> Result<(), ReorgError> {
-        let mut tree = LoserTree::new(self.cursors()?);
-        let mut key = Vec::new();
-        let mut values: Vec<Vec<u8>> = Vec::new();
-        let mut n = 0usize;
-        while let Some(Record { key: k, value }) = tree.peek() {
-            if n > 0 && k != key.as_slice() {
-                group(&key, &mut values[..n].iter().map(Vec::as_slice))?;
-                n = 0;
-            }
-            if n == 0 {
-                key.clear();
-                key.extend_from_slice(k);
-            }
-            if values.len() == n {
-                values.push(Vec::new());
-            }
-            values[n].clear();
-            values[n].extend_from_slice(value);
-            n += 1;
-            tree.advance()?;
-        }
-        if n > 0 {
-            group(&key, &mut values[..n].iter().map(Vec::as_slice))?;
-        }
-        Ok(())
     }
 }

@@ -1,23 +1,26 @@
 //! A reduce side's results on their way out: batches emitted up front, or
-//! pulled from a streaming merge a batch at a time so that only about one
-//! batch is ever held. The engine's reduce partitions take whole batches
+//! pulled from a streaming merge (a sort's runs, or the spilled runs of an
+//! aggregate or a distinct) a batch at a time so that only about one batch
+//! is ever held. The engine's reduce partitions take whole batches
 //! ([`Drain::next_batch`]) into their store; a host's reduce task copies
 //! records out a buffer at a time ([`Drain::copy_out`]), each batch dropped
 //! (or reused) once copied out.
 //!
-//! Results emitted up front (an aggregate's, a distinct's) can be sent to
-//! disk when the host needs their memory for something else
-//! ([`Drain::spill_pending`], under Spark another consumer of the same
-//! task asking for execution memory): every batch but the one being copied
-//! out is written to a spill file as one run, and read back a batch at a
-//! time as copying goes on.
+//! What a drain holds in memory can be sent to disk when the host needs
+//! that memory for something else ([`Drain::spill_pending`], under Spark
+//! another consumer of the same task asking for execution memory): of
+//! results emitted up front (an aggregate's or a distinct's that did not
+//! spill), every batch but the one being copied out is written to a spill
+//! file as one run, and read back a batch at a time as copying goes on; of
+//! a sort's merge, the runs still in memory go to disk and the merge reads
+//! them from there (`MergeStream::spill_memory_runs`).
 
 use std::collections::VecDeque;
 use std::path::Path;
 
 use sluice_core::format::{Codec, Layout, RecordBatch};
 use sluice_core::reorg::sort::MergeStream;
-use sluice_core::reorg::{Emitter, EMIT_BATCH_BYTES};
+use sluice_core::reorg::{Emitter, GroupStream, ReorgError, EMIT_BATCH_BYTES};
 use sluice_core::spill::{SpillRunReader, SpillWriter};
 
 use crate::error::{EngineError, EngineResult};
@@ -25,6 +28,24 @@ use crate::error::{EngineError, EngineResult};
 /// Payload bytes a streaming drain asks its merge for at a time (one
 /// emitted batch).
 const REFILL_BYTES: u64 = EMIT_BATCH_BYTES as u64;
+
+/// A merge that produces results as they are asked for.
+#[derive(Debug)]
+pub enum Stream {
+    /// A sort's runs, record by record in key order.
+    Sorted(MergeStream),
+    /// An aggregate's or a distinct's spilled runs, a result per key.
+    Grouped(GroupStream),
+}
+
+impl Stream {
+    fn emit_some(&mut self, out: &mut Emitter, bytes: u64) -> Result<bool, ReorgError> {
+        match self {
+            Stream::Sorted(s) => s.emit_some(out, bytes),
+            Stream::Grouped(g) => g.emit_some(out, bytes),
+        }
+    }
+}
 
 /// Result batches on their way out: all emitted up front, or pulled from a
 /// streaming merge a batch at a time.
@@ -34,7 +55,7 @@ pub struct Drain {
     /// Offset of the next record in the first batch.
     at: usize,
     /// The merge still producing batches, with the emitter it fills.
-    source: Option<(MergeStream, Emitter)>,
+    source: Option<(Stream, Emitter)>,
     /// Results sent to disk by [`Drain::spill_pending`], read back after
     /// `batches`.
     spilled: Option<SpillRunReader>,
@@ -47,7 +68,7 @@ impl Drain {
     }
 
     /// A drain that pulls records in `layout` from `stream` as it goes.
-    pub fn streaming(stream: MergeStream, layout: Layout) -> Self {
+    pub fn streaming(stream: Stream, layout: Layout) -> Self {
         Drain {
             batches: VecDeque::new(),
             at: 0,
@@ -80,14 +101,31 @@ impl Drain {
         Ok(true)
     }
 
-    /// Writes the results emitted up front and not yet handed out, but for
-    /// the batch being copied out, to a spill file in `dir` (one run, read
-    /// back in order as copying goes on). Returns (payload bytes no longer
-    /// held in memory, bytes written); (0, 0) when nothing is worth it (a
-    /// streaming drain, whose merge holds about a batch, or one batch
-    /// left).
+    /// Payload bytes the drain holds in memory now, beyond the batch being
+    /// copied out: results emitted up front and not yet handed out, or the
+    /// runs a sort's merge holds in memory (an aggregate's or a distinct's
+    /// merge holds only read buffers: 0).
+    pub fn held_bytes(&self) -> usize {
+        match &self.source {
+            Some((Stream::Sorted(m), _)) => m.memory_bytes(),
+            Some((Stream::Grouped(_), _)) => 0,
+            None => self.batches.iter().skip(1).map(RecordBatch::payload_len).sum(),
+        }
+    }
+
+    /// Sends what the drain holds in memory to disk (see the module doc):
+    /// results emitted up front and not yet handed out, but for the batch
+    /// being copied out, to one run of a spill file in `dir`; a sort's runs
+    /// still in memory, to a spill file of the merge's own. Returns
+    /// (payload bytes no longer held in memory, bytes written); (0, 0) when
+    /// nothing is worth it (one batch left, a merge holding no run).
     pub fn spill_pending(&mut self, dir: &Path, codec: Codec) -> EngineResult<(u64, u64)> {
-        if self.source.is_some() || self.spilled.is_some() || self.batches.len() <= 1 {
+        match &mut self.source {
+            Some((Stream::Sorted(m), _)) => return Ok(m.spill_memory_runs()?),
+            Some((Stream::Grouped(_), _)) => return Ok((0, 0)),
+            None => {}
+        }
+        if self.spilled.is_some() || self.batches.len() <= 1 {
             return Ok((0, 0));
         }
         let mut writer = SpillWriter::create(dir, codec)?;

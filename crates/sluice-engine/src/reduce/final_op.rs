@@ -8,7 +8,8 @@
 //!                    distinct:  keep first occurrences
 //!                    sort:      cut into maximal non-decreasing runs ──► SortMerge
 //!  add_run(run)  ──► sort: one run as it is; others: push each batch
-//!  finish        ──► Finished { drain, records, spills }
+//!  finish        ──► Finished { drain, records, spills }: results emitted
+//!                    whole, or merged from runs as the drain is read
 //! ```
 //! A sort's input either arrives as runs (the engine's deliveries are the
 //! map side's sorted runs) or as records in the order a host fetched them
@@ -28,10 +29,10 @@ use sluice_core::memory::MemoryPool;
 use sluice_core::reorg::aggregate::FinalAggregate;
 use sluice_core::reorg::distinct::{distinct_layout, FinalDistinct};
 use sluice_core::reorg::sort::SortMerge;
-use sluice_core::reorg::{Emitter, SpillConfig, StageSpec};
+use sluice_core::reorg::{Emitter, GroupStream, SpillConfig, StageSpec};
 
 use crate::error::{EngineError, EngineResult};
-use crate::reduce::drain::Drain;
+use crate::reduce::drain::{Drain, Stream};
 
 /// Bytes of a sort run's batch before a new one starts (1 MiB).
 pub const RUN_BATCH_BYTES: usize = 1 << 20;
@@ -62,8 +63,10 @@ enum Kind {
 pub struct Finished {
     /// Its results, in order, to be read a batch or a buffer at a time.
     pub drain: Drain,
-    /// Result records (a sort: every record it took).
-    pub records: u64,
+    /// Result records when known as the input ends: a sort's (every record
+    /// it took), an aggregate's or a distinct's that did not spill; `None`
+    /// for results merged from spilled runs as they are read.
+    pub records: Option<u64>,
     /// Sorted runs a sort took (0 for the other operators).
     pub runs: u64,
     /// Sorted runs it wrote to disk for want of memory.
@@ -75,19 +78,25 @@ pub struct Finished {
 }
 
 impl Finished {
-    /// Results emitted whole into `out` by an operator that spilled
+    /// The results of an aggregate or a distinct: emitted whole into `out`,
+    /// or, if it spilled, `stream`ed from its runs; it spilled
     /// `spilled_runs` runs of `spill_bytes` bytes on disk, `spill_run_bytes`
     /// in memory.
-    fn emitted(out: Emitter, spilled_runs: u64, spill_bytes: u64, spill_run_bytes: u64) -> Self {
-        let records = out.records();
-        Finished {
-            drain: Drain::new(out.into_batches()),
-            records,
-            runs: 0,
-            spilled_runs,
-            spill_bytes,
-            spill_run_bytes,
-        }
+    fn grouped(
+        out: Emitter,
+        stream: Option<GroupStream>,
+        spilled_runs: u64,
+        spill_bytes: u64,
+        spill_run_bytes: u64,
+    ) -> Self {
+        let (drain, records) = match stream {
+            Some(g) => (Drain::streaming(Stream::Grouped(g), out.layout()), None),
+            None => {
+                let records = out.records();
+                (Drain::new(out.into_batches()), Some(records))
+            }
+        };
+        Finished { drain, records, runs: 0, spilled_runs, spill_bytes, spill_run_bytes }
     }
 }
 
@@ -186,30 +195,31 @@ impl FinalOp {
         }
     }
 
-    /// Ends the input. An aggregate or distinct emits every result now; a
-    /// sort starts the merge of its runs, which the drain pulls a batch at
-    /// a time, so its output is never in memory whole.
+    /// Ends the input. An aggregate or distinct that kept its state in
+    /// memory emits every result now; one that spilled, and a sort, start
+    /// the merge of their runs, which the drain pulls a batch at a time, so
+    /// their output is never in memory whole.
     pub fn finish(self) -> EngineResult<Finished> {
         let layout = self.output_layout();
         let mut out = Emitter::new(layout);
         match self.kind {
             Kind::Aggregate(mut a) => {
-                a.finish(&mut out)?;
+                let stream = a.finish_streaming(&mut out)?;
                 let s = a.stats();
-                Ok(Finished::emitted(out, s.state_spills, s.spill_bytes, s.spill_run_bytes))
+                Ok(Finished::grouped(out, stream, s.state_spills, s.spill_bytes, s.spill_run_bytes))
             }
             Kind::Distinct(mut d) => {
-                d.finish(&mut out)?;
+                let stream = d.finish_streaming(&mut out)?;
                 let s = d.stats();
-                Ok(Finished::emitted(out, s.state_spills, s.spill_bytes, s.spill_run_bytes))
+                Ok(Finished::grouped(out, stream, s.state_spills, s.spill_bytes, s.spill_run_bytes))
             }
             Kind::Sort(mut s) => {
                 s.end_run()?;
                 let stream = s.merge.into_stream()?;
                 let stats = stream.sort_stats();
                 Ok(Finished {
-                    drain: Drain::streaming(stream, layout),
-                    records: stats.input_records,
+                    drain: Drain::streaming(Stream::Sorted(stream), layout),
+                    records: Some(stats.input_records),
                     runs: stats.runs,
                     spilled_runs: stats.spilled_runs,
                     spill_bytes: stats.spill_bytes,
@@ -309,6 +319,7 @@ impl SortRuns {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_core::format::Codec;
 
     /// Input that arrives in order is cut into runs of at most
     /// [`SORT_CUT_RUN_BYTES`] (and one batch), so that a task granted
@@ -346,6 +357,91 @@ mod tests {
                 assert_eq!(r.key[4..], next.to_be_bytes(), "in order, once");
                 next += 1;
             }
+        }
+        assert_eq!(next, records);
+    }
+
+    /// An aggregate that spilled hands back a drain that merges its runs as
+    /// it is read: the operator's memory is all free before the first
+    /// result is read, and every key comes out once, in order, complete.
+    #[test]
+    fn an_aggregate_that_spilled_streams_its_results_holding_no_state() {
+        use sluice_core::reorg::aggregate::{AggFn, AggSpec, SpillStrategy, ValueType};
+        let dir = tempfile::tempdir().expect("tmp");
+        let memory = MemoryPool::new(64 << 10);
+        let spill = SpillConfig { dir: dir.path().to_owned(), ..SpillConfig::default() };
+        let sum =
+            StageSpec::Aggregate(AggSpec::new(AggFn::Sum, ValueType::I64), SpillStrategy::State);
+        let mut op =
+            FinalOp::new(&sum, Layout::Variable, &memory, spill, None).expect("an aggregate");
+        let (keys, each) = (50_000u64, 4u64);
+        let mut batch = RecordBatch::new(Layout::Variable);
+        for i in 0..keys * each {
+            let k = (i * 7_919) % keys;
+            batch.push(&k.to_be_bytes(), &(k as i64).to_le_bytes()).expect("push");
+            if batch.payload_len() >= RUN_BATCH_BYTES {
+                op.push(&batch.view()).expect("push");
+                batch = RecordBatch::new(Layout::Variable);
+            }
+        }
+        op.push(&batch.view()).expect("push");
+        let mut done = op.finish().expect("finish");
+        assert!(done.spilled_runs > 1, "{} runs spilled", done.spilled_runs);
+        assert_eq!(done.records, None, "counted only as read");
+        assert_eq!((done.drain.held_bytes(), memory.used()), (0, 0), "state held while streaming");
+        let mut next = 0u64;
+        while let Some(b) = done.drain.next_batch().expect("batch") {
+            for r in b.view().iter() {
+                assert_eq!(r.key, next.to_be_bytes(), "each key once, in order");
+                let total = i64::from_le_bytes(r.value.try_into().expect("an i64 sum"));
+                assert_eq!(total, (next * each) as i64, "key {next}");
+                next += 1;
+            }
+        }
+        assert_eq!(next, keys);
+    }
+
+    /// A sort's runs kept in memory go to disk when the host asks for their
+    /// memory midway through the read; the merge goes on from disk and
+    /// every record still comes out once, in order.
+    #[test]
+    fn a_sorts_runs_in_memory_go_to_disk_midway_when_asked() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let memory = MemoryPool::new(64 << 20);
+        let spill = SpillConfig { dir: dir.path().to_owned(), ..SpillConfig::default() };
+        let mut op =
+            FinalOp::new(&StageSpec::Sort, Layout::Variable, &memory, spill, None).expect("a sort");
+        op.order_keys_after(4);
+        let records = 300_000u64;
+        let mut batch = RecordBatch::new(Layout::Variable);
+        for i in 0..records {
+            let mut key = 3u32.to_le_bytes().to_vec();
+            key.extend_from_slice(&((i * 7_919) % records).to_be_bytes());
+            batch.push(&key, &i.to_le_bytes()).expect("push");
+            if batch.payload_len() >= RUN_BATCH_BYTES {
+                op.push(&batch.view()).expect("push");
+                batch = RecordBatch::new(Layout::Variable);
+            }
+        }
+        op.push(&batch.view()).expect("push");
+        let mut done = op.finish().expect("finish");
+        assert_eq!((done.spilled_runs, done.records), (0, Some(records)), "all runs in memory");
+        let held = done.drain.held_bytes();
+        assert!(held > 0 && held == memory.used(), "{held} held, {} in the pool", memory.used());
+        let mut next = 0u64;
+        let mut check = |b: RecordBatch| {
+            for r in b.view().iter() {
+                assert_eq!(r.key[4..], next.to_be_bytes(), "in order, once");
+                next += 1;
+            }
+        };
+        check(done.drain.next_batch().expect("batch").expect("a first batch"));
+        let (moved, written) = done.drain.spill_pending(dir.path(), Codec::Lz4).expect("spill");
+        assert!(moved > 0 && moved < held as u64 && written > 0, "{moved} of {held} moved");
+        assert_eq!((done.drain.held_bytes(), memory.used()), (0, 0), "memory kept after the spill");
+        assert_eq!(done.drain.spill_pending(dir.path(), Codec::Lz4).expect("again"), (0, 0));
+        while let Some(b) = done.drain.next_batch().expect("batch") {
+            check(b);
         }
         assert_eq!(next, records);
     }

@@ -217,10 +217,12 @@ impl ReduceTask {
         self.records_in
     }
 
-    /// Ends the input: an aggregate emits every key's result (merging
-    /// spilled runs if there are any), a sort starts the merge of its runs,
-    /// produced as the host reads them. Returns the result count.
-    pub fn finish(&mut self) -> EngineResult<u64> {
+    /// Ends the input: an aggregate that kept its table in memory emits
+    /// every key's result; one that spilled, and a sort, start the merge of
+    /// their runs, produced as the host reads them. Returns the result
+    /// count where it is known now (`None` for results merged from an
+    /// aggregate's or a distinct's spilled runs).
+    pub fn finish(&mut self) -> EngineResult<Option<u64>> {
         let Phase::Taking(op) = std::mem::replace(&mut self.phase, Phase::Finishing) else {
             return Err(EngineError::Argument("reduce task finished twice".into()));
         };
@@ -231,13 +233,27 @@ impl ReduceTask {
         Ok(finished.records)
     }
 
-    /// Sends the finished results not yet copied out to disk, for a host
-    /// that needs their memory (under Spark, another consumer of the task
+    /// Payload bytes the finished results hold in memory: an aggregate's or
+    /// a distinct's emitted whole and not yet copied out, a sort's runs
+    /// kept in memory; 0 for results merged from spilled runs as they are
+    /// read (what they hold is read buffers, not state). Before finish, the
+    /// state held.
+    pub fn held_bytes(&self) -> usize {
+        match &self.phase {
+            Phase::Draining(drain) => drain.held_bytes(),
+            _ => self.memory.used(),
+        }
+    }
+
+    /// Sends what the finished results hold in memory to disk, for a host
+    /// that needs that memory (under Spark, another consumer of the task
     /// asked for execution memory): an aggregate's or a distinct's results,
     /// emitted whole at [`ReduceTask::finish`], go to a spill file in the
-    /// task's spill directory and are read back a batch at a time. Returns
-    /// the payload bytes no longer held; 0 before finish, for a sort (its
-    /// merge streams), or with about one batch left.
+    /// task's spill directory and are read back a batch at a time; a sort's
+    /// runs still in memory go to a spill file and its merge reads them
+    /// from there. Returns the payload bytes no longer held; 0 before
+    /// finish, for results merged from spilled runs, or with about one
+    /// batch left.
     pub fn spill_results(&mut self) -> EngineResult<u64> {
         let Phase::Draining(drain) = &mut self.phase else { return Ok(0) };
         let (moved, written) = drain.spill_pending(&self.spill.dir, self.spill.codec)?;

@@ -188,11 +188,25 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpillBytes<'
     })
 }
 
-/// `static native long reduceSpillResults(long handle)`: sends the
-/// finished results not yet read to a spill file in the task's spill
-/// directory (read back a buffer at a time); returns the bytes no longer
-/// held in memory (0 for a sort, before `reduceFinish`, or when about one
-/// buffer is left).
+/// `static native long reduceHeldBytes(long handle)`: the bytes the
+/// finished results hold in memory (`ReduceTask::held_bytes`: 0 for an
+/// aggregate's or a distinct's merged from its spilled runs as read).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceHeldBytes<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    handle: jlong,
+) -> jlong {
+    guard(&mut env, -1, |_| {
+        REDUCE_TASKS.with(handle, |op| Ok(jlong::try_from(op.held_bytes()).unwrap_or(jlong::MAX)))
+    })
+}
+
+/// `static native long reduceSpillResults(long handle)`: sends what the
+/// finished results hold in memory to disk (`ReduceTask::spill_results`:
+/// results emitted whole, a sort's runs in memory); returns the bytes no
+/// longer held (0 before `reduceFinish`, for results merged from spilled
+/// runs, or when about one buffer is left).
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpillResults<'l>(
     mut env: JNIEnv<'l>,
@@ -202,15 +216,18 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceSpillResults
     guard(&mut env, -1, |_| REDUCE_TASKS.with(handle, |op| Ok(op.spill_results()? as jlong)))
 }
 
-/// `static native long reduceFinish(long handle)`: emits every key's
-/// result; returns how many.
+/// `static native long reduceFinish(long handle)`: ends the input
+/// (`ReduceTask::finish`); returns the result count, or -1 where it is
+/// known only once the results are read.
 #[no_mangle]
 pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceFinish<'l>(
     mut env: JNIEnv<'l>,
     _class: JClass<'l>,
     handle: jlong,
 ) -> jlong {
-    guard(&mut env, -1, |_| REDUCE_TASKS.with(handle, |op| Ok(op.finish()? as jlong)))
+    guard(&mut env, -1, |_| {
+        REDUCE_TASKS.with(handle, |op| Ok(op.finish()?.map_or(-1, |n| n as jlong)))
+    })
 }
 
 /// `static native long reduceNext(long handle, ByteBuffer direct)`:

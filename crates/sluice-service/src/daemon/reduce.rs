@@ -141,12 +141,9 @@ fn reduce_partition(
         took += records;
         i += n;
     }
+    // An operator that ran short of memory merges its runs from disk as
+    // its results are read, a batch at a time.
     task.finish().map_err(bad)?;
-    if task.spilled_runs() > 0 {
-        // It ran short of memory: its results, merged from its runs and
-        // built whole, go to disk too and are read back a batch at a time.
-        task.spill_results().map_err(bad)?;
-    }
     Ok((task, took))
 }
 

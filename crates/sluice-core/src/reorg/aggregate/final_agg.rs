@@ -7,7 +7,8 @@
 //! freed. At the end, if nothing was spilled the table is emitted directly;
 //! otherwise the table becomes one more run and all runs are merged with
 //! the loser tree, equal keys combined as they meet, and each key's final
-//! value emitted once, in key order.
+//! value emitted once, in key order, as the reader asks for it
+//! (`group_stream`).
 
 use super::groups::Groups;
 use super::{final_layout, partial_layout, AggregateStats};
@@ -15,6 +16,7 @@ use crate::format::limits::VARIABLE_RECORD_PREFIX_BYTES;
 use crate::format::{BatchView, Layout};
 use crate::memory::MemoryPool;
 use crate::reorg::emit::Emitter;
+use crate::reorg::group_stream::{GroupFold, GroupStream};
 use crate::reorg::runs::{SpillConfig, SpilledRuns};
 use crate::reorg::table::PROBE_BATCH;
 use crate::reorg::ReorgError;
@@ -176,32 +178,33 @@ impl FinalAggregate {
     /// Emits every key's final value.
     pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
         let before = out.records();
-        if self.runs.runs() == 0 {
-            self.groups.emit_finals(out)?;
-            self.groups.reset();
-        } else {
-            if self.groups.len() > 0 {
-                self.spill()?;
-            }
-            self.runs.seal()?;
-            let groups = &self.groups;
-            let mut acc = Vec::new();
-            let mut value = Vec::new();
-            self.runs.merge_groups(|key, states| {
-                acc.clear();
-                for (i, s) in states.enumerate() {
-                    if i == 0 {
-                        acc.extend_from_slice(s);
-                    } else {
-                        groups.merge_partial_bytes(&mut acc, s);
-                    }
-                }
-                groups.finalize_partial(&acc, &mut value);
-                out.emit(key, &value)?;
-                Ok(())
-            })?;
+        if let Some(mut stream) = self.finish_streaming(out)? {
+            while stream.emit_some(out, u64::MAX)? {}
         }
         self.stats.emitted_records += out.records() - before;
         Ok(())
+    }
+
+    /// Ends the input. With nothing spilled, emits every key's final value
+    /// into `out` and returns `None`; otherwise spills the table as one
+    /// more run and returns the merge of the runs, which yields the results
+    /// in key order as they are asked for (see `group_stream`) while the
+    /// operator holds no state.
+    pub fn finish_streaming(
+        &mut self,
+        out: &mut Emitter,
+    ) -> Result<Option<GroupStream>, ReorgError> {
+        if self.runs.runs() == 0 {
+            self.groups.emit_finals(out)?;
+            self.groups.reset();
+            return Ok(None);
+        }
+        if self.groups.len() > 0 {
+            self.spill()?;
+        }
+        self.runs.seal()?;
+        let fold =
+            GroupFold::Aggregate { spec: self.groups.spec, acc: Vec::new(), value: Vec::new() };
+        Ok(Some(GroupStream::new(self.runs.cursors()?, fold)))
     }
 }

@@ -210,6 +210,37 @@ impl AggSpec {
         write_state(&st[..w], out)
     }
 
+    /// The final value of a state given as partial bytes (for the merge of
+    /// sorted runs), into `out`.
+    pub(crate) fn finalize_partial(self, state: &[u8], out: &mut Vec<u8>) {
+        out.clear();
+        if self.func == AggFn::Collect {
+            out.extend_from_slice(state);
+        } else {
+            let w = self.state_words();
+            let mut st = [0u64; STATE_WORDS_MAX];
+            read_state(state, &mut st[..w]);
+            self.finalize_into(&st[..w], out);
+        }
+    }
+
+    /// Merges partial bytes `other` into partial bytes `acc`.
+    pub(crate) fn merge_partial_bytes(self, acc: &mut Vec<u8>, other: &[u8]) {
+        if self.func == AggFn::Collect {
+            acc.extend_from_slice(other);
+            return;
+        }
+        let w = self.state_words();
+        let (mut a, mut b) = ([0u64; STATE_WORDS_MAX], [0u64; STATE_WORDS_MAX]);
+        read_state(acc, &mut a[..w]);
+        read_state(other, &mut b[..w]);
+        self.merge(&mut a[..w], &b[..w]);
+        let mut buf = [0u8; STATE_BYTES_MAX];
+        let n = write_state(&a[..w], &mut buf);
+        acc.clear();
+        acc.extend_from_slice(&buf[..n]);
+    }
+
     /// Merges the partial state `other` into `st` (numeric functions).
     #[inline]
     pub(crate) fn merge(self, st: &mut [u64], other: &[u64]) {

@@ -329,37 +329,6 @@ impl Groups {
         self.reservation.free();
     }
 
-    /// The final value of a merged state given as partial bytes (for the
-    /// merge of sorted runs).
-    pub(crate) fn finalize_partial(&self, state: &[u8], out: &mut Vec<u8>) {
-        out.clear();
-        if self.spec.func == AggFn::Collect {
-            out.extend_from_slice(state);
-        } else {
-            let w = self.words;
-            let mut st = [0u64; STATE_WORDS_MAX];
-            read_state(state, &mut st[..w]);
-            self.spec.finalize_into(&st[..w], out);
-        }
-    }
-
-    /// Merges partial bytes `other` into partial bytes `acc`.
-    pub(crate) fn merge_partial_bytes(&self, acc: &mut Vec<u8>, other: &[u8]) {
-        if self.spec.func == AggFn::Collect {
-            acc.extend_from_slice(other);
-            return;
-        }
-        let w = self.words;
-        let (mut a, mut b) = ([0u64; STATE_WORDS_MAX], [0u64; STATE_WORDS_MAX]);
-        read_state(acc, &mut a[..w]);
-        read_state(other, &mut b[..w]);
-        self.spec.merge(&mut a[..w], &b[..w]);
-        let mut buf = [0u8; STATE_BYTES_MAX];
-        let n = write_state(&a[..w], &mut buf);
-        acc.clear();
-        acc.extend_from_slice(&buf[..n]);
-    }
-
     /// The last refusal by the pool (for an error when even an empty
     /// operator cannot take one group).
     pub(crate) fn refusal(&mut self) -> MemoryError {

@@ -15,11 +15,12 @@ pub mod kernel;
 
 use crate::format::{BatchView, Layout, RecordBatch};
 use crate::memory::{MemoryPool, Reservation};
-use crate::reorg::cursor::{record_at, AnyRun, MemRun};
+use crate::reorg::cursor::{record_at, AnyRun, MemRun, RunCursor, SpillRun};
 use crate::reorg::emit::Emitter;
 use crate::reorg::merge::LoserTree;
-use crate::reorg::runs::{SpillConfig, SpilledRuns};
+use crate::reorg::runs::{SpillConfig, SpilledRuns, MERGE_PASS_BLOCK_BYTES};
 use crate::reorg::ReorgError;
+use crate::spill::SpillWriter;
 use kernel::{sort_records, SortEntry, SORT_BUFFER_BYTES_MAX};
 
 /// Bytes of sort state per record besides the record itself: two sort
@@ -309,12 +310,21 @@ impl SortMerge {
     /// The merge of every run, to be read a piece at a time
     /// ([`MergeStream::emit_some`]), so that a reduce task's output never
     /// has to be in memory whole. The in-memory runs stay accounted until
-    /// the stream is dropped; spilled runs are read back a block at a time.
+    /// the stream is dropped or sends them to disk
+    /// ([`MergeStream::spill_memory_runs`]); spilled runs are read back a
+    /// block at a time.
     pub fn into_stream(mut self) -> Result<MergeStream, ReorgError> {
         let tree = LoserTree::ordered_after(self.cursors()?, self.skip);
         // After `cursors` sealed the spill file, so its bytes count.
         let sealed = self.stats();
-        Ok(MergeStream { tree, _reservation: self.reservation, emitted: 0, sealed })
+        Ok(MergeStream {
+            tree,
+            reservation: self.reservation,
+            layout: self.layout,
+            spill: self.spilled.config().clone(),
+            emitted: 0,
+            sealed,
+        })
     }
 
     /// A cursor per run, in memory and on disk (the spill file sealed).
@@ -335,7 +345,11 @@ impl SortMerge {
 #[derive(Debug)]
 pub struct MergeStream {
     tree: LoserTree<AnyRun>,
-    _reservation: Reservation,
+    /// The bytes of the runs still in memory.
+    reservation: Reservation,
+    layout: Layout,
+    /// Where [`MergeStream::spill_memory_runs`] writes.
+    spill: SpillConfig,
     emitted: u64,
     /// The merger's statistics once its runs were sealed.
     sealed: SortStats,
@@ -367,5 +381,50 @@ impl MergeStream {
     /// Records emitted so far.
     pub fn emitted(&self) -> u64 {
         self.emitted
+    }
+
+    /// Payload bytes of the runs held in memory (as they were taken; what
+    /// was already read out of them included).
+    pub fn memory_bytes(&self) -> usize {
+        self.reservation.bytes()
+    }
+
+    /// Writes what is left of every run held in memory to one spill file,
+    /// a run each, and reads them from there on; the memory goes back to
+    /// the pool. Each new cursor stands at the record the old one did, so
+    /// the merge goes on unchanged. Returns (payload bytes moved to disk,
+    /// bytes written); (0, 0) when no run is in memory.
+    pub fn spill_memory_runs(&mut self) -> Result<(u64, u64), ReorgError> {
+        let runs = self.tree.runs_mut();
+        if !runs.iter().any(|r| matches!(r, AnyRun::Mem(_))) {
+            return Ok((0, 0));
+        }
+        let mut writer = SpillWriter::create(&self.spill.dir, self.spill.codec)?;
+        let mut batch = RecordBatch::with_capacity(self.layout, MERGE_PASS_BLOCK_BYTES);
+        let mut moved = 0u64;
+        let mut written = Vec::new();
+        for (i, cursor) in runs.iter_mut().enumerate() {
+            let AnyRun::Mem(mem) = cursor else { continue };
+            let run = writer.new_run();
+            while let Some(r) = mem.current() {
+                batch.push(r.key, r.value)?;
+                mem.advance()?;
+                if batch.payload_len() >= MERGE_PASS_BLOCK_BYTES {
+                    moved += batch.payload_len() as u64;
+                    writer.append(run, batch.view())?;
+                    batch.clear();
+                }
+            }
+            moved += batch.payload_len() as u64;
+            writer.append(run, batch.view())?;
+            batch.clear();
+            written.push((i, run));
+        }
+        let file = writer.finish()?;
+        for (i, run) in written {
+            runs[i] = AnyRun::Spill(SpillRun::new(file.run(run)?)?);
+        }
+        self.reservation.free();
+        Ok((moved, file.stats().bytes_written))
     }
 }

@@ -231,14 +231,25 @@ public final class SluiceNative {
   public static native long[] reduceSpillBytes(long operator);
 
   /**
-   * Sends the finished results not yet read (an aggregate's or a distinct's, emitted whole by
-   * {@link #reduceFinish}) to a spill file in the task's spill directory, read back a buffer at a
-   * time; returns the bytes no longer held in memory (0 for a sort, before finish, or with about
-   * one buffer left).
+   * Bytes the finished results hold in memory (after {@link #reduceFinish}): an aggregate's or a
+   * distinct's emitted whole and not yet read, a sort's runs kept in memory; 0 for results merged
+   * from spilled runs as they are read.
+   */
+  public static native long reduceHeldBytes(long operator);
+
+  /**
+   * Sends what the finished results hold in memory to disk: an aggregate's or a distinct's
+   * emitted whole by {@link #reduceFinish} go to a spill file in the task's spill directory, read
+   * back a buffer at a time; a sort's runs kept in memory go to a spill file its merge reads them
+   * from. Returns the bytes no longer held in memory (0 before finish, for results merged from
+   * spilled runs, or with about one buffer left).
    */
   public static native long reduceSpillResults(long operator);
 
-  /** Emits every key's result; returns how many. */
+  /**
+   * Ends the operator's input: results are emitted whole, or merged from runs as they are read.
+   * Returns the result count, or -1 where it is known only once they are read.
+   */
   public static native long reduceFinish(long aggregate) throws IOException;
 
   /**

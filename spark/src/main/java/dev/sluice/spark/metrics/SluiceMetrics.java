@@ -20,6 +20,7 @@ public final class SluiceMetrics {
   public static final AtomicLong SQL_ROWS_READ = new AtomicLong();
   public static final AtomicLong REDUCE_SHORT_GRANTS = new AtomicLong();
   public static final AtomicLong REDUCE_SPILLED_RUNS = new AtomicLong();
+  public static final AtomicLong REDUCE_GIVEN_BACK = new AtomicLong();
   public static final AtomicLong GROUPED_READS = new AtomicLong();
   public static final AtomicLong MAP_COMBINES_OFF = new AtomicLong();
   public static final AtomicLong MAP_COMBINES_BY_SPARK = new AtomicLong();
@@ -186,6 +187,15 @@ public final class SluiceMetrics {
    */
   public static long reduceSpilledRuns() {
     return REDUCE_SPILLED_RUNS.get();
+  }
+
+  /**
+   * Times a native sort or aggregate whose input had ended sent what it held in memory to disk and
+   * gave its grant back to Spark, because another consumer of its task asked for memory ({@link
+   * dev.sluice.spark.shuffle.ReduceMemory#spill}).
+   */
+  public static long reduceGivenBack() {
+    return REDUCE_GIVEN_BACK.get();
   }
 
   /** Reduce tasks whose records the engine merged into key order (a native sortByKey). */

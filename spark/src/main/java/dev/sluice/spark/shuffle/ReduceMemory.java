@@ -19,12 +19,13 @@ import org.apache.spark.memory.SparkOutOfMemoryError;
  * spills instead of failing, and its neighbours keep theirs.
  *
  * <p>While the input is fed, the memory is the operator's own: Spark's requests to spill ({@link
- * #spill}) get nothing back. Once the input has ended ({@link #finished}), an aggregate's or a
- * distinct's results are all in memory, waiting to be read; when another consumer of the same
- * task asks for memory (a sort or a hash aggregate of Spark's above the operator, in the same
- * task), the results not yet read go to a spill file in the task's spill directory, read back a
- * buffer at a time, and the whole grant goes back to Spark. A sort's runs are merged from where
- * they are as the task reads, so a sort keeps its grant until the task ends.
+ * #spill}) get nothing back. Once the input has ended ({@link #finished}), the grant is cut to what
+ * the results hold in memory: nothing for an aggregate or a distinct that spilled (its results
+ * are merged from its runs on disk as the task reads them), all of it for one whose results were
+ * emitted whole, a sort's runs kept in memory. When another consumer of the same task asks for
+ * memory (a sort or a hash aggregate of Spark's above the operator, in the same task), what the
+ * results hold goes to a spill file in the task's spill directory (results not yet read, or a
+ * sort's runs, which its merge then reads from disk) and the whole grant goes back to Spark.
  */
 public final class ReduceMemory extends MemoryConsumer {
   /** Least bytes asked of Spark at a time (4 MiB), so that small blocks do not ask each. */
@@ -89,15 +90,27 @@ public final class ReduceMemory extends MemoryConsumer {
     }
   }
 
-  /** The operator's input has ended ({@code reduceFinish}): its results may go to disk. */
+  /**
+   * The operator's input has ended ({@code reduceFinish}): the grant beyond what its results hold
+   * in memory goes back to Spark, and the results may go to disk.
+   */
   public void finished() {
     finished = true;
+    long keep = SluiceNative.reduceHeldBytes(operator);
+    long h;
+    do {
+      h = held.get();
+      if (h <= keep) {
+        return;
+      }
+    } while (!held.compareAndSet(h, keep));
+    freeMemory(h - keep);
   }
 
   /**
-   * Another consumer of the task asks for memory: once the input has ended, the results not yet
-   * read go to disk and the whole grant is given back. Asked by this consumer itself (while it
-   * reserves), before the input ended, or of a sort: nothing.
+   * Another consumer of the task asks for memory: once the input has ended, what the results hold
+   * in memory goes to disk and the whole grant is given back. Asked by this consumer itself (while
+   * it reserves), before the input ended, or with nothing held: nothing.
    */
   @Override
   public long spill(long size, MemoryConsumer trigger) {
@@ -117,6 +130,7 @@ public final class ReduceMemory extends MemoryConsumer {
       return 0;
     }
     SluiceMetrics.REDUCE_SPILLED_RUNS.incrementAndGet();
+    SluiceMetrics.REDUCE_GIVEN_BACK.incrementAndGet();
     context.taskMetrics().incDiskBytesSpilled(after[0] - before[0]);
     context.taskMetrics().incMemoryBytesSpilled(after[1] - before[1]);
     long freed = held.getAndSet(0);
