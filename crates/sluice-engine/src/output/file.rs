@@ -27,6 +27,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
+use std::os::fd::IntoRawFd;
 use std::path::{Path, PathBuf};
 
 use sluice_core::format::checksum::Crc32c;
@@ -333,11 +334,34 @@ impl<'p> SegmentWriter<'p> {
         Ok(())
     }
 
-    /// Writes what is still buffered and returns the per-partition figures.
+    /// Writes what is still buffered, closes the file and returns the
+    /// per-partition figures.
     fn finish(mut self) -> EngineResult<Written> {
         self.flush()?;
+        close(self.file, self.path)?;
         Ok(self.written)
     }
+}
+
+/// Closes `file`, reporting what `File`'s drop would ignore: a write the
+/// kernel deferred and that failed only now (a network filesystem, a
+/// quota), which would otherwise surface only as a corrupt block when a
+/// reduce task reads the file. An interrupted close has closed the file
+/// all the same (Linux), so it is not an error.
+fn close(file: File, path: &Path) -> EngineResult<()> {
+    let fd = file.into_raw_fd();
+    // SAFETY: `fd` is an open descriptor that `into_raw_fd` took from the
+    // `File`, which no longer owns it; it is closed here once and not used
+    // after.
+    let rc = unsafe { libc::close(fd) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let source = std::io::Error::last_os_error();
+    if source.kind() == std::io::ErrorKind::Interrupted {
+        return Ok(());
+    }
+    Err(EngineError::Io { path: path.to_owned(), source })
 }
 
 fn too_many(p: usize) -> EngineError {
