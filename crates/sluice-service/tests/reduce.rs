@@ -211,7 +211,16 @@ async fn a_reduced_read_refuses_bad_data_and_unknown_operators() {
     // The daemon still serves, and its reduce directories are gone.
     let blocks = c.read_reduced((1, 0), 2, 3, w, SUM_I64).await.expect("the whole partition");
     assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), 50);
-    let left: Vec<_> = walk(n.dir.path());
+    // A read's directory goes as the read ends, just after its End is
+    // sent: wait a bounded time for it.
+    let mut left: Vec<_> = walk(n.dir.path());
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        left = walk(n.dir.path());
+    }
     assert!(left.is_empty(), "reduce spill directories left: {left:?}");
 }
 

@@ -52,6 +52,23 @@ impl MemRun {
         run
     }
 
+    /// Calls `f` on every record from the current one to the end, in
+    /// order, leaving the cursor where it stands.
+    pub fn for_each_left(
+        &self,
+        mut f: impl FnMut(Record<'_>) -> Result<(), ReorgError>,
+    ) -> Result<(), ReorgError> {
+        let mut off = self.off;
+        for b in self.batches.iter().skip(self.batch) {
+            while let Some((r, n)) = record_at(b.layout(), b.payload(), off) {
+                f(r)?;
+                off += n;
+            }
+            off = 0;
+        }
+        Ok(())
+    }
+
     fn skip_empty(&mut self) {
         while self.batch < self.batches.len() && self.off >= self.batches[self.batch].payload_len()
         {

@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::path::Path;
 
 use sluice_core::format::{Codec, Layout, RecordBatch};
-use sluice_core::reorg::sort::MergeStream;
+use sluice_core::reorg::sort::{MergeStream, SentToDisk};
 use sluice_core::reorg::{Emitter, GroupStream, ReorgError, EMIT_BATCH_BYTES};
 use sluice_core::spill::{SpillRunReader, SpillWriter};
 
@@ -101,32 +101,33 @@ impl Drain {
         Ok(true)
     }
 
-    /// Payload bytes the drain holds in memory now, beyond the batch being
-    /// copied out: results emitted up front and not yet handed out, or the
-    /// runs a sort's merge holds in memory (an aggregate's or a distinct's
-    /// merge holds only read buffers: 0).
+    /// Payload bytes the drain holds in memory now: results emitted up
+    /// front and not yet handed out (the batch being copied out included),
+    /// or the runs a sort's merge holds in memory (an aggregate's or a
+    /// distinct's merge holds only read buffers: 0).
     pub fn held_bytes(&self) -> usize {
         match &self.source {
             Some((Stream::Sorted(m), _)) => m.memory_bytes(),
             Some((Stream::Grouped(_), _)) => 0,
-            None => self.batches.iter().skip(1).map(RecordBatch::payload_len).sum(),
+            None => self.batches.iter().map(RecordBatch::payload_len).sum(),
         }
     }
 
     /// Sends what the drain holds in memory to disk (see the module doc):
     /// results emitted up front and not yet handed out, but for the batch
     /// being copied out, to one run of a spill file in `dir`; a sort's runs
-    /// still in memory, to a spill file of the merge's own. Returns
-    /// (payload bytes no longer held in memory, bytes written); (0, 0) when
-    /// nothing is worth it (one batch left, a merge holding no run).
-    pub fn spill_pending(&mut self, dir: &Path, codec: Codec) -> EngineResult<(u64, u64)> {
+    /// still in memory, to a spill file of the merge's own. Nothing is
+    /// given up until the file is whole, so an error leaves the drain as it
+    /// was. Nothing is done (all zero) when nothing is worth it: one batch
+    /// left, a merge holding no run in memory.
+    pub fn spill_pending(&mut self, dir: &Path, codec: Codec) -> EngineResult<SentToDisk> {
         match &mut self.source {
             Some((Stream::Sorted(m), _)) => return Ok(m.spill_memory_runs()?),
-            Some((Stream::Grouped(_), _)) => return Ok((0, 0)),
+            Some((Stream::Grouped(_), _)) => return Ok(SentToDisk::default()),
             None => {}
         }
         if self.spilled.is_some() || self.batches.len() <= 1 {
-            return Ok((0, 0));
+            return Ok(SentToDisk::default());
         }
         let mut writer = SpillWriter::create(dir, codec)?;
         let run = writer.new_run();
@@ -138,7 +139,7 @@ impl Drain {
         let file = writer.finish()?;
         self.spilled = Some(file.run(run)?);
         self.batches.truncate(1);
-        Ok((moved, file.stats().bytes_written))
+        Ok(SentToDisk { freed: moved, moved, written: file.stats().bytes_written })
     }
 
     /// The next batch of results, whole; `None` when every one was
@@ -251,13 +252,14 @@ mod tests {
         let mut head = vec![0u8; 20 * 10];
         let (bytes, records) = d.copy_out(&mut head, |r, _| r).expect("copy");
         assert_eq!((bytes, records), (200, 10));
-        let (moved, written) = d.spill_pending(dir.path(), Codec::Lz4).expect("spill");
-        assert_eq!(moved, 3 * 1_000 * 20, "the three batches after the first");
-        assert!(written > 0);
+        let sent = d.spill_pending(dir.path(), Codec::Lz4).expect("spill");
+        assert_eq!(sent.moved, 3 * 1_000 * 20, "the three batches after the first");
+        assert_eq!(sent.freed, sent.moved);
+        assert!(sent.written > 0);
         assert_eq!(d.batches.len(), 1);
         assert_eq!(spill_files(dir.path()), 1);
         // A second request finds nothing more to move.
-        assert_eq!(d.spill_pending(dir.path(), Codec::Lz4).expect("again"), (0, 0));
+        assert_eq!(d.spill_pending(dir.path(), Codec::Lz4).expect("again"), SentToDisk::default());
         let mut got = head[..bytes].to_vec();
         got.extend(copy_all(&mut d, 333));
         assert_eq!(got, want);
@@ -269,7 +271,7 @@ mod tests {
     fn a_last_batch_stays_in_memory() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut d = Drain::new(batches(1, 100));
-        assert_eq!(d.spill_pending(dir.path(), Codec::Lz4).expect("spill"), (0, 0));
+        assert_eq!(d.spill_pending(dir.path(), Codec::Lz4).expect("spill"), SentToDisk::default());
         assert_eq!(spill_files(dir.path()), 0);
         assert_eq!(copy_all(&mut d, 64).len(), 100 * 20);
     }

@@ -320,6 +320,7 @@ impl SortRuns {
 mod tests {
     use super::*;
     use sluice_core::format::Codec;
+    use sluice_core::reorg::sort::SentToDisk;
 
     /// Input that arrives in order is cut into runs of at most
     /// [`SORT_CUT_RUN_BYTES`] (and one batch), so that a task granted
@@ -436,10 +437,12 @@ mod tests {
             }
         };
         check(done.drain.next_batch().expect("batch").expect("a first batch"));
-        let (moved, written) = done.drain.spill_pending(dir.path(), Codec::Lz4).expect("spill");
-        assert!(moved > 0 && moved < held as u64 && written > 0, "{moved} of {held} moved");
+        let sent = done.drain.spill_pending(dir.path(), Codec::Lz4).expect("spill");
+        assert_eq!(sent.freed, held as u64, "the runs' memory given back");
+        assert!(sent.moved > 0 && sent.moved < held as u64 && sent.written > 0, "{sent:?}");
         assert_eq!((done.drain.held_bytes(), memory.used()), (0, 0), "memory kept after the spill");
-        assert_eq!(done.drain.spill_pending(dir.path(), Codec::Lz4).expect("again"), (0, 0));
+        let again = done.drain.spill_pending(dir.path(), Codec::Lz4).expect("again");
+        assert_eq!(again, SentToDisk::default());
         while let Some(b) = done.drain.next_batch().expect("batch") {
             check(b);
         }

@@ -251,18 +251,18 @@ impl ReduceTask {
     /// emitted whole at [`ReduceTask::finish`], go to a spill file in the
     /// task's spill directory and are read back a batch at a time; a sort's
     /// runs still in memory go to a spill file and its merge reads them
-    /// from there. Returns the payload bytes no longer held; 0 before
-    /// finish, for results merged from spilled runs, or with about one
-    /// batch left.
+    /// from there (a sort's runs already read to their end are just let
+    /// go). Returns the bytes of memory given up; 0 before finish, for
+    /// results merged from spilled runs, or with about one batch left.
     pub fn spill_results(&mut self) -> EngineResult<u64> {
         let Phase::Draining(drain) = &mut self.phase else { return Ok(0) };
-        let (moved, written) = drain.spill_pending(&self.spill.dir, self.spill.codec)?;
-        if moved > 0 {
+        let sent = drain.spill_pending(&self.spill.dir, self.spill.codec)?;
+        if sent.written > 0 {
             self.finished_runs.1 += 1;
-            self.finished_spill.0 += written;
-            self.finished_spill.1 += moved;
+            self.finished_spill.0 += sent.written;
+            self.finished_spill.1 += sent.moved;
         }
-        Ok(moved)
+        Ok(sent.freed)
     }
 
     /// The next results as a whole batch of records (variable layout, each

@@ -392,39 +392,67 @@ impl MergeStream {
     /// Writes what is left of every run held in memory to one spill file,
     /// a run each, and reads them from there on; the memory goes back to
     /// the pool. Each new cursor stands at the record the old one did, so
-    /// the merge goes on unchanged. Returns (payload bytes moved to disk,
-    /// bytes written); (0, 0) when no run is in memory.
-    pub fn spill_memory_runs(&mut self) -> Result<(u64, u64), ReorgError> {
+    /// the merge goes on unchanged; a run already read to its end is just
+    /// dropped. The runs are read, not consumed, while they are written, and
+    /// a cursor is swapped only once the file is whole, so an error (a full
+    /// disk) leaves the merge as it was, the memory still held.
+    pub fn spill_memory_runs(&mut self) -> Result<SentToDisk, ReorgError> {
+        let freed = self.reservation.bytes() as u64;
         let runs = self.tree.runs_mut();
-        if !runs.iter().any(|r| matches!(r, AnyRun::Mem(_))) {
-            return Ok((0, 0));
-        }
-        let mut writer = SpillWriter::create(&self.spill.dir, self.spill.codec)?;
+        let mut writer: Option<SpillWriter> = None;
         let mut batch = RecordBatch::with_capacity(self.layout, MERGE_PASS_BLOCK_BYTES);
         let mut moved = 0u64;
-        let mut written = Vec::new();
-        for (i, cursor) in runs.iter_mut().enumerate() {
+        let mut swaps = Vec::new();
+        for (i, cursor) in runs.iter().enumerate() {
             let AnyRun::Mem(mem) = cursor else { continue };
-            let run = writer.new_run();
-            while let Some(r) = mem.current() {
+            if mem.current().is_none() {
+                swaps.push((i, None));
+                continue;
+            }
+            let w = match &mut writer {
+                Some(w) => w,
+                None => writer.insert(SpillWriter::create(&self.spill.dir, self.spill.codec)?),
+            };
+            let run = w.new_run();
+            mem.for_each_left(|r| {
                 batch.push(r.key, r.value)?;
-                mem.advance()?;
                 if batch.payload_len() >= MERGE_PASS_BLOCK_BYTES {
                     moved += batch.payload_len() as u64;
-                    writer.append(run, batch.view())?;
+                    w.append(run, batch.view())?;
                     batch.clear();
                 }
-            }
+                Ok(())
+            })?;
             moved += batch.payload_len() as u64;
-            writer.append(run, batch.view())?;
+            w.append(run, batch.view())?;
             batch.clear();
-            written.push((i, run));
+            swaps.push((i, Some(run)));
         }
-        let file = writer.finish()?;
-        for (i, run) in written {
-            runs[i] = AnyRun::Spill(SpillRun::new(file.run(run)?)?);
+        if swaps.is_empty() {
+            return Ok(SentToDisk::default());
+        }
+        let file = writer.map(SpillWriter::finish).transpose()?;
+        let written = file.as_ref().map_or(0, |f| f.stats().bytes_written);
+        for (i, run) in swaps {
+            runs[i] = match (run, &file) {
+                (Some(run), Some(file)) => AnyRun::Spill(SpillRun::new(file.run(run)?)?),
+                _ => AnyRun::Mem(MemRun::new(Vec::new())),
+            };
         }
         self.reservation.free();
-        Ok((moved, file.stats().bytes_written))
+        Ok(SentToDisk { freed, moved, written })
     }
+}
+
+/// What sending results held in memory to disk did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SentToDisk {
+    /// Bytes of memory given back (a sort's runs: all their bytes, what was
+    /// already read out of them included).
+    pub freed: u64,
+    /// Payload bytes written, as they were in memory (what was left to
+    /// read).
+    pub moved: u64,
+    /// Bytes written to the spill file.
+    pub written: u64,
 }

@@ -126,10 +126,17 @@ public final class ReduceMemory extends MemoryConsumer {
       }
       after = SluiceNative.reduceSpillBytes(operator);
     } catch (SluiceException e) {
-      // Closed on another thread meanwhile (its grant went back with it): nothing to give.
-      return 0;
+      if (held.get() == 0) {
+        // Closed on another thread meanwhile (its grant went back with it): nothing to give.
+        return 0;
+      }
+      // The spill itself failed (a full disk): the operator is as it was, its results whole in
+      // memory, but the task fails here, as it would with Spark's own spillable collections.
+      throw e;
     }
-    SluiceMetrics.REDUCE_SPILLED_RUNS.incrementAndGet();
+    if (after[0] > before[0]) {
+      SluiceMetrics.REDUCE_SPILLED_RUNS.incrementAndGet();
+    }
     SluiceMetrics.REDUCE_GIVEN_BACK.incrementAndGet();
     context.taskMetrics().incDiskBytesSpilled(after[0] - before[0]);
     context.taskMetrics().incMemoryBytesSpilled(after[1] - before[1]);
