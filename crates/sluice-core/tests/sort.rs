@@ -115,6 +115,20 @@ fn run(
     (got, runs_emitted, spilled)
 }
 
+/// Adds `recs` (variable layout) to `merge` as runs of `per` records each,
+/// each sorted.
+fn add_sorted_runs(merge: &mut SortMerge, recs: &[(Vec<u8>, Vec<u8>)], per: usize) {
+    for chunk in recs.chunks(per) {
+        let mut sorted = chunk.to_vec();
+        sorted.sort();
+        let mut b = RecordBatch::new(Layout::Variable);
+        for (k, v) in &sorted {
+            b.push(k, v).expect("push");
+        }
+        merge.add_run(vec![b]).expect("add run");
+    }
+}
+
 fn check(recs: &[(Vec<u8>, Vec<u8>)], got: &[(Vec<u8>, Vec<u8>)]) {
     assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "output is in key order");
     let mut a = recs.to_vec();
@@ -259,15 +273,7 @@ fn spilled_runs_beyond_the_fan_in_merge_in_passes() {
     let spill =
         SpillConfig { dir: dir.path().to_path_buf(), codec: sluice_core::Codec::Lz4, fan_in: 4 };
     let mut merge = SortMerge::new(layout, &pool, spill);
-    for chunk in recs.chunks(100) {
-        let mut sorted = chunk.to_vec();
-        sorted.sort();
-        let mut b = RecordBatch::new(layout);
-        for (k, v) in &sorted {
-            b.push(k, v).expect("push");
-        }
-        merge.add_run(vec![b]).expect("add run");
-    }
+    add_sorted_runs(&mut merge, &recs, 100);
     assert_eq!(merge.stats().spilled_runs, 200);
     let mut out = Emitter::new(layout);
     merge.finish(&mut out).expect("merge");
@@ -294,15 +300,7 @@ fn a_failed_spill_of_the_runs_in_memory_leaves_the_merge_whole() {
     let pool = MemoryPool::new(64 << 20);
     let spill = SpillConfig { dir: dir.path().join("gone"), ..SpillConfig::default() };
     let mut merge = SortMerge::new(layout, &pool, spill);
-    for chunk in recs.chunks(1_000) {
-        let mut sorted = chunk.to_vec();
-        sorted.sort();
-        let mut b = RecordBatch::new(layout);
-        for (k, v) in &sorted {
-            b.push(k, v).expect("push");
-        }
-        merge.add_run(vec![b]).expect("add run");
-    }
+    add_sorted_runs(&mut merge, &recs, 1_000);
     assert_eq!(merge.stats().spilled_runs, 0, "every run in memory");
     let mut stream = merge.into_stream().expect("stream");
     let mut out = Emitter::new(layout);
