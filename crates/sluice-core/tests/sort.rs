@@ -108,11 +108,12 @@ fn run(
         }
     }
     batches.extend(out.into_batches());
-    let got = batches
-        .iter()
-        .flat_map(|b| b.iter().map(|r| (r.key.to_vec(), r.value.to_vec())).collect::<Vec<_>>())
-        .collect();
-    (got, runs_emitted, spilled)
+    (pairs(&batches), runs_emitted, spilled)
+}
+
+/// The records of `batches` as (key, value) pairs, in order.
+fn pairs(batches: &[RecordBatch]) -> Recs {
+    batches.iter().flat_map(|b| b.iter().map(|r| (r.key.to_vec(), r.value.to_vec()))).collect()
 }
 
 /// Adds `recs` (variable layout) to `merge` as runs of `per` records each,
@@ -278,12 +279,7 @@ fn spilled_runs_beyond_the_fan_in_merge_in_passes() {
     let mut out = Emitter::new(layout);
     merge.finish(&mut out).expect("merge");
     assert_eq!(merge.stats().merge_passes, 3);
-    let got: Recs = out
-        .into_batches()
-        .iter()
-        .flat_map(|b| b.iter().map(|r| (r.key.to_vec(), r.value.to_vec())).collect::<Vec<_>>())
-        .collect();
-    check(&recs, &got);
+    check(&recs, &pairs(&out.into_batches()));
     drop(merge);
     let left: Vec<_> = std::fs::read_dir(dir.path()).expect("dir").collect();
     assert!(left.is_empty(), "spill files left: {left:?}");
@@ -310,12 +306,7 @@ fn a_failed_spill_of_the_runs_in_memory_leaves_the_merge_whole() {
     assert!(stream.spill_memory_runs().is_err(), "a spill into a missing directory");
     assert_eq!((stream.memory_bytes(), pool.used()), (held, held), "memory given up");
     while stream.emit_some(&mut out, 10_000).expect("merge piece") {}
-    let got: Recs = out
-        .into_batches()
-        .iter()
-        .flat_map(|b| b.iter().map(|r| (r.key.to_vec(), r.value.to_vec())).collect::<Vec<_>>())
-        .collect();
-    check(&recs, &got);
+    check(&recs, &pairs(&out.into_batches()));
 }
 
 /// Runs in memory that were read to their end are let go when asked:

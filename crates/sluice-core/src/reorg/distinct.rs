@@ -344,9 +344,8 @@ impl FinalDistinct {
     /// Emits every distinct item once.
     pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
         let before = out.records();
-        if let Some(mut stream) = self.finish_streaming(out)? {
-            while stream.emit_some(out, u64::MAX)? {}
-        }
+        let stream = self.finish_streaming(out)?;
+        GroupStream::emit_all(stream, out)?;
         self.stats.emitted_records += out.records() - before;
         Ok(())
     }

@@ -128,6 +128,15 @@ impl GroupStream {
         Ok(false)
     }
 
+    /// Emits every result `stream` (an operator's `finish_streaming`,
+    /// `None` when it emitted them itself) has left into `out`.
+    pub(crate) fn emit_all(stream: Option<Self>, out: &mut Emitter) -> Result<(), ReorgError> {
+        if let Some(mut s) = stream {
+            while s.emit_some(out, u64::MAX)? {}
+        }
+        Ok(())
+    }
+
     /// Results emitted so far.
     pub fn emitted(&self) -> u64 {
         self.emitted

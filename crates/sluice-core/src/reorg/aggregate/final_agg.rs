@@ -178,9 +178,8 @@ impl FinalAggregate {
     /// Emits every key's final value.
     pub fn finish(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
         let before = out.records();
-        if let Some(mut stream) = self.finish_streaming(out)? {
-            while stream.emit_some(out, u64::MAX)? {}
-        }
+        let stream = self.finish_streaming(out)?;
+        GroupStream::emit_all(stream, out)?;
         self.stats.emitted_records += out.records() - before;
         Ok(())
     }
