@@ -16,7 +16,7 @@ use sluice_engine::host_op::{reduce_spec, OP_SORT};
 use sluice_engine::reduce::{ReduceTask, SegmentEncoder, SegmentFeed};
 use sluice_service::client::Block;
 use sluice_service::protocol::{ErrorCode, ReduceOp, Winner, REDUCED_MAP};
-use sluice_service::{AttemptPusher, Client, ClientError};
+use sluice_service::{AttemptPusher, Client, ClientError, ReadMode};
 
 const SUM_I64: ReduceOp = ReduceOp { function: 0, value_type: 0 };
 const SORT: ReduceOp = ReduceOp { function: OP_SORT, value_type: 0 };
@@ -297,4 +297,55 @@ async fn a_reduced_read_past_its_share_of_a_small_budget_spills_and_stays_whole(
     assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), 1);
     let (_, values) = reduce_locally(SORT, &blocks, 0);
     assert_eq!(values, big);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduced_read_gives_its_grant_back_while_its_results_stream() {
+    // 32 MiB: the operator takes its 1 MiB floor and up to 4 MiB more, so
+    // 300,000 keys (about 18 MB of table) spill; the results (about 10 MB,
+    // half of it bytes LZ4 cannot shrink) are more than the sockets hold,
+    // so the daemon is still sending them while the reader waits.
+    let n = node("127.0.0.1", 32 << 20).await;
+    let mut c = client(n.addr(), "app-stream").await;
+    let mut watch = client(n.addr(), "app-watch").await;
+    c.register_shuffle(1, 0, 1).await.expect("register");
+    let keys = 300_000u64;
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let recs: Vec<(Vec<u8>, i64)> = (0..keys)
+        .map(|i| {
+            let mut k = format!("{i:08}").into_bytes();
+            for _ in 0..2 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                k.extend_from_slice(&x.to_le_bytes());
+            }
+            (k, i as i64)
+        })
+        .collect();
+    push_map(&mut c, 1, 0, 1, &[(0, keys, segment(0, &recs))]).await;
+    let before = watch.stats().await.expect("stats").held_bytes;
+
+    let winners = vec![Winner { map: 0, attempt: 1 }];
+    c.read_start((1, 0), 0, 1, winners, ReadMode::Reduced(SUM_I64)).await.expect("read");
+    // The first block comes once the operator has finished its input.
+    let first = c.read_next().await.expect("a block").expect("not the end");
+    let during = watch.stats().await.expect("stats").held_bytes;
+    assert!(
+        during < before + (256 << 10),
+        "held {during} while the results stream, {before} before the read: the operator \
+         kept its grant after merging from disk"
+    );
+    let mut blocks = vec![first];
+    while let Some(b) = c.read_next().await.expect("a block") {
+        blocks.push(b);
+    }
+    assert!(blocks.len() > 8, "{} blocks: the results fit in one go", blocks.len());
+    let (_, out) = reduce_locally(SUM_I64, &blocks, 0);
+    let got = sums(&out);
+    assert_eq!(got.len() as u64, keys);
+    assert!(got.iter().all(|(k, v)| {
+        std::str::from_utf8(&k[..8]).expect("utf8").parse::<i64>().expect("number") == *v
+    }));
+    assert_eq!(watch.stats().await.expect("stats").held_bytes, before);
 }

@@ -8,6 +8,7 @@
 //!  partition p: winners' segments (pieces as pushed, memory or disk)
 //!      ──► SegmentFeed (each block and trailer checked as a reduce task checks them)
 //!      ──► ReduceTask (memory: its floor, then the budget's headroom; spills to r<n>/)
+//!      ──► finish: the grant cut to what the results hold in memory
 //!      ──► SegmentEncoder ──► Data { p, REDUCED_MAP } frames, trailer last
 //!  after the last partition: End { blocks, records, bytes }
 //! ```
@@ -71,6 +72,23 @@ struct Held<'a> {
     shared: &'a Shared,
     floor: u64,
     granted: u64,
+}
+
+impl Held<'_> {
+    /// Gives back what the operator no longer holds once its input has
+    /// ended: all of it for an aggregate's or a distinct's results merged
+    /// from spilled runs (they hold read buffers, not state), the batches
+    /// already sent of results kept in memory. `keep` is what the finished
+    /// operator still holds in memory; the grant goes first, then the
+    /// floor (no more input comes that would need it).
+    fn trim_to(&mut self, keep: u64) {
+        let granted = self.granted.min(keep);
+        let floor = self.floor.min(keep - granted);
+        if granted < self.granted || floor < self.floor {
+            self.shared.store().release_reduce(self.floor - floor, self.granted - granted);
+            (self.floor, self.granted) = (floor, granted);
+        }
+    }
 }
 
 impl Drop for Held<'_> {
@@ -177,6 +195,7 @@ pub(super) async fn stream(
             Err(r) => return super::conn::refuse(out, r).await,
         };
         took += fed;
+        held.trim_to(task.held_bytes() as u64);
         let mut enc = match SegmentEncoder::new(REDUCED_CODEC, p) {
             Ok(e) => e,
             Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
@@ -193,6 +212,7 @@ pub(super) async fn stream(
                 Ok(None) => break,
                 Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
             };
+            held.trim_to(task.held_bytes() as u64);
             for (data, n) in frames {
                 // The block's records ride with its first piece.
                 for (k, piece) in data.chunks(REDUCED_FRAME_BYTES).enumerate() {

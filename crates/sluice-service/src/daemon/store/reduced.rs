@@ -10,7 +10,9 @@
 //! together a [`REDUCE_TOTAL_SHARE`]th, and only what the budget has left,
 //! so reads never take the room pushes need to stage: a push that does not
 //! fit spills partitions to disk, and reserved operator memory is not
-//! among what it can spill.
+//! among what it can spill. Once a read's input has ended, it keeps only
+//! what its results hold in memory while they stream (nothing for an
+//! aggregate merged from spilled runs) and gives the rest back.
 
 use std::path::PathBuf;
 
@@ -63,8 +65,8 @@ impl Store {
         got
     }
 
-    /// Gives back a read's floor and the `granted` bytes
-    /// [`Store::reserve_reduce`] took for it.
+    /// Gives back `floor` bytes of a read's floor and `granted` of the
+    /// bytes [`Store::reserve_reduce`] took for it (all or part of them).
     pub(crate) fn release_reduce(&mut self, floor: u64, granted: u64) {
         self.held = self.held.saturating_sub(floor + granted);
         self.reducing = self.reducing.saturating_sub(granted);
