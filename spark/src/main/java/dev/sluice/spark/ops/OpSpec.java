@@ -194,6 +194,10 @@ public final class OpSpec implements ShuffleKind.EngineOperator {
    * position.
    */
   Object getKey(ByteBuffer b, int len) {
+    if (len < 1) {
+      throw new dev.sluice.spark.api.SluiceException(
+          "a Sluice result key of " + len + " bytes: no room for its tag");
+    }
     byte tag = b.get();
     if (tag == KEY_LONG && len == 9) {
       return b.getLong();
@@ -209,7 +213,7 @@ public final class OpSpec implements ShuffleKind.EngineOperator {
       b.get(s);
       return rawKeys ? s : new String(s, StandardCharsets.UTF_8);
     }
-    throw new IllegalStateException(
+    throw new dev.sluice.spark.api.SluiceException(
         "a Sluice result key with tag " + tag + " and " + len + " bytes");
   }
 

@@ -156,6 +156,9 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
     private final scala.collection.Iterator<Tuple2<BlockId, InputStream>> streams;
     private final SluiceSerializerManager segments;
     private final UnsafeRow row;
+    /** The null bits and fixed slots every row of the shuffle has. */
+    private final int minRowBytes;
+
     private final Tuple2<Object, Object> pair;
     /** The segment being read and the stream Spark's fetch iterator wrapped around it. */
     private SluiceBlockInputStream segment;
@@ -175,6 +178,7 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
       this.streams = streams;
       this.segments = segments;
       this.row = new UnsafeRow(numFields);
+      this.minRowBytes = RowFraming.fixedBytes(numFields);
       // The serializer's pairs carry the partition id as key 0; the exchange reads the value.
       this.pair = new Tuple2<>(0, row);
     }
@@ -185,7 +189,7 @@ public final class RowShuffleReader<K, C> implements ShuffleReader<K, C> {
         if (segment != null) {
           int size;
           try {
-            size = segment.advanceRow();
+            size = segment.advanceRow(minRowBytes);
           } catch (IOException e) {
             throw raise(e);
           }

@@ -228,14 +228,18 @@ public final class SluiceBlockInputStream extends InputStream {
    * {@link #rowOffset()} in {@link #rowBytes()}, or -1 at the end of the segment. The bytes stay
    * where they are until the call after next (see {@link DecodeBuffers}).
    *
+   * @param minRowBytes the smallest size a row of the shuffle can have: its null bits and one
+   *     8-byte slot per field ({@link RowFraming#fixedBytes}); a smaller one would have Spark read
+   *     its fields from the next row's bytes or past the array
    * @throws IOException when a block's records are not whole rows: a size that runs past the
-   *     block's bytes or is not a whole number of 8-byte words, a block with bytes after its
+   *     block's bytes, is below {@code minRowBytes} or is not a whole number of 8-byte words, a
+   *     block with bytes after its
    *     last record, with no records, or with fewer
    *     rows than records (the
    *     writer puts each record whole in one block, and the block's checksum held, so this is a
    *     writer's fault or a forged block); or when the segment is corrupt, as for {@link #read}
    */
-  int advanceRow() throws IOException {
+  int advanceRow(int minRowBytes) throws IOException {
     if (servedBytes || operator != null) {
       throw new IllegalStateException("rows asked of a stream read as bytes: " + where());
     }
@@ -260,7 +264,7 @@ public final class SluiceBlockInputStream extends InputStream {
       throw rowError("a row size cut after " + left + " bytes");
     }
     int size = RowFraming.sizeAt(values, pos);
-    if (size < 0
+    if (size < minRowBytes
         || size > left - RowFraming.SIZE_BYTES
         || size % RowFraming.ROW_ALIGN_BYTES != 0) {
       throw rowError(

@@ -1,6 +1,7 @@
 package dev.sluice.spark.sort;
 
 import org.apache.spark.serializer.Serializer;
+import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 
 /**
  * The framing of Spark SQL's shuffle rows as {@code UnsafeRowSerializer} writes them: each row's
@@ -28,6 +29,15 @@ public final class RowFraming {
         | (bytes[at + 1] & 0xff) << 16
         | (bytes[at + 2] & 0xff) << 8
         | (bytes[at + 3] & 0xff);
+  }
+
+  /**
+   * The bytes every {@code UnsafeRow} of {@code numFields} fields has before its variable-length
+   * part: its null bits and one 8-byte slot per field. A row a reader is handed that is smaller
+   * has Spark's getters read past it.
+   */
+  public static int fixedBytes(int numFields) {
+    return UnsafeRow.calculateBitSetWidthInBytes(numFields) + ROW_ALIGN_BYTES * numFields;
   }
 
   /** Whether {@code serializer} writes records in this framing. */

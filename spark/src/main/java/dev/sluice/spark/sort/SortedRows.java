@@ -18,7 +18,7 @@ import scala.Tuple2;
  * <p>The row sizes are bytes that crossed the shuffle: the engine checked each block's CRCs and
  * record framing, not the row serializer's framing inside a record's value. So each size is checked
  * against the buffer before a row is pointed at it (a row past the array would read whatever lies
- * after it; a row is a whole number of 8-byte words), and a buffer must hold exactly the records it
+ * after it; a row is a whole number of 8-byte words, at least its null bits and fixed slots), and a buffer must hold exactly the records it
  * says it holds; anything else is a {@link SluiceException} naming the buffer and the offset.
  */
 public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<Object, Object>> {
@@ -33,6 +33,9 @@ public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<O
 
   private final Chunks in;
   private final UnsafeRow row;
+  /** The null bits and fixed slots every row has ({@link RowFraming#fixedBytes}). */
+  private final int minRowBytes;
+
   private final Tuple2<Object, Object> pair;
   private final DecodeBuffers buffers = new DecodeBuffers();
   private byte[] chunk;
@@ -47,6 +50,7 @@ public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<O
   public SortedRows(Chunks in, int numFields) {
     this.in = in;
     this.row = new UnsafeRow(numFields);
+    this.minRowBytes = RowFraming.fixedBytes(numFields);
     this.pair = new Tuple2<>(null, row);
   }
 
@@ -79,7 +83,7 @@ public final class SortedRows extends scala.collection.AbstractIterator<Tuple2<O
       throw notWhole(left + " of its records missing");
     }
     int size = RowFraming.sizeAt(chunk, pos);
-    if (size < 0 || size > room || size % RowFraming.ROW_ALIGN_BYTES != 0) {
+    if (size < minRowBytes || size > room || size % RowFraming.ROW_ALIGN_BYTES != 0) {
       throw notWhole("a row of " + size + " bytes where " + room + " are left");
     }
     row.pointTo(chunk, Platform.BYTE_ARRAY_OFFSET + pos + RowFraming.SIZE_BYTES, size);

@@ -1,10 +1,12 @@
 package dev.sluice.spark.sql;
 
+import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.ops.Lane;
 import dev.sluice.spark.ops.SqlAggregates;
 import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;
 import dev.sluice.spark.shim.Strings;
+import dev.sluice.spark.sort.RowFraming;
 import java.io.Serializable;
 import java.math.BigInteger;
 import java.nio.ByteBuffer;
@@ -455,6 +457,7 @@ final class LaneAggregate implements Serializable {
     UnsafeProjection eval = UnsafeProjection$.MODULE$.create(evalExprs, evalInputs);
     UnsafeProjection result = UnsafeProjection$.MODULE$.create(resultExprs, resultInputs);
     UnsafeRow key = new UnsafeRow(keyAttrs.size());
+    int keyMin = RowFraming.fixedBytes(keyAttrs.size());
     GenericInternalRow buffer = new GenericInternalRow(bufferWidth);
     JoinedRow joined = new JoinedRow();
     long[] st = new long[values.words];
@@ -462,6 +465,17 @@ final class LaneAggregate implements Serializable {
         results,
         t -> {
           byte[] k = (byte[]) t._1();
+          if (k.length < keyMin || k.length % RowFraming.ROW_ALIGN_BYTES != 0) {
+            // Spark's getters would read the key's fields past its array.
+            throw new SluiceException(
+                "a native aggregate's group key of "
+                    + k.length
+                    + " bytes is no row of "
+                    + keyAttrs.size()
+                    + " fields (at least "
+                    + keyMin
+                    + " bytes, whole 8-byte words)");
+          }
           key.pointTo(k, k.length);
           ByteBuffer s = ByteBuffer.wrap((byte[]) t._2()).order(ByteOrder.LITTLE_ENDIAN);
           for (int i = 0; i < st.length; i++) {

@@ -40,6 +40,11 @@ class ForgedSegmentTest {
    * lies inside its array and that the row served before is untouched when the next is found.
    */
   static Read read(byte[] bytes, BlockId id) {
+    return read(bytes, id, 0);
+  }
+
+  /** {@link #read(byte[], BlockId)} of rows at least {@code minRowBytes} long. */
+  static Read read(byte[] bytes, BlockId id, int minRowBytes) {
     SluiceBlockInputStream in =
         new SluiceBlockInputStream(
             new ByteArrayInputStream(bytes), id, null, null, new DecodeBuffers());
@@ -50,7 +55,7 @@ class ForgedSegmentTest {
     while (true) {
       int size;
       try {
-        size = in.advanceRow();
+        size = in.advanceRow(minRowBytes);
       } catch (IOException e) {
         failure = e;
         size = -1;
@@ -116,6 +121,23 @@ class ForgedSegmentTest {
     assertRows(
         List.of("a", "bb", "ccc", "", "d"),
         read(Arrays.copyOfRange(out, at.get(1), at.get(4)), id(1, 4)));
+  }
+
+  @Test
+  void aRowSmallerThanItsFixedSlotsIsRefused() {
+    // Rows of two fields have 8 bytes of null bits and two 8-byte slots (RowFraming.fixedBytes(2),
+    // checked against rows Spark writes in SortedRowsSqlRowsTest): a 16-byte row would have Spark
+    // read its second field from the next row.
+    int min = 24;
+    byte[] whole = new byte[24];
+    List<Integer> at = new ArrayList<>();
+    byte[] out =
+        Forge.output(
+            List.of(List.of(Forge.block(0, List.of(Forge.row(whole), Forge.row(new byte[16]))))),
+            at);
+    Read got = read(Arrays.copyOfRange(out, at.get(0), at.get(1)), id(0, 1), min);
+    assertFails(got, "a row of 16 bytes");
+    assertEquals(1, got.rows().size());
   }
 
   @Test

@@ -112,6 +112,29 @@ class SortedRowsSqlRowsTest {
   }
 
   @Test
+  void theFixedPartIsWhatSparksRowWriterWritesForFixedWidthFields() {
+    for (int n : new int[] {0, 1, 2, 63, 64, 65, 200}) {
+      org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter w =
+          new org.apache.spark.sql.catalyst.expressions.codegen.UnsafeRowWriter(n);
+      w.resetRowWriter();
+      for (int i = 0; i < n; i++) {
+        w.write(i, (long) i);
+      }
+      assertEquals(w.getRow().getSizeInBytes(), RowFraming.fixedBytes(n), n + " fields");
+    }
+  }
+
+  @Test
+  void aRowSmallerThanItsFixedSlotsIsRefused() {
+    // A row of one field is 16 bytes at least (null bits, one slot); an 8-byte one would have
+    // Spark read its field from the next row's bytes.
+    SortedRows rows = new SortedRows(new Buffers().add(2, framed(longRow(1), new byte[8])), 1);
+    rows.next();
+    SluiceException e = assertThrows(SluiceException.class, rows::next);
+    assertTrue(e.getMessage().contains("a row of 8 bytes"), e.getMessage());
+  }
+
+  @Test
   void aBufferHoldingOtherThanItsRecordsIsRefused() {
     byte[] two = framed(longRow(1), longRow(2));
     SluiceException more =
