@@ -78,6 +78,14 @@ fn reduce_locally(op: ReduceOp, blocks: &[Block], p: u32) -> (ReduceTask, Vec<u8
     (task, out)
 }
 
+/// The next of a xorshift's numbers: bytes LZ4 cannot shrink.
+fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
 /// `klen vlen key value` records into key (after the partition) → i64.
 fn sums(records: &[u8]) -> BTreeMap<Vec<u8>, i64> {
     let mut m = BTreeMap::new();
@@ -274,14 +282,7 @@ async fn a_reduced_read_past_its_share_of_a_small_budget_spills_and_stays_whole(
     c.register_shuffle(2, 0, 1).await.expect("register");
     // Bytes LZ4 cannot shrink (a xorshift's), so the daemon's block stays 5 MiB.
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let big: Vec<u8> = (0..5 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let big: Vec<u8> = (0..5 << 20).map(|_| xorshift(&mut x) as u8).collect();
     let mut batch = RecordBatch::new(Layout::Variable);
     batch.push(&[0u8, 0, 0, 0, 1], &big).expect("record");
     let mut enc = SegmentEncoder::new(Codec::None, 0).expect("encoder");
@@ -315,10 +316,7 @@ async fn a_reduced_read_gives_its_grant_back_while_its_results_stream() {
         .map(|i| {
             let mut k = format!("{i:08}").into_bytes();
             for _ in 0..2 {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                k.extend_from_slice(&x.to_le_bytes());
+                k.extend_from_slice(&xorshift(&mut x).to_le_bytes());
             }
             (k, i as i64)
         })
