@@ -153,6 +153,16 @@ pub enum AnyRun {
     Spill(SpillRun),
 }
 
+impl AnyRun {
+    /// Bytes of read buffers the runs among `runs` read from disk hold at
+    /// most ([`crate::reorg::runs::MERGE_RUN_READ_BYTES`] each): memory a
+    /// merge uses beside its state while its results are read.
+    pub(crate) fn read_buffer_bytes(runs: &[AnyRun]) -> usize {
+        let on_disk = runs.iter().filter(|r| matches!(r, AnyRun::Spill(_))).count();
+        on_disk * crate::reorg::runs::MERGE_RUN_READ_BYTES
+    }
+}
+
 impl RunCursor for AnyRun {
     #[inline]
     fn current(&self) -> Option<Record<'_>> {

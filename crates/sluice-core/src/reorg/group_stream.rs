@@ -128,6 +128,11 @@ impl GroupStream {
         Ok(false)
     }
 
+    /// Bytes of read buffers its runs (all on disk) hold at most.
+    pub fn read_buffer_bytes(&self) -> usize {
+        AnyRun::read_buffer_bytes(self.tree.runs())
+    }
+
     /// Emits every result `stream` (an operator's `finish_streaming`,
     /// `None` when it emitted them itself) has left into `out`.
     pub(crate) fn emit_all(stream: Option<Self>, out: &mut Emitter) -> Result<(), ReorgError> {

@@ -149,6 +149,11 @@ impl<C: RunCursor> LoserTree<C> {
         &mut self.runs
     }
 
+    /// The runs' cursors.
+    pub(crate) fn runs(&self) -> &[C] {
+        &self.runs
+    }
+
     /// The smallest record across all runs, `None` when all are exhausted.
     #[inline]
     pub fn peek(&self) -> Option<Record<'_>> {

@@ -113,6 +113,17 @@ impl Drain {
         }
     }
 
+    /// Bytes of read buffers a merge's runs on disk hold at most while its
+    /// results are read (beside [`Drain::held_bytes`]); 0 for results held
+    /// up front.
+    pub fn read_buffer_bytes(&self) -> usize {
+        match &self.source {
+            Some((Stream::Sorted(m), _)) => m.read_buffer_bytes(),
+            Some((Stream::Grouped(g), _)) => g.read_buffer_bytes(),
+            None => 0,
+        }
+    }
+
     /// Sends what the drain holds in memory to disk (see the module doc):
     /// results emitted up front and not yet handed out, but for the batch
     /// being copied out, to one run of a spill file in `dir`; a sort's runs

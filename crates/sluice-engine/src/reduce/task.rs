@@ -245,6 +245,17 @@ impl ReduceTask {
         }
     }
 
+    /// Bytes of read buffers the finished results' merge of spilled runs
+    /// holds at most (see [`Drain::read_buffer_bytes`]); 0 before finish.
+    /// Under Spark they are in the executor's stated overhead; the daemon
+    /// keeps them reserved from its budget.
+    pub fn read_buffer_bytes(&self) -> usize {
+        match &self.phase {
+            Phase::Draining(drain) => drain.read_buffer_bytes(),
+            _ => 0,
+        }
+    }
+
     /// Sends what the finished results hold in memory to disk, for a host
     /// that needs that memory (under Spark, another consumer of the task
     /// asked for execution memory): an aggregate's or a distinct's results,

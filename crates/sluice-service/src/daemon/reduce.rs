@@ -8,7 +8,7 @@
 //!  partition p: winners' segments (pieces as pushed, memory or disk)
 //!      ──► SegmentFeed (each block and trailer checked as a reduce task checks them)
 //!      ──► ReduceTask (memory: its floor, then the budget's headroom; spills to r<n>/)
-//!      ──► finish: the grant cut to what the results hold in memory
+//!      ──► finish: the grant cut to what the results use (memory, runs' read buffers)
 //!      ──► SegmentEncoder ──► Data { p, REDUCED_MAP } frames, trailer last
 //!  after the last partition: End { blocks, records, bytes }
 //! ```
@@ -75,12 +75,12 @@ struct Held<'a> {
 }
 
 impl Held<'_> {
-    /// Gives back what the operator no longer holds once its input has
-    /// ended: all of it for an aggregate's or a distinct's results merged
-    /// from spilled runs (they hold read buffers, not state), the batches
-    /// already sent of results kept in memory. `keep` is what the finished
-    /// operator still holds in memory; the grant goes first, then the
-    /// floor (no more input comes that would need it).
+    /// Gives back what the operator no longer uses once its input has
+    /// ended: for results merged from spilled runs, all but the runs' read
+    /// buffers (state is on disk); for results kept in memory, the batches
+    /// already sent. `keep` is what the finished operator still uses
+    /// ([`in_use`]); the grant goes first, then the floor (no more input
+    /// comes that would need it). It only ever gives back.
     fn trim_to(&mut self, keep: u64) {
         let granted = self.granted.min(keep);
         let floor = self.floor.min(keep - granted);
@@ -95,6 +95,13 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         self.shared.store().release_reduce(self.floor, self.granted);
     }
+}
+
+/// What a finished operator uses while its results are sent: the results
+/// it holds in memory and the read buffers of the runs it merges from disk
+/// (what those are at most), so that the budget still counts them.
+fn in_use(task: &ReduceTask) -> u64 {
+    (task.held_bytes() + task.read_buffer_bytes()) as u64
 }
 
 /// A reduced read's spill directory, removed with what is in it when the
@@ -195,7 +202,7 @@ pub(super) async fn stream(
             Err(r) => return super::conn::refuse(out, r).await,
         };
         took += fed;
-        held.trim_to(task.held_bytes() as u64);
+        held.trim_to(in_use(&task));
         let mut enc = match SegmentEncoder::new(REDUCED_CODEC, p) {
             Ok(e) => e,
             Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
@@ -212,7 +219,7 @@ pub(super) async fn stream(
                 Ok(None) => break,
                 Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
             };
-            held.trim_to(task.held_bytes() as u64);
+            held.trim_to(in_use(&task));
             for (data, n) in frames {
                 // The block's records ride with its first piece.
                 for (k, piece) in data.chunks(REDUCED_FRAME_BYTES).enumerate() {

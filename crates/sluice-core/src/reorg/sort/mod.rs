@@ -389,6 +389,11 @@ impl MergeStream {
         self.reservation.bytes()
     }
 
+    /// Bytes of read buffers its runs on disk hold at most.
+    pub fn read_buffer_bytes(&self) -> usize {
+        AnyRun::read_buffer_bytes(self.tree.runs())
+    }
+
     /// Writes what is left of every run held in memory to one spill file,
     /// a run each, and reads them from there on; the memory goes back to
     /// the pool. Each new cursor stands at the record the old one did, so
