@@ -161,7 +161,8 @@ class SortedRowsSqlRowsTest {
         int n = 1 + rnd.nextInt(5);
         byte[][] rows = new byte[n][];
         for (int i = 0; i < n; i++) {
-          rows[i] = new byte[8 * rnd.nextInt(5)];
+          // Rows of one field: 16 bytes (null bits and its slot) and more.
+          rows[i] = new byte[8 * (2 + rnd.nextInt(4))];
           rnd.nextBytes(rows[i]);
         }
         byte[] bytes = framed(rows);
@@ -191,6 +192,9 @@ class SortedRowsSqlRowsTest {
           fail("a forged buffer read without failing at iteration " + iter + ": " + what);
         }
       } catch (SluiceException e) {
+        if (!changed) {
+          fail("a buffer as written refused at iteration " + iter + ": " + e.getMessage());
+        }
         refused++;
       }
     }
