@@ -11,8 +11,8 @@
 //! so reads never take the room pushes need to stage: a push that does not
 //! fit spills partitions to disk, and reserved operator memory is not
 //! among what it can spill. Once a read's input has ended, it keeps only
-//! what its results hold in memory while they stream (nothing for an
-//! aggregate merged from spilled runs) and gives the rest back.
+//! what its results use while they stream (those held in memory, the read
+//! buffers of runs merged from disk) and gives the rest back.
 
 use std::path::PathBuf;
 
