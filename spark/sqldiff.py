@@ -10,7 +10,13 @@ decimals, dates and timestamps, nulls in every column, DISTINCT
 aggregates, ROLLUP, CUBE and GROUPING SETS, HAVING, windows over
 aggregates, self-joins of an aggregated CTE, UNION ALL below an aggregate,
 aggregates below a UNION ALL below an aggregate,
-joins below an aggregate, ORDER BY with LIMIT, at 1, a few or many (up to
+joins below an aggregate, ORDER BY with LIMIT, global sorts of raw rows by
+keys and expressions of every type in either direction with nulls at either
+end (with LIMIT and OFFSET or none), SELECT DISTINCT, INTERSECT and EXCEPT
+(with and without ALL), IN, NOT IN, EXISTS and NOT EXISTS below an
+aggregate, windows over raw rows, aggregates over rows an explicit
+REPARTITION, REBALANCE or DISTRIBUTE BY moved, groups and joins by a double
+holding NaN, -0.0 and infinities, at 1, a few or many (up to
 600: more than 256) shuffle partitions; each runs once under each manager
 (each manager in its own process and JVM, adaptive execution on; the two run
 each query at the same time, so the times printed are not a benchmark), and
@@ -90,6 +96,12 @@ NUMS = [c for c, (_, kind) in COLUMNS.items() if kind == "num"]
 # under it stay below 2^53 up to nine million rows (see Gen.agg).
 LONG_AVG_MODULUS = 10**9
 ORDS = [c for c, (_, kind) in COLUMNS.items() if kind == "ord"]
+# Sort keys of a raw-row ORDER BY: every column type the native sort encodes,
+# and expressions it computes into a column first.
+SORT_EXPRS = ("v_int % 7", "length(v_str)", "-v_dbl", "CAST(v_dec AS DOUBLE)", "k_str || v_str",
+              "v_dec38 * 2", "k_date + 3", "CAST(v_tiny AS SMALLINT) * 3")
+# The tables' data as written by generate(); a new version writes new files.
+DATA_VERSION = 2
 
 
 def generate(root, rows, seed):
@@ -124,7 +136,14 @@ def generate(root, rows, seed):
             "v_date": "DATE '1990-01-01' + (random() * 10000)::INTEGER",
             "v_ts": "TIMESTAMP '1990-01-01' + to_seconds((random() * 1e9)::BIGINT)",
             "v_str": "md5(random()::VARCHAR)",
-            "v_dbl": "(random() * 1000)::INTEGER / 8.0",
+            # Eighths (their sums are exact in any order), and the doubles
+            # Spark treats specially: NaN (larger than any number, one group),
+            # -0.0 (equal to 0.0 in groups, joins and sorts) and infinities.
+            "v_dbl": "CASE WHEN random() < 0.03 THEN 'NaN'::DOUBLE "
+                     "WHEN random() < 0.03 THEN -(0.0::DOUBLE) "
+                     "WHEN random() < 0.02 THEN 'Infinity'::DOUBLE "
+                     "WHEN random() < 0.02 THEN '-Infinity'::DOUBLE "
+                     "ELSE (random() * 1000)::INTEGER / 8.0 END",
         }
         cols = ", ".join(
             f"CASE WHEN random() < 0.08 THEN NULL ELSE {exprs[c]} END AS {c}" for c in COLUMNS)
@@ -277,13 +296,111 @@ class Gen:
                 f"JOIN (SELECT * FROM {b} WHERE v_int % 10 = 0) y ON x.{k} = y.{k} "
                 f"GROUP BY y.{g}")
 
+    def sort(self):
+        """A global ORDER BY of raw rows: keys of every type in either
+        direction with nulls either end, then every selected column, so the
+        order is total and both answers must be the same list."""
+        r = self.r
+        picked = r.sample(list(COLUMNS) + list(SORT_EXPRS), r.randint(1, 3))
+        order = [f"{c} {r.choice(('ASC', 'DESC'))} NULLS {r.choice(('FIRST', 'LAST'))}"
+                 for c in picked]
+        cols = list(dict.fromkeys([c for c in picked if c in COLUMNS]
+                                  + r.sample(list(COLUMNS), 2) + ["v_int", "v_str"]))
+        q = (f"SELECT {', '.join(cols)} FROM {self.table()}{self.where()} "
+             f"ORDER BY {', '.join(order + cols)}")
+        how = r.random()
+        if how < 0.3:
+            q += f" LIMIT {r.choice((1, 10, 1000))}"
+        elif how < 0.4:
+            q += f" LIMIT {r.choice((10, 5000))} OFFSET {r.choice((1, 100))}"
+        return q
+
+    def distinct(self):
+        """Rows made distinct: SELECT DISTINCT (an aggregate with no
+        functions), INTERSECT and EXCEPT (semi and anti joins), with and
+        without ALL."""
+        r = self.r
+        keys = self.keys(1, 3)
+        how = r.choice(("DISTINCT", "INTERSECT", "INTERSECT ALL", "EXCEPT", "EXCEPT ALL"))
+        if how == "DISTINCT":
+            return f"SELECT DISTINCT {', '.join(keys)} FROM {self.table()}{self.where()}"
+        a, b = r.sample(TABLES, 2)
+        return (f"SELECT {', '.join(keys)} FROM {a}{self.where()} {how} "
+                f"SELECT {', '.join(keys)} FROM {b}{self.where()}")
+
+    def semi_join(self):
+        """An aggregate over rows filtered by another table's keys: IN and
+        NOT IN (a null-aware anti join), EXISTS and NOT EXISTS."""
+        r = self.r
+        k = r.choice(("k_int", "k_str", "k_date", "k_long", "k_dec", "v_dbl"))
+        keys = self.keys(1, 2)
+        aggs = [self.agg(f"a{i}", "x.") for i in range(r.randint(1, 2))]
+        a, b = r.sample(TABLES, 2)
+        inner = f"SELECT {k} FROM {b} WHERE v_int % {r.choice((3, 10))} = 0"
+        how = r.choice(("IN", "NOT IN", "EXISTS", "NOT EXISTS"))
+        if how.endswith("IN"):
+            cond = f"x.{k} {how} ({inner})"
+        else:
+            cond = f"{how} ({inner} AND {b}.{k} = x.{k})"
+        return (f"SELECT {', '.join('x.' + c for c in keys)}, {', '.join(aggs)} FROM {a} x "
+                f"WHERE {cond} GROUP BY {', '.join('x.' + c for c in keys)}")
+
+    def window_rows(self):
+        """Windows over raw rows, each deterministic under ties: ranks, and
+        sums over a RANGE frame (peers together)."""
+        r = self.r
+        part = self.keys(1, 2)
+        o = r.choice(("v_int", "v_dec", "v_dbl", "v_date", "v_str", "k_ts"))
+        over = (f"PARTITION BY {', '.join(part)} ORDER BY {o} "
+                f"{r.choice(('ASC', 'DESC'))} NULLS {r.choice(('FIRST', 'LAST'))}")
+        w = r.choice((f"rank() OVER ({over})", f"dense_rank() OVER ({over})",
+                      f"percent_rank() OVER ({over})", f"sum(v_long) OVER ({over})",
+                      f"count(*) OVER (PARTITION BY {', '.join(part)})",
+                      f"max(v_dec18) OVER (PARTITION BY {', '.join(part)})"))
+        cols = ", ".join(dict.fromkeys(part + [o, "v_str"]))
+        return f"SELECT {cols}, {w} AS w FROM {self.table()}{self.where()}"
+
+    def repartitioned(self):
+        """An aggregate over rows an explicit REPARTITION, REBALANCE or
+        DISTRIBUTE BY moved first: round-robin and hash exchanges of raw
+        rows, the aggregate's own exchange on top."""
+        r = self.r
+        keys = self.keys(1, 3)
+        aggs = [self.agg(f"a{i}") for i in range(r.randint(1, 2))]
+        n = r.choice((1, 5, 33))
+        inner = r.choice((
+            f"SELECT /*+ REPARTITION({n}) */ * FROM {self.table()}",
+            f"SELECT /*+ REPARTITION({n}, {keys[-1]}) */ * FROM {self.table()}",
+            f"SELECT /*+ REBALANCE */ * FROM {self.table()}",
+            f"SELECT * FROM {self.table()} DISTRIBUTE BY {r.choice(KEYS)} SORT BY v_int",
+        ))
+        return (f"SELECT {', '.join(keys + aggs)} FROM ({inner}) p{self.where()} "
+                f"GROUP BY {', '.join(keys)}")
+
+    def double_keys(self):
+        """Groups and joins by a double with NaN, -0.0 and infinities: Spark
+        makes -0.0 equal to 0.0 and every NaN one value before it groups
+        or joins."""
+        r = self.r
+        keys = ["v_dbl"] + self.keys(0, 1)
+        aggs = [self.agg(f"a{i}") for i in range(r.randint(1, 2))]
+        q = (f"SELECT {', '.join(keys + aggs)} FROM {self.table()}{self.where()} "
+             f"GROUP BY {', '.join(keys)}")
+        if r.random() < 0.5:
+            return q
+        a, b = r.sample(TABLES, 2)
+        return (f"WITH d AS (SELECT v_dbl, count(*) AS n FROM {b} GROUP BY v_dbl) "
+                f"SELECT x.k_bool, d.v_dbl, sum(d.n) AS n, count(*) AS c FROM {a} x "
+                f"JOIN d ON x.v_dbl = d.v_dbl GROUP BY x.k_bool, d.v_dbl")
+
     def query(self):
         r = self.r
         shape = r.choice(("aggregate", "aggregate", "global_aggregate", "grouping_sets",
                           "window_over_aggregate", "self_join", "union_all", "union_of_aggregates",
-                          "join_aggregate"))
+                          "join_aggregate", "sort", "distinct", "semi_join", "window_rows",
+                          "repartitioned", "double_keys"))
         q = getattr(self, shape)()
-        if r.random() < 0.3 and not q.startswith("WITH"):
+        if r.random() < 0.3 and not q.startswith("WITH") and shape != "sort":
             # ORDER BY every output column: a LIMIT then keeps the same rows under any plan.
             q = f"SELECT * FROM ({q}) o ORDER BY ALL"
             q += f" LIMIT {r.choice((1, 10, 100))}" if r.random() < 0.7 else ""
@@ -304,7 +421,7 @@ def queries(seed, count):
         # ORDER BY ALL orders by every column, so the rows' order is the
         # answer too.
         out.append({"id": i, "shape": shape, "sql": q, "partitions": partitions,
-                    "ordered": "ORDER BY ALL" in q})
+                    "ordered": "ORDER BY ALL" in q or shape == "sort"})
     return out
 
 
@@ -396,7 +513,7 @@ def main():
                     "(the ids a difference is printed with)")
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    a.data = a.tmp / f"data-{a.rows}-{a.seed}"
+    a.data = a.tmp / f"data-v{DATA_VERSION}-{a.rows}-{a.seed}"
     a.managers = ["sort", "sluice"]
     if a.manager:
         out = os.fdopen(os.dup(1), "w")
@@ -455,6 +572,7 @@ def compare(a, qs):
     summary; returns the differences."""
     t = time.perf_counter()
     differ, native, errors = [], 0, 0
+    shapes = collections.defaultdict(lambda: [0, 0])  # shape -> [queries, on native nodes]
     seconds = {m: 0.0 for m in a.managers}
     with bench.worker_set(a, 0, start_worker) as (_, workers):
         if a.conf:
@@ -469,6 +587,8 @@ def compare(a, qs):
                 print(f"  {q['id'] + 1} queries, {len(differ)} different so far", flush=True)
             ref, mine = got["sort"], got["sluice"]
             native += mine.get("native", 0) > 0
+            shapes[q["shape"]][0] += 1
+            shapes[q["shape"]][1] += mine.get("native", 0) > 0
             if "error" in ref or "error" in mine:
                 errors += 1
                 if ("error" in ref) != ("error" in mine) or (
@@ -487,6 +607,8 @@ def compare(a, qs):
           f"under Sluice, {errors} failed under a manager, {len(differ)} different answers, "
           f"{time.perf_counter() - t:.0f} s (queries: sort {seconds['sort']:.0f} s, "
           f"Sluice {seconds['sluice']:.0f} s)")
+    print("on native nodes, by shape: " + ", ".join(
+        f"{shape} {n[1]}/{n[0]}" for shape, n in sorted(shapes.items())))
     return differ
 
 

@@ -2,8 +2,9 @@
 generated from a fixed seed (aggregates by keys of every type the engine
 groups, DISTINCT aggregates, ROLLUP/CUBE/GROUPING SETS, windows over
 aggregates, self-joins of aggregated CTEs, UNION ALL below aggregates and
-aggregates below UNION ALL,
-ORDER BY with LIMIT) run under Spark's sort shuffle and under Sluice, every
+aggregates below UNION ALL, ORDER BY with LIMIT, sorts of raw rows,
+DISTINCT, INTERSECT and EXCEPT, semi and anti joins, windows over rows,
+explicit repartitions, groups and joins by doubles with NaN and -0.0) run under Spark's sort shuffle and under Sluice, every
 answer compared (the script exits 1 on a difference); a second seed's
 queries again with Spark's execution memory off the heap and small, and
 adaptive execution's coalescing of partitions turned off."""
@@ -43,8 +44,9 @@ def sqldiff(tmp_path, seed, queries, conf=()):
                   r"manager, 0 different answers", run.stdout, re.M)
     assert m, run.stdout[-3000:]
     assert int(m.group(1)) == queries
-    # The rules fired on most of them: the test compares native plans, not Spark's twice.
-    assert int(m.group(2)) >= queries // 2, m.group(0)
+    # The rules fired on a good share of them: the test compares native plans, not Spark's
+    # twice (the shapes around the rules, sorts of raw rows aside, are mostly Spark's own).
+    assert int(m.group(2)) >= queries // 3, m.group(0)
     # A generated query may fail under both managers alike (an ANSI overflow,
     # say); never for want of memory, which would make the run too small to
     # compare the managers' memory use.
