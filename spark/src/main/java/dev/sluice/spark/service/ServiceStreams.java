@@ -91,6 +91,9 @@ public final class ServiceStreams
   private final long[] expected;
   /** Which of {@link #expected} the open read has sent. */
   private final java.util.BitSet sent = new java.util.BitSet();
+
+  /** What the open read may send next ({@link SegmentOrder}). */
+  private final SegmentOrder order;
   /** Partitions {@code lo..hi} of the open read. */
   private int readLo;
 
@@ -157,6 +160,7 @@ public final class ServiceStreams
     this.partitions = partitions;
     this.attemptOf = winners.attemptOf();
     this.expected = winners.segments();
+    this.order = new SegmentOrder(expected, winners.complete());
     this.maps = new int[attemptOf.size()];
     this.attempts = new long[attemptOf.size()];
     int i = 0;
@@ -270,6 +274,7 @@ public final class ServiceStreams
         readBlocks = 0;
         connectionBlocks = 0;
         sent.clear();
+        order.start(lo, hi);
         ServiceNative.readStart(
             c, shuffle, assignment.generation, lo, hi, maps, attempts, reduce, 0L);
         metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
@@ -391,6 +396,10 @@ public final class ServiceStreams
             : attemptOf.get(map);
     if (attempt == null) {
       throw failed(partition, new IOException("the daemon sent map " + map + ", not asked for"));
+    }
+    String wrong = order.check(partition, map);
+    if (wrong != null) {
+      throw failed(partition, new IOException(wrong));
     }
     if (reduce == null) {
       int at = java.util.Arrays.binarySearch(expected, segment(partition, map));
@@ -625,9 +634,10 @@ public final class ServiceStreams
    * What a read takes: the attempt Spark's map output tracker registered for each map index (the
    * winners the read names), and the segments its map statuses say are not empty, by {@link
    * #segment} key, sorted and each once (Spark lists no empty block; a batch of partitions is not
-   * listed by partition, so none of its segments is).
+   * listed by partition, so none of its segments is), and whether those are all of them (no batch
+   * hid any).
    */
-  public record Winners(Map<Integer, Long> attemptOf, long[] segments) {}
+  public record Winners(Map<Integer, Long> attemptOf, long[] segments, boolean complete) {}
 
   /**
    * The winners among {@code blocks} (the part of the map output tracker's {@code
@@ -638,6 +648,7 @@ public final class ServiceStreams
     Map<Integer, Long> out = new java.util.TreeMap<>();
     long[] segments = new long[16];
     int n = 0;
+    boolean complete = true;
     for (Tuple2<BlockManagerId, scala.collection.Seq> byAddress : blocks) {
       scala.collection.Iterator it = byAddress._2().iterator();
       while (it.hasNext()) {
@@ -651,6 +662,7 @@ public final class ServiceStreams
           segments[n++] = segment(s.reduceId(), (Integer) b._3());
         } else if (b._1() instanceof org.apache.spark.storage.ShuffleBlockBatchId s) {
           mapId = s.mapId();
+          complete = false;
         } else {
           throw new IllegalStateException("Sluice service: a block " + b._1() + " in a map status");
         }
@@ -665,7 +677,7 @@ public final class ServiceStreams
         sorted[unique++] = sorted[i];
       }
     }
-    return new Winners(out, java.util.Arrays.copyOf(sorted, unique));
+    return new Winners(out, java.util.Arrays.copyOf(sorted, unique), complete);
   }
 
   /**

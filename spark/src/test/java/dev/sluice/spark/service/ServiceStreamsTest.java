@@ -41,7 +41,7 @@ class ServiceStreamsTest {
         0,
         4,
         4,
-        new ServiceStreams.Winners(Map.of(0, 0L), new long[0]),
+        new ServiceStreams.Winners(Map.of(0, 0L), new long[0], true),
         (id, in) -> in,
         detectCorrupt,
         new TempShuffleReadMetrics(),
