@@ -1,5 +1,8 @@
 package dev.sluice.spark.sort;
 
+import dev.sluice.spark.api.Limits;
+import dev.sluice.spark.api.SluiceException;
+import dev.sluice.spark.api.SluiceSetting;
 import java.io.Serializable;
 import java.nio.ByteBuffer;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
@@ -130,17 +133,28 @@ public final class RowSortKey implements Serializable {
 
   /** Bytes of {@code row}'s encoded key. */
   int bytes(UnsafeRow row) {
-    int n = fixedBytes;
+    long n = fixedBytes;
     for (int i = 0; i < ordinals.length; i++) {
       int o = ordinals[i];
       if (row.isNullAt(o)) {
         n -= width(kinds[i]);
       } else if (kinds[i] == BYTES) {
-        int size = (int) row.getLong(o);
+        long size = (int) row.getLong(o);
         n += escaped(i) ? size + zeros(row, o) + TERMINATOR_BYTES : size;
       }
     }
-    return n;
+    // Strings of many zero bytes double in the key: past the record limit no record can carry it.
+    if (n > Limits.RECORD_BYTES_MAX) {
+      throw new SluiceException(
+          "Sluice: a sort key of "
+              + n
+              + " bytes (its strings' zero bytes escaped) is larger than the record limit of "
+              + Limits.sizeText(Limits.RECORD_BYTES_MAX)
+              + "; run this sort on Spark SQL's own ("
+              + SluiceSetting.SQL_SORT.key
+              + "=false)");
+    }
+    return (int) n;
   }
 
   /** {@code row}'s encoded key. */
