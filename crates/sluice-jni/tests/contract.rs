@@ -260,6 +260,10 @@ fn the_record_layout_and_block_header_agree_with_java() {
     // The reduce side's stream reads each block's header before its body.
     let stream = java_source("shuffle/SluiceBlockInputStream");
     assert_eq!(java_int(&stream, "HEADER_BYTES"), sluice_core::format::header::HEADER_BYTES as i64);
+    assert_eq!(
+        java_int(&stream, "PAYLOAD_CRC_AT"),
+        sluice_core::format::header::PAYLOAD_CRC_AT as i64
+    );
 }
 
 #[test]

@@ -11,8 +11,8 @@
 //!     10    2 reserved           0
 //!     12    4 value width        u32 LE; fixed layout 0..=1 MiB, variable 0
 //!     16    4 record count       u32 LE
-//!     20    4 uncompressed len   u32 LE, <= 64 MiB
-//!     24    4 stored len         u32 LE, <= 64 MiB + 512 KiB + 4 KiB
+//!     20    4 uncompressed len   u32 LE, <= 768 MiB
+//!     24    4 stored len         u32 LE, <= 768 MiB + 6 MiB + 4 KiB
 //!     28    4 payload crc32c     CRC32C (Castagnoli) of the stored bytes
 //!     32    4 header crc32c      CRC32C of bytes 0..32 of this header
 //! ```
@@ -49,6 +49,8 @@ pub const BLOCK_MAGIC: [u8; 4] = *b"SLBK";
 pub const FORMAT_VERSION: u8 = 1;
 /// Size of the version-1 header, in bytes.
 pub const HEADER_BYTES: usize = 36;
+/// Where the header holds the stored payload's CRC32C (u32 LE).
+pub const PAYLOAD_CRC_AT: usize = 28;
 /// Flag bit: records use the variable-length layout.
 pub const FLAG_VARIABLE: u8 = 0b0000_0001;
 /// Bytes covered by the header CRC (everything before it).
@@ -95,7 +97,7 @@ impl BlockHeader {
         b[16..20].copy_from_slice(&self.record_count.to_le_bytes());
         b[20..24].copy_from_slice(&self.uncompressed_len.to_le_bytes());
         b[24..28].copy_from_slice(&self.stored_len.to_le_bytes());
-        b[28..32].copy_from_slice(&self.payload_crc.to_le_bytes());
+        b[PAYLOAD_CRC_AT..PAYLOAD_CRC_AT + 4].copy_from_slice(&self.payload_crc.to_le_bytes());
         let crc = crc32c(&b[..HEADER_CRC_OFFSET]);
         b[HEADER_CRC_OFFSET..].copy_from_slice(&crc.to_le_bytes());
         b
@@ -168,7 +170,7 @@ impl BlockHeader {
             record_count: read_u32(h, 16),
             uncompressed_len: read_u32(h, 20),
             stored_len: read_u32(h, 24),
-            payload_crc: read_u32(h, 28),
+            payload_crc: read_u32(h, PAYLOAD_CRC_AT),
         };
         header.check_lengths()?;
         Ok(header)

@@ -40,6 +40,24 @@ public final class SluiceBlockInputStream extends InputStream {
   /** Bytes of a block header, and of a segment trailer. */
   static final int HEADER_BYTES = 36;
 
+  /** Where a block header holds its stored payload's CRC32C, little-endian. */
+  static final int PAYLOAD_CRC_AT = 28;
+
+  /**
+   * A block whose header claims more uncompressed bytes than this has its payload's CRC32C checked
+   * here before the array to decode it into is made (the native decoder checks it again): a forged
+   * or torn header alone cannot have the task allocate up to the record limit. Blocks this large
+   * hold large records only; the check costs a pass over their stored bytes.
+   */
+  static final int CHECKED_ALLOCATION_BYTES = 8 << 20;
+
+  /**
+   * The frame grows by at most this, or twice what has arrived, before the bytes of a block's body
+   * are seen: a header whose stored length runs past the stream's end fails having allocated at
+   * most about twice what came.
+   */
+  static final int BODY_STEP_BYTES = 4 << 20;
+
   private final InputStream in;
   private final int shuffle;
   private final long map;
@@ -190,14 +208,7 @@ public final class SluiceBlockInputStream extends InputStream {
 
   /** Reads the rest of the block whose header is in {@code frame}, and decodes it. */
   private void readBlock(int frameLen, int uncompressed) throws IOException {
-    frame = buffers.frame(frameLen, HEADER_BYTES);
-    int body = frameLen - HEADER_BYTES;
-    int got = in.readNBytes(frame, HEADER_BYTES, body);
-    if (got < body) {
-      throw new IOException(
-          "truncated Sluice block in " + where() + ": " + (HEADER_BYTES + got) + " of "
-              + frameLen + " bytes");
-    }
+    readBody(frameLen);
     int records;
     if (operator != null) {
       records = operator.feed(frame, frameLen, uncompressed, shuffle, map, reduce, offset);
@@ -205,6 +216,9 @@ public final class SluiceBlockInputStream extends InputStream {
       pos = 0;
       limit = 0;
     } else {
+      if (uncompressed > CHECKED_ALLOCATION_BYTES) {
+        checkPayload(frameLen);
+      }
       values = buffers.nextRecords(uncompressed);
       long r =
           SluiceNative.decodeValues(
@@ -220,6 +234,46 @@ public final class SluiceBlockInputStream extends InputStream {
     blockOffset = offset;
     offset += frameLen;
     SluiceMetrics.BLOCKS_DECODED.incrementAndGet();
+  }
+
+  /**
+   * Reads the body of the block whose header is in {@code frame}, {@code frameLen} bytes in all,
+   * growing the frame as its bytes arrive ({@link #BODY_STEP_BYTES}), not to what the header says
+   * before they do.
+   */
+  private void readBody(int frameLen) throws IOException {
+    int have = HEADER_BYTES;
+    while (have < frameLen) {
+      int want =
+          frame.length >= frameLen
+              ? frameLen
+              : (int) Math.min(frameLen, Math.max(2L * have, BODY_STEP_BYTES));
+      frame = buffers.frame(want, have);
+      have += in.readNBytes(frame, have, want - have);
+      if (have < want) {
+        throw new IOException(
+            "truncated Sluice block in " + where() + ": " + have + " of " + frameLen + " bytes");
+      }
+    }
+  }
+
+  /** Throws unless the payload of the block in {@code frame} matches its header's CRC32C. */
+  private void checkPayload(int frameLen) throws IOException {
+    java.util.zip.CRC32C c = new java.util.zip.CRC32C();
+    c.update(frame, HEADER_BYTES, frameLen - HEADER_BYTES);
+    int stored =
+        java.nio.ByteBuffer.wrap(frame)
+            .order(java.nio.ByteOrder.LITTLE_ENDIAN)
+            .getInt(PAYLOAD_CRC_AT);
+    if ((int) c.getValue() != stored) {
+      throw new IOException(
+          "Sluice block in "
+              + where()
+              + ": block payload checksum mismatch: stored "
+              + String.format("%#010x", stored)
+              + ", computed "
+              + String.format("%#010x", (int) c.getValue()));
+    }
   }
 
   /**

@@ -32,6 +32,11 @@ public final class DecodeBuffers {
     return frame;
   }
 
+  /** Bytes of the arrays held: the largest block read so far, and the records of two. */
+  public long heldBytes() {
+    return (long) frame.length + records[0].length + records[1].length;
+  }
+
   /**
    * The array to decode the next block's records into, at least {@code bytes} long: not the one
    * returned by the call before, whose records a caller may still be reading.

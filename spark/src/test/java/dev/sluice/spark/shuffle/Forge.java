@@ -54,6 +54,19 @@ final class Forge {
     return h.array();
   }
 
+  /**
+   * A header alone, variable layout, with a valid header CRC: {@code codec} (0 none, 1 lz4), its
+   * record count, uncompressed and stored lengths and payload CRC as given.
+   */
+  static byte[] header(int codec, int records, int uncompressed, int stored, int payloadCrc) {
+    ByteBuffer h = le(HEADER_BYTES);
+    h.put(new byte[] {'S', 'L', 'B', 'K', 1, (byte) codec, 0, 1});
+    h.putShort((short) 0).putShort((short) 0).putInt(0);
+    h.putInt(records).putInt(uncompressed).putInt(stored).putInt(payloadCrc);
+    h.putInt(crc(h.array(), 0, 32));
+    return h.array();
+  }
+
   /** {@code block} with its payload's byte {@code at} set to {@code value}, CRCs made valid. */
   static byte[] withPayloadByte(byte[] block, int at, byte value) {
     byte[] b = block.clone();

@@ -123,6 +123,48 @@ class ForgedSegmentTest {
         read(Arrays.copyOfRange(out, at.get(1), at.get(4)), id(1, 4)));
   }
 
+  /** Reads {@code bytes} as one segment with {@code buffers}; the failure it must end with. */
+  private static IOException readFails(byte[] bytes, DecodeBuffers buffers, String says) {
+    SluiceBlockInputStream in =
+        new SluiceBlockInputStream(new ByteArrayInputStream(bytes), id(1, 2), null, null, buffers);
+    try {
+      int size = in.advanceRow(0);
+      fail("a row of " + size + " bytes");
+    } catch (IOException e) {
+      assertTrue(e.getMessage().contains(says), e.getMessage());
+      return e;
+    }
+    return null;
+  }
+
+  @Test
+  void aHeaderClaimingMoreBytesThanArriveAllocatesAboutWhatArrived() {
+    // A header with valid CRC whose stored (and uncompressed) length is 600 MiB, then 1 KiB of
+    // body and the stream's end: the read fails as truncated with the frame grown by one step,
+    // not to 600 MiB first.
+    int claimed = 600 << 20;
+    byte[] bytes = new byte[Forge.HEADER_BYTES + 1024];
+    System.arraycopy(Forge.header(0, 1, claimed, claimed, 0), 0, bytes, 0, Forge.HEADER_BYTES);
+    DecodeBuffers buffers = new DecodeBuffers();
+    readFails(bytes, buffers, "truncated Sluice block");
+    assertTrue(
+        buffers.heldBytes() <= SluiceBlockInputStream.BODY_STEP_BYTES,
+        buffers.heldBytes() + " bytes held for 1 KiB that arrived");
+  }
+
+  @Test
+  void aPayloadFailingItsCrcIsRefusedBeforeItsRecordsArrayIsMade() {
+    // An lz4 block of 4 KiB stored claiming 700 MiB uncompressed, whose payload does not match
+    // its CRC: refused as corrupt before the 700 MiB array to decode into is made (the native
+    // decoder would refuse it too, after).
+    int stored = 4096;
+    byte[] bytes = new byte[Forge.HEADER_BYTES + stored];
+    System.arraycopy(Forge.header(1, 1, 700 << 20, stored, 12345), 0, bytes, 0, Forge.HEADER_BYTES);
+    DecodeBuffers buffers = new DecodeBuffers();
+    readFails(bytes, buffers, "block payload checksum mismatch");
+    assertTrue(buffers.heldBytes() < 1 << 20, buffers.heldBytes() + " bytes held");
+  }
+
   @Test
   void aRowSmallerThanItsFixedSlotsIsRefused() {
     // Rows of two fields have 8 bytes of null bits and two 8-byte slots (RowFraming.fixedBytes(2),
