@@ -186,8 +186,9 @@ def label(q):
 def value(v):
     """One value of an answer: a double to 12 significant digits (a sum or
     average of doubles depends on the order of its additions, which no
-    shuffle fixes); anything else as it is."""
-    return float(f"{v:.12g}") if isinstance(v, float) else v
+    shuffle fixes); -0.0 as 0.0 (a max or min over both
+    keeps whichever came first); anything else as it is."""
+    return float(f"{v:.12g}") + 0.0 if isinstance(v, float) else v
 
 
 def generate(suite, sf, root):
