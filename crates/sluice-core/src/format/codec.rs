@@ -12,8 +12,18 @@
 use crate::format::error::FormatError;
 use crate::format::limits::BLOCK_UNCOMPRESSED_BYTES_MAX;
 
-/// Largest number of output bytes one stored lz4 byte can produce.
-const LZ4_EXPANSION_MAX: usize = 255;
+/// Largest number of output bytes one stored lz4 byte can produce: a
+/// match-length extension byte adds at most 255 bytes to its match.
+pub const LZ4_EXPANSION_MAX: usize = 255;
+
+/// Output bytes lz4's bound allows beyond [`LZ4_EXPANSION_MAX`] per stored
+/// byte (the minimum match and the token's own length bits).
+const LZ4_EXPANSION_SLACK_BYTES: usize = 64;
+
+/// Largest number of output bytes one stored zstd byte can produce: the
+/// densest zstd block is an RLE block, 4 bytes (a 3-byte block header and
+/// the byte) standing for at most a block's 128 KiB.
+pub const ZSTD_EXPANSION_MAX: usize = (128 << 10) / 4;
 
 /// Smallest zstd level Sluice writes or accepts (zstd's fast levels).
 pub const ZSTD_LEVEL_MIN: i8 = -7;
@@ -106,6 +116,20 @@ impl Codec {
             return Err(FormatError::BadCodecLevel { codec: codec.name(), level: level.into() });
         }
         Ok(codec)
+    }
+
+    /// The most bytes `stored` bytes of this codec can inflate to: what a
+    /// header may claim for them, checked before anything is allocated for
+    /// the payload (a forged claim whose payload CRC was made valid as well
+    /// is refused here, not after an allocation of its size).
+    pub fn inflate_bound(self, stored: usize) -> usize {
+        match self {
+            Codec::None => stored,
+            Codec::Lz4 => {
+                stored.saturating_mul(LZ4_EXPANSION_MAX).saturating_add(LZ4_EXPANSION_SLACK_BYTES)
+            }
+            Codec::Zstd { .. } => stored.saturating_mul(ZSTD_EXPANSION_MAX),
+        }
     }
 }
 
@@ -220,10 +244,9 @@ impl Decompressor {
                 return Err(FormatError::decompress(codec, "stored blocks are not inflated"))
             }
             Codec::Lz4 => {
-                // One lz4 byte can stand for at most 255 output bytes (a
-                // match-length extension); refuse to allocate for a forged
-                // length the stored bytes cannot possibly produce.
-                if uncompressed_len > stored.len().saturating_mul(LZ4_EXPANSION_MAX) + 64 {
+                // Refuse to allocate for a forged length the stored bytes
+                // cannot possibly produce (the header check refuses it too).
+                if uncompressed_len > codec.inflate_bound(stored.len()) {
                     return Err(FormatError::InconsistentLengths {
                         detail: format!(
                             "{} lz4 bytes cannot inflate to {uncompressed_len}",
@@ -335,5 +358,36 @@ mod tests {
         let err = d.decompress(Codec::Zstd { level: 1 }, &stored, 64 << 20, &mut out);
         assert!(matches!(err, Err(FormatError::InconsistentLengths { .. })), "{err:?}");
         assert_eq!(out.capacity(), 0);
+    }
+
+    #[test]
+    fn the_compressors_stay_within_the_inflate_bound() {
+        // The most compressible payloads (one byte repeated; the bounds are
+        // per stored byte, so 16 MiB stands for any size), at every codec and
+        // the zstd levels at both ends: what the encoder writes must pass the
+        // header's bound, or a real block would be refused as forged.
+        let input = vec![0u8; 16 << 20];
+        for codec in [
+            Codec::Lz4,
+            Codec::Zstd { level: ZSTD_LEVEL_MIN },
+            Codec::Zstd { level: 3 },
+            Codec::Zstd { level: 19 },
+        ] {
+            let mut c = Compressor::new(codec).expect("compressor");
+            let mut stored = Vec::new();
+            c.compress_append(&input, &mut stored).expect("compress");
+            assert!(
+                input.len() <= codec.inflate_bound(stored.len()),
+                "{codec}: {} bytes stored for {}, bound {}",
+                stored.len(),
+                input.len(),
+                codec.inflate_bound(stored.len())
+            );
+            for small in [1usize, 2, 64, 4096] {
+                let mut stored = Vec::new();
+                c.compress_append(&input[..small], &mut stored).expect("compress");
+                assert!(small <= codec.inflate_bound(stored.len()), "{codec}: {small} bytes");
+            }
+        }
     }
 }

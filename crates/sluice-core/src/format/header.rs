@@ -196,6 +196,14 @@ impl BlockHeader {
                 detail: format!("compressed block stores {stored} bytes for {uncompressed}"),
             });
         }
+        if uncompressed > self.codec.inflate_bound(stored) {
+            return Err(FormatError::InconsistentLengths {
+                detail: format!(
+                    "{stored} {} bytes cannot inflate to the {uncompressed} bytes the header claims",
+                    self.codec.name()
+                ),
+            });
+        }
         match self.layout.fixed_record_bytes() {
             Some(width) => {
                 let expected =
@@ -282,5 +290,26 @@ mod tests {
         h.record_count = 4;
         let err = BlockHeader::parse(&h.to_bytes()).expect_err("inconsistent");
         assert!(matches!(err, FormatError::InconsistentLengths { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_claim_the_stored_bytes_cannot_inflate_to_is_refused() {
+        // A header whose CRC is valid (a forger can make the payload's valid
+        // too) claiming more than its stored bytes can hold under its codec:
+        // refused at the header, before a reader allocates the claim.
+        for (codec, stored) in [(Codec::Lz4, 4096u32), (Codec::Zstd { level: 3 }, 4096)] {
+            let mut h = sample();
+            h.codec = codec;
+            h.layout = Layout::Variable;
+            h.record_count = 1;
+            h.stored_len = stored;
+            let bound = codec.inflate_bound(stored as usize) as u32;
+            h.uncompressed_len = bound;
+            assert_eq!(BlockHeader::parse(&h.to_bytes()).ok(), Some(h), "{codec} at its bound");
+            h.uncompressed_len = bound + 1;
+            let err = BlockHeader::parse(&h.to_bytes()).expect_err("past the bound");
+            assert!(matches!(err, FormatError::InconsistentLengths { .. }), "{err}");
+            assert!(err.to_string().contains("cannot inflate"), "{err}");
+        }
     }
 }

@@ -12,9 +12,10 @@
 /// also the largest record ([`RECORD_BYTES_MAX`]): large enough for the
 /// records of hundreds of MiB that Spark jobs carry, below 1 GiB so that a
 /// length stays under 2^30 where the bindings pack it beside flags. It
-/// bounds the decoder's scratch buffer; the decoder never allocates more
-/// than the stored bytes can inflate to (lz4's expansion bound, zstd's
-/// frame content size).
+/// bounds the decoder's scratch buffer; a header claiming more than its
+/// stored bytes can inflate to (`Codec::inflate_bound`: 255 bytes per lz4
+/// byte, 32,768 per zstd byte) is refused before anything is allocated, and
+/// a zstd frame's content size must match the claim.
 pub const BLOCK_UNCOMPRESSED_BYTES_MAX: usize = 768 << 20;
 
 /// Largest stored (possibly compressed) payload of one block, in bytes.

@@ -59,8 +59,14 @@ final class Forge {
    * record count, uncompressed and stored lengths and payload CRC as given.
    */
   static byte[] header(int codec, int records, int uncompressed, int stored, int payloadCrc) {
+    return header(codec, 0, records, uncompressed, stored, payloadCrc);
+  }
+
+  /** As above, with the codec's level byte (zstd's level; 0 for the others). */
+  static byte[] header(
+      int codec, int level, int records, int uncompressed, int stored, int payloadCrc) {
     ByteBuffer h = le(HEADER_BYTES);
-    h.put(new byte[] {'S', 'L', 'B', 'K', 1, (byte) codec, 0, 1});
+    h.put(new byte[] {'S', 'L', 'B', 'K', 1, (byte) codec, (byte) level, 1});
     h.putShort((short) 0).putShort((short) 0).putInt(0);
     h.putInt(records).putInt(uncompressed).putInt(stored).putInt(payloadCrc);
     h.putInt(crc(h.array(), 0, 32));
@@ -140,7 +146,7 @@ final class Forge {
     return ByteBuffer.allocate(n).order(ByteOrder.LITTLE_ENDIAN);
   }
 
-  private static int crc(byte[] b, int off, int len) {
+  static int crc(byte[] b, int off, int len) {
     CRC32C c = new CRC32C();
     c.update(b, off, len);
     return (int) c.getValue();

@@ -154,15 +154,32 @@ class ForgedSegmentTest {
 
   @Test
   void aPayloadFailingItsCrcIsRefusedBeforeItsRecordsArrayIsMade() {
-    // An lz4 block of 4 KiB stored claiming 700 MiB uncompressed, whose payload does not match
-    // its CRC: refused as corrupt before the 700 MiB array to decode into is made (the native
-    // decoder would refuse it too, after).
-    int stored = 4096;
+    // An lz4 block of 64 KiB stored claiming 15 MiB uncompressed (within lz4's 255 bytes per
+    // stored byte), whose payload does not match its CRC: refused as corrupt before the 15 MiB
+    // array to decode into is made (the native decoder would refuse it too, after).
+    int stored = 64 << 10;
     byte[] bytes = new byte[Forge.HEADER_BYTES + stored];
-    System.arraycopy(Forge.header(1, 1, 700 << 20, stored, 12345), 0, bytes, 0, Forge.HEADER_BYTES);
+    System.arraycopy(Forge.header(1, 1, 15 << 20, stored, 12345), 0, bytes, 0, Forge.HEADER_BYTES);
     DecodeBuffers buffers = new DecodeBuffers();
     readFails(bytes, buffers, "block payload checksum mismatch");
     assertTrue(buffers.heldBytes() < 1 << 20, buffers.heldBytes() + " bytes held");
+  }
+
+  @Test
+  void aClaimItsStoredBytesCannotInflateToIsRefusedWithBothCrcsValid() {
+    // A forger makes both CRCs valid: 4 KiB of lz4 (or zstd) claiming 700 MiB. No codec inflates
+    // 4 KiB that far (lz4 at most 255 bytes per stored byte, zstd 32,768), so the header is
+    // refused before the 700 MiB array to decode into is made.
+    int stored = 4096;
+    for (int[] codec : new int[][] {{1, 0}, {2, 3}}) { // lz4; zstd at level 3
+      byte[] bytes = new byte[Forge.HEADER_BYTES + stored];
+      int crc = Forge.crc(bytes, Forge.HEADER_BYTES, stored);
+      byte[] header = Forge.header(codec[0], codec[1], 1, 700 << 20, stored, crc);
+      System.arraycopy(header, 0, bytes, 0, Forge.HEADER_BYTES);
+      DecodeBuffers buffers = new DecodeBuffers();
+      readFails(bytes, buffers, "cannot inflate");
+      assertTrue(buffers.heldBytes() < 1 << 20, buffers.heldBytes() + " bytes held");
+    }
   }
 
   @Test
