@@ -31,6 +31,9 @@ shape the engine computes, where its default takes only the faster ones.
 
     python spark/sqldiff.py [--seed S] [--queries N] [--rows R] [--service]
 
+--master local-cluster[2,1,1024] runs both sessions with two executor JVMs
+each (one core, 1 GiB), so that every shuffle read crosses processes.
+
 --service runs Sluice's session in service mode against two release `sluice
 daemon`s it starts on 127.0.0.1 and 127.0.0.2 (spark/daemons.py), with every
 shuffle pushed to them however small (minPushBytes and minShuffleBytes 0), so
@@ -440,7 +443,7 @@ class Worker:
     def __init__(self, a, manager):
         self.spark = bench.session(
             manager, a.cores, a.tmp / manager, EVERY_NATIVE_SHAPE + a.sluice_conf,
-            app="sluice-sqldiff",
+            app="sluice-sqldiff", master=a.master,
             settings={"spark.driver.memory": a.driver_memory,
                       "spark.sql.adaptive.enabled": "true",
                       "spark.ui.enabled": "false",
@@ -483,6 +486,8 @@ def start_worker(a, manager):
     args = [sys.executable, __file__, "--manager", manager, "--rows", str(a.rows),
             "--seed", str(a.seed), "--cores", str(a.cores), "--tmp", str(a.tmp),
             "--driver-memory", a.driver_memory]
+    if a.master:
+        args += ["--master", a.master]
     for kv in a.conf:
         args += ["--conf", kv]
     for kv in a.sluice_conf:
@@ -508,6 +513,9 @@ def main():
                          "every shuffle pushed to them")
     ap.add_argument("--daemon-memory", default="1g",
                     help="--service: each daemon's memory budget (--memory)")
+    ap.add_argument("--master", help="both managers' sessions on this master instead of "
+                    "local[--cores], e.g. local-cluster[2,1,1024]: executors in JVMs of their "
+                    "own, so the reads cross processes and the plans are shipped to them")
     ap.add_argument("--show", action="store_true", help="print the queries and stop")
     ap.add_argument("--only", metavar="ID,ID", help="run only these of the seed's queries "
                     "(the ids a difference is printed with)")

@@ -51,6 +51,14 @@ impl<'e> FileMapTask<'e> {
         host_keys: bool,
     ) -> EngineResult<Self> {
         let task = engine.map_task(shuffle, map, attempt)?;
+        // The host's partition ids are checked against this count: one
+        // larger than the shuffle's would let ids past its partitions in.
+        let registered = task.state.spec.partitioner.partitions();
+        if partitions != registered {
+            return Err(EngineError::Argument(format!(
+                "map {map} of shuffle {shuffle} opened for {partitions} partitions; the shuffle has {registered}"
+            )));
+        }
         Ok(FileMapTask { engine, task, partitions, host_keys, spilled: Vec::new(), failed: None })
     }
 

@@ -303,6 +303,21 @@ fn a_buffer_of_bytes_and_no_records_is_refused() {
     task.produce(&[], 0).expect("nothing");
 }
 
+/// A map task opened for more partitions than its shuffle has would let
+/// partition ids past the shuffle's in (the engine clamps them into its
+/// last partition); it is refused at the open.
+#[test]
+fn a_map_task_for_another_partition_count_is_refused() {
+    open_engine(&settings()).expect("engine");
+    let shuffle = register_shuffle(2, 1, StageSpec::None).expect("register");
+    for wrong in [1, 3, u32::MAX] {
+        let err = HostMapTask::open(shuffle, 0, 0, wrong, false, true).expect_err("wrong count");
+        assert!(matches!(err, BridgeError::Engine(EngineError::Argument(_))), "{err}");
+        assert!(err.to_string().contains("the shuffle has 2"), "{err}");
+    }
+    HostMapTask::open(shuffle, 0, 0, 2, false, true).expect("open");
+}
+
 #[test]
 fn a_write_into_a_missing_directory_is_a_typed_io_error() {
     open_engine(&settings()).expect("engine");

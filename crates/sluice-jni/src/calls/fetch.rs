@@ -148,10 +148,17 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_decodeValues<'l>(
         // asks an array's length as it opens its section, so the second
         // section is opened here with JNI's functions directly).
         let out_len = env.get_array_length(&out)? as usize;
+        // The two sections become a shared and a mutable slice: one array
+        // passed as both would alias them.
+        if env.is_same_object(&frame, &out)? {
+            return Err(BridgeError::Argument(
+                "decodeValues: the frame and the output are one array".into(),
+            ));
+        }
         let raw = env.get_raw();
         with_frame(env, &frame, frame_len, |frame| {
             // SAFETY: `raw` is this thread's env, `out` a live byte array of
-            // `out_len` bytes, distinct from the frame's array; no other JNI
+            // `out_len` bytes, not the frame's array (checked); no other JNI
             // call is made while the sections are open.
             let output = unsafe { CriticalBytes::open(raw, out.as_raw(), out_len) }?;
             // SAFETY: the elements stay valid until `output` is dropped

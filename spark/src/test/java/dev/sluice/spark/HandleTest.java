@@ -62,6 +62,18 @@ class HandleTest {
   }
 
   @Test
+  void aBlockDecodedIntoItsOwnFrameIsRefused() {
+    // decodeValues reads the frame and writes the values in two JNI critical sections: one array
+    // passed as both would alias a slice the decoder reads with the one it writes.
+    byte[] a = new byte[1 << 10];
+    IllegalArgumentException e =
+        assertThrows(
+            IllegalArgumentException.class,
+            () -> SluiceNative.decodeValues(a, 64, 0, 0L, 0, 1, 0L, a));
+    assertTrue(e.getMessage().contains("one array"), e.getMessage());
+  }
+
+  @Test
   void resultsPipedFromAnotherThreadWhileTheTaskClosesThem() {
     // reduceByKey reads its results through native reduce operators (grouped by key hash, on by
     // default); pipe() feeds each partition's records to `head -1` from a writer thread of its
