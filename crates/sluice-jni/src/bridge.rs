@@ -198,9 +198,11 @@ pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
     let page_sizes = (sluice_core::partition::PAGE_BYTES_DEFAULT.ilog2()
         ..=sluice_engine::PAGE_BYTES_MAX.ilog2())
         .count();
-    (settings.buffer_pool_bytes
-        + page_sizes * sluice_engine::PAGE_POOL_FREE_BYTES
-        + settings.memory_budget) as u64
+    // Saturating: two settings near their type's maximum must not wrap to
+    // a small (or, as a Java long, negative) answer.
+    (settings.buffer_pool_bytes)
+        .saturating_add(page_sizes.saturating_mul(sluice_engine::PAGE_POOL_FREE_BYTES))
+        .saturating_add(settings.memory_budget) as u64
 }
 
 /// Bytes one reduce task's native operator may hold beyond what the host

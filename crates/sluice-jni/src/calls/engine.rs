@@ -32,7 +32,8 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_unaccountedBytes<'
         };
         let tasks = non_negative(reduce_tasks.into(), "reduce tasks")? as u64;
         let task = bridge::unaccounted_task_bytes();
-        Ok((bridge::unaccounted_bytes(&settings) + tasks * task) as jlong)
+        let bytes = bridge::unaccounted_bytes(&settings).saturating_add(tasks.saturating_mul(task));
+        Ok(jlong::try_from(bytes).unwrap_or(jlong::MAX))
     })
 }
 

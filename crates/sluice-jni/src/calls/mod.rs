@@ -84,6 +84,19 @@ fn direct_memory(env: &mut JNIEnv<'_>, buffer: &JByteBuffer<'_>) -> BridgeResult
     Ok((env.get_direct_buffer_address(buffer)?, env.get_direct_buffer_capacity(buffer)?))
 }
 
+/// As [`direct_memory`], for a buffer the call writes into: JNI hands out a
+/// read-only buffer's address all the same (a read-only mapping of a file
+/// among them, where a write is a SIGSEGV), so one is refused.
+fn direct_memory_mut(
+    env: &mut JNIEnv<'_>,
+    buffer: &JByteBuffer<'_>,
+) -> BridgeResult<(*mut u8, usize)> {
+    if env.call_method(buffer, "isReadOnly", "()Z", &[])?.z()? {
+        return Err(BridgeError::Argument("a read-only buffer to write results into".into()));
+    }
+    direct_memory(env, buffer)
+}
+
 /// The first `len` bytes of a Java byte array, from a JNI critical section:
 /// `f` runs while the section is open, so it must make no JNI call except
 /// opening further (nested) critical sections.

@@ -6,7 +6,7 @@ use jni::sys::{jboolean, jint, jlong, jlongArray};
 use jni::JNIEnv;
 use sluice_engine::reduce::{self, BlockName, ReduceTask};
 
-use super::{direct_memory, guard, long_array, non_negative, reading};
+use super::{direct_memory_mut, guard, long_array, non_negative, reading};
 use crate::bridge::{self};
 use crate::error::{BridgeError, BridgeResult};
 use crate::handles::Registry;
@@ -243,10 +243,10 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_reduceNext<'l>(
     buffer: JByteBuffer<'l>,
 ) -> jlong {
     guard(&mut env, -1, |env| {
-        let (addr, capacity) = direct_memory(env, &buffer)?;
-        // SAFETY: a direct buffer's address is valid for its capacity while
-        // the Java caller holds the buffer, which it does for this call and
-        // does not touch meanwhile.
+        let (addr, capacity) = direct_memory_mut(env, &buffer)?;
+        // SAFETY: a writable direct buffer's address is valid for its
+        // capacity while the Java caller holds the buffer, which it does for
+        // this call and does not touch meanwhile.
         let out = unsafe { std::slice::from_raw_parts_mut(addr, capacity) };
         let (bytes, records) = REDUCE_TASKS.with(handle, |op| Ok(op.next_records(out)?))?;
         Ok(bytes as i64 | (records as i64) << 32)

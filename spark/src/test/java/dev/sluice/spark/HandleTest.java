@@ -8,6 +8,10 @@ import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.jni.SluiceNative;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -71,6 +75,22 @@ class HandleTest {
             IllegalArgumentException.class,
             () -> SluiceNative.decodeValues(a, 64, 0, 0L, 0, 1, 0L, a));
     assertTrue(e.getMessage().contains("one array"), e.getMessage());
+  }
+
+  @Test
+  void resultsAreNeverWrittenIntoAReadOnlyBuffer() throws IOException {
+    // JNI hands out a read-only direct buffer's address as any other's: results written into a
+    // read-only mapping of a file would crash the JVM. Refused before the handle is looked at.
+    Path file = Files.createTempFile("sluice-read-only", ".bin");
+    try (FileChannel ch = FileChannel.open(file, StandardOpenOption.READ)) {
+      Files.write(file, new byte[4096]);
+      ByteBuffer mapped = ch.map(FileChannel.MapMode.READ_ONLY, 0, 4096);
+      IllegalArgumentException e =
+          assertThrows(IllegalArgumentException.class, () -> SluiceNative.reduceNext(1L, mapped));
+      assertTrue(e.getMessage().contains("read-only"), e.getMessage());
+    } finally {
+      Files.delete(file);
+    }
   }
 
   @Test
