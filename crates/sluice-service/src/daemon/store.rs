@@ -591,12 +591,18 @@ impl Store {
         }
         let proof = (chunks, acks_crc, records);
         if s.decided_against(map, attempt) {
-            // Reads named another attempt of this map: this one lost, and
-            // only its proof is kept (the same commit again is answered).
-            s.committed.entry(map).or_default().push((attempt, proof));
-            self.commits += 1;
+            // Reads named another attempt of this map: this one can never
+            // be read here. Refused, so that its map task does not report
+            // it at the service (whose reads of it would fail and rerun the
+            // whole map stage) but keeps its output where it ran.
             self.let_go_staged(st);
-            return Ok(Message::Committed { first: false });
+            return refuse(
+                ErrorCode::Superseded,
+                format!(
+                    "map {map} attempt {attempt} of shuffle {shuffle}: a read here named another \
+                     attempt of the map as its winner"
+                ),
+            );
         }
         // The staged bytes in memory become the partitions' (held stays).
         for (_, (_, sections)) in st.chunks {

@@ -70,6 +70,11 @@ pub enum ErrorCode {
     /// of a challenge to one over its limit, which it then closes. Try
     /// again later (the client waits and retries for a bounded time).
     Busy = 11,
+    /// A commit of a map attempt after a read here named another attempt
+    /// of that map as its winner: this one's data would never be read, so
+    /// it is not taken (under Spark the map task keeps its output on its
+    /// executor, and its map status names the executor).
+    Superseded = 12,
 }
 
 impl ErrorCode {
@@ -81,7 +86,7 @@ impl ErrorCode {
     /// daemon or of the connection, or have their own handling.
     pub fn is_about_the_request(self) -> bool {
         use ErrorCode::*;
-        matches!(self, UnknownShuffle | CommitMismatch | MissingCommit | BadRequest)
+        matches!(self, UnknownShuffle | CommitMismatch | MissingCommit | BadRequest | Superseded)
     }
 
     fn from_u16(v: u16) -> Option<ErrorCode> {
@@ -98,6 +103,7 @@ impl ErrorCode {
             BadRequest,
             Corrupt,
             Busy,
+            Superseded,
         ]
         .into_iter()
         .find(|c| *c as u16 == v)

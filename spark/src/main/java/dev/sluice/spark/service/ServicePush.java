@@ -39,7 +39,10 @@ import org.slf4j.LoggerFactory;
  * ran: {@link StaleGenerationException}) keeps the output here too, without marking the daemon
  * down: it is alive and serves the newer generation; so does one refused for what it names ({@link
  * RequestRefusedException}: a commit that does not match what the daemon staged, a shuffle it does
- * not hold). A data file that cannot be read is the task's own fault and fails it.
+ * not hold, a map whose winner a read there already named: Spark ran the map again after losing
+ * that winner's status with its host, and this attempt, kept here, is read from here while the
+ * other maps' outputs stay at the daemons). A data file that cannot be read is the task's own
+ * fault and fails it.
  */
 public final class ServicePush {
   private static final Logger LOG = LoggerFactory.getLogger(ServicePush.class);
