@@ -609,6 +609,8 @@ def add_cluster_args(ap):
                     help="each executor's memory with --cluster (default 2g)")
     ap.add_argument("--daemon-memory", default="4g",
                     help="each sluice daemon's --memory for the sluice-service manager (default 4g)")
+    ap.add_argument("--daemon-frame-memory",
+                    help="each sluice daemon's --frame-memory (default: the daemon's, 256m)")
     ap.add_argument("--master", help=argparse.SUPPRESS)
 
 
@@ -726,7 +728,8 @@ def main():
         enter_cluster(stack, a)
         if needs_daemons(a):
             a.daemons = stack.enter_context(
-                daemons.service_daemons(a.tmp / "service", memory=a.daemon_memory))
+                daemons.service_daemons(a.tmp / "service", memory=a.daemon_memory,
+                                        frame_memory=a.daemon_frame_memory))
             a.service_conf = a.daemons.conf
             if BASELINE in a.managers:
                 a.baseline_service_conf = a.daemons.conf_of(daemons.APP + "-base")

@@ -81,9 +81,10 @@ def peak_rss_mb(pid):
 
 
 @contextlib.contextmanager
-def service_daemons(tmp, hosts=("127.0.0.1", "127.0.0.2"), memory="4g"):
+def service_daemons(tmp, hosts=("127.0.0.1", "127.0.0.2"), memory="4g", frame_memory=None):
     """Two release `sluice daemon`s on loopback addresses (one per node),
-    with their own directories under `tmp`; yields them (`Daemons`). On exit
+    with their own directories under `tmp` (and `frame_memory` their
+    `--frame-memory`, or their default); yields them (`Daemons`). On exit
     each is stopped with SIGTERM and its last line (its peak, what it
     spilled) printed with its peak resident memory."""
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "sluice-cli", "--bin", "sluice"],
@@ -98,8 +99,9 @@ def service_daemons(tmp, hosts=("127.0.0.1", "127.0.0.2"), memory="4g"):
         for host in hosts:
             d = tmp / f"daemon-{host}"
             d.mkdir(exist_ok=True)
+            frames = ["--frame-memory", frame_memory] if frame_memory else []
             p = subprocess.Popen([str(binary), "daemon", "--host", host, "--port", "0", "--dir", str(d),
-                                  "--memory", memory, "--secret-file", str(secret)],
+                                  "--memory", memory, "--secret-file", str(secret), *frames],
                                  stdout=subprocess.PIPE, text=True)
             procs.append(p)
             line = p.stdout.readline()

@@ -51,6 +51,12 @@ pub(crate) struct DaemonArgs {
     /// new one where the stream broke off; at least 1).
     #[arg(long, default_value_t = sluice_service::daemon::STREAM_STALL_TIMEOUT.as_secs())]
     stream_stall_s: u64,
+    /// Memory for frames in flight beside --memory: requests being read
+    /// and served, blocks read back for a stream (bytes, or with k, m, g;
+    /// 8m to 1024g). A push that finds it full is answered slow-down.
+    #[arg(long, value_parser = parse_size,
+          default_value_t = sluice_service::daemon::DEFAULT_FRAME_MEMORY_BYTES)]
+    frame_memory: u64,
 }
 
 /// Options of `sluice app-key`.
@@ -123,6 +129,7 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_lease: Duration::from_secs(args.max_lease_s),
         max_connections: args.max_connections,
         stream_stall: Duration::from_secs(args.stream_stall_s),
+        frame_memory_bytes: args.frame_memory,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {
@@ -150,8 +157,15 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
         daemon.shutdown().await;
         println!(
             "sluice daemon stopped: peak {} of {} bytes held, {} bytes spilled, \
-             peak {} connections, {} answered busy",
-            s.peak_bytes, s.budget_bytes, s.spilled_bytes, s.peak_connections, s.busy_refusals
+             peak {} connections, {} answered busy, frames in flight peak {} bytes, \
+             {} pushes slowed for them",
+            s.peak_bytes,
+            s.budget_bytes,
+            s.spilled_bytes,
+            s.peak_connections,
+            s.busy_refusals,
+            s.frames_peak_bytes,
+            s.frames_slow_downs
         );
         Ok::<(), Box<dyn std::error::Error>>(())
     })

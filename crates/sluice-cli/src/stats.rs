@@ -53,6 +53,9 @@ pub(crate) fn run(args: &StatsArgs) -> Result<(), Box<dyn std::error::Error>> {
         "reduced_out": s.reduced_out,
         "peak_connections": s.peak_connections,
         "busy_refusals": s.busy_refusals,
+        "frames_peak_bytes": s.frames_peak_bytes,
+        "frames_slow_downs": s.frames_slow_downs,
+        "bookkeeping_bytes": s.bookkeeping_bytes,
     });
     println!("{json}");
     Ok(())

@@ -87,8 +87,10 @@ fn the_daemon_serves_a_client_and_stops_on_sigterm() {
         .expect("stats");
     assert!(out.status.success(), "{out:?}");
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
-    // The block's 9 bytes and its entry's bookkeeping.
-    let held = 9 + sluice_service::daemon::ENTRY_BYTES;
+    // The block's 9 bytes and the bookkeeping of its entry, its shuffle
+    // and its commit.
+    use sluice_service::daemon::{COMMIT_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES};
+    let held = 9 + (1 + SHUFFLE_ENTRIES + COMMIT_ENTRIES) * ENTRY_BYTES;
     for (field, want) in [
         ("held_bytes", held),
         ("budget_bytes", 16 << 20),

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::{client, node, records};
+use sluice_service::daemon::{COMMIT_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES};
 use sluice_service::protocol::{acks_checksum, ErrorCode, Message, Section, Winner};
 use sluice_service::{AttemptPusher, ClientError};
 
@@ -161,7 +162,9 @@ async fn the_first_read_that_names_a_winner_lets_the_losing_attempts_go() {
     expected.extend(records(0, 2, 1, 300));
     assert_eq!(of_map0, expected);
     assert_eq!(blocks.iter().map(|b| b.records).sum::<u64>(), 4 * 300, "no duplicate records");
-    assert_eq!(held(c.stats().await.expect("stats")) - before, 2 * one, "the loser was let go");
+    // The loser's proof stays (a read naming it is refused below).
+    let proof = COMMIT_ENTRIES * ENTRY_BYTES;
+    assert_eq!(held(c.stats().await.expect("stats")) - before, 2 * one + proof, "loser let go");
     // A read naming the let-go attempt is refused, not answered short.
     let r = c.read(2, 0, 0, 2, vec![Winner { map: 0, attempt: 1 }]).await;
     assert_eq!(code(r), ErrorCode::MissingCommit);
@@ -174,7 +177,7 @@ async fn the_first_read_that_names_a_winner_lets_the_losing_attempts_go() {
         p.add(&mut c, part, 300, &records(0, 3, part, 300)).await.expect("add");
     }
     assert_eq!(code(p.commit(&mut c).await), ErrorCode::Superseded);
-    assert_eq!(held(c.stats().await.expect("stats")) - before, 2 * one, "the late loser too");
+    assert_eq!(held(c.stats().await.expect("stats")) - before, 2 * one + proof, "late loser too");
     let empty = c.commit(2, 0, 0, 4, 0, acks_checksum([]), 0).await;
     assert_eq!(code(empty), ErrorCode::Superseded, "an empty late loser");
     let again = c.commit(2, 0, 0, 4, 0, acks_checksum([]), 0).await;
@@ -184,7 +187,12 @@ async fn the_first_read_that_names_a_winner_lets_the_losing_attempts_go() {
     assert_eq!(again.len(), blocks.len());
     assert!(again.iter().zip(&blocks).all(|(a, b)| a.data == b.data && a.map == b.map));
     c.unregister_shuffle(2).await.expect("unregister");
-    assert_eq!(held(c.stats().await.expect("stats")), before, "nothing held after unregister");
+    let registered = SHUFFLE_ENTRIES * ENTRY_BYTES;
+    assert_eq!(
+        held(c.stats().await.expect("stats")),
+        before - registered,
+        "nothing after unregister"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -213,7 +221,8 @@ async fn a_commit_must_prove_every_acknowledged_chunk() {
         let r = c.read(1, 0, 0, 4, vec![Winner { map, attempt: 1 }]).await;
         assert_eq!(code(r), ErrorCode::MissingCommit);
     }
-    assert_eq!(c.stats().await.expect("stats").held_bytes, 0);
+    let registered = SHUFFLE_ENTRIES * ENTRY_BYTES;
+    assert_eq!(c.stats().await.expect("stats").held_bytes, registered, "the shuffle's alone");
     // The same chunk pushed again with other bytes is refused.
     c.push(&push(1, 0, 3, 1, 0, vec![(0, 2)])).await.expect("push");
     assert_eq!(code(c.push(&push(1, 0, 3, 1, 0, vec![(0, 5)])).await), ErrorCode::BadRequest);
@@ -229,7 +238,9 @@ async fn a_new_generation_refuses_the_old_and_drops_its_data() {
     p.commit(&mut c).await.expect("commit");
     assert!(c.stats().await.expect("stats").held_bytes > 0);
     c.register_shuffle(4, 2, 2).await.expect("generation 2");
-    assert_eq!(c.stats().await.expect("stats").held_bytes, 0, "generation 1's data is dropped");
+    let registered = SHUFFLE_ENTRIES * ENTRY_BYTES;
+    let held = c.stats().await.expect("stats").held_bytes;
+    assert_eq!(held, registered, "generation 1's data is dropped, generation 2 registered");
     assert_eq!(code(c.push(&push(4, 1, 0, 2, 0, vec![(0, 1)])).await), ErrorCode::StaleGeneration);
     assert_eq!(
         code(c.commit(4, 1, 0, 2, 0, acks_checksum([]), 0).await),

@@ -119,6 +119,9 @@ fn seeds() -> Vec<(&'static str, Message)> {
                 reduced_out: 10,
                 peak_connections: 11,
                 busy_refusals: 12,
+                frames_peak_bytes: 13,
+                frames_slow_downs: 14,
+                bookkeeping_bytes: 15,
             }),
         ),
     ]

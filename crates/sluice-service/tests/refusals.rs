@@ -9,53 +9,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{node, secret};
+use common::{authed, node, open, refused_then_closed, secret, WAIT};
 use sluice_service::auth::{app_key, daemon_proof, proof, Key, Nonces};
 use sluice_service::protocol::{frame, ErrorCode, Message, Section};
 use sluice_service::{Client, ClientError};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-
-const WAIT: Duration = Duration::from_secs(10);
-
-async fn open(addr: std::net::SocketAddr) -> (TcpStream, [u8; 32]) {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    match frame::read(&mut s, 0, WAIT, "challenge").await.expect("frame") {
-        Some((Message::Challenge { nonce }, _)) => (s, nonce),
-        other => panic!("expected a challenge, got {other:?}"),
-    }
-}
-
-async fn authed(addr: std::net::SocketAddr, app: &str) -> TcpStream {
-    let (mut s, nonce) = open(addr).await;
-    let auth = Message::Auth {
-        app: app.into(),
-        lease_ms: 60_000,
-        proof: proof(&app_key(&secret(), app), &nonce, app),
-        challenge: [3; 32],
-        lease_only: false,
-    };
-    s.write_all(&frame::encode(&auth)).await.expect("write");
-    match frame::read(&mut s, 1, WAIT, "welcome").await.expect("frame") {
-        Some((Message::Welcome { .. }, _)) => s,
-        other => panic!("expected a welcome, got {other:?}"),
-    }
-}
-
-/// The next frame is an error of `code`, and then the daemon closes.
-async fn refused_then_closed(s: &mut TcpStream, code: ErrorCode) -> String {
-    let m = match frame::read(s, 9, WAIT, "a refusal").await.expect("frame") {
-        Some((Message::Error { code: c, message }, _)) if c == code => message,
-        other => panic!("expected {code:?}, got {other:?}"),
-    };
-    let mut rest = Vec::new();
-    let n = tokio::time::timeout(WAIT, s.read_to_end(&mut rest))
-        .await
-        .expect("closed in time")
-        .unwrap_or(0);
-    assert_eq!(n, 0, "bytes after the refusal");
-    m
-}
 
 fn a_push() -> Message {
     Message::Push {

@@ -21,9 +21,10 @@ use super::reduce::ReduceDir;
 use super::store::{ChunkId, Pushed, Refusal, SLOW_DOWN_MS};
 #[cfg(doc)]
 use super::STREAM_STALL_TIMEOUT;
-use super::{shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, LEASE_CONNECTIONS};
+use super::{frames, shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, LEASE_CONNECTIONS};
 use crate::auth;
-use crate::protocol::limits::MAX_AUTH_PAYLOAD_BYTES;
+use crate::protocol::limits::{MAX_AUTH_PAYLOAD_BYTES, MAX_FRAME_PAYLOAD_BYTES};
+use crate::protocol::message::kind;
 use crate::protocol::{frame, ErrorCode, Message, ProtocolError, Section};
 use sluice_engine::host_op;
 
@@ -126,12 +127,42 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
                 },
                 _ = stop.changed() => return Ok(()),
             }
-            let (m, crc) = match frame::read(&mut rd, n, IDLE_TIMEOUT, "a request").await {
-                Ok(Some(m)) => m,
+            let head =
+                frame::read_header(&mut rd, n, IDLE_TIMEOUT, "a request", MAX_FRAME_PAYLOAD_BYTES);
+            let head = match head.await {
+                Ok(Some(h)) => h,
                 Ok(None) => return Ok(()),
                 Err(e) => return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await,
             };
+            // The payload's bytes (and what is decoded out of them) are
+            // taken from the frame memory before they are allocated: a
+            // push's until it is staged (then the store counts them), any
+            // other's until it is decoded (a read that held them while it
+            // waits for room for its blocks could wait on itself).
+            let bytes = frames::request_bytes(head.header.len);
+            let is_push = head.header.kind == kind::PUSH;
+            let mut held = Some(if is_push {
+                let Some(held) = shared.frames.try_take(bytes) else {
+                    if let Err(e) = frame::skip_payload(&mut rd, &head, n).await {
+                        return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await;
+                    }
+                    n += 1;
+                    send(&mut out, &Message::SlowDown { retry_after_ms: SLOW_DOWN_MS }).await?;
+                    flush(&mut out, shared.stream_stall).await?;
+                    continue;
+                };
+                held
+            } else {
+                shared.frames.take(bytes, frame::FRAME_BODY_TIMEOUT, "frame memory").await?
+            });
+            let (m, crc) = match frame::read_payload(&mut rd, &head, n).await {
+                Ok(m) => m,
+                Err(e) => return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await,
+            };
             n += 1;
+            if !is_push {
+                held = None;
+            }
             if lease_only && !matches!(m, Message::Renew) {
                 let what = Message::kind_name(m.kind());
                 let why = format!("{what} on a lease connection, which sends only Renew");
@@ -139,6 +170,7 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
                 continue;
             }
             handle(&shared, &app, m, crc, &mut out).await?;
+            drop(held);
             flush(&mut out, shared.stream_stall).await?;
         }
     }
@@ -174,7 +206,7 @@ async fn handle(
         Message::Read { shuffle, generation, start, end, skip, winners } => {
             let plan = shared.store().read_plan(app, shuffle, generation, start, end, &winners);
             return match plan.and_then(|plan| resumed(plan, skip)) {
-                Ok(plan) => stream(plan, out, shared.stream_stall).await,
+                Ok(plan) => stream(plan, out, shared).await,
                 Err(r) => refuse(out, r).await,
             };
         }
@@ -287,10 +319,13 @@ fn resumed(
 async fn stream(
     plan: Vec<super::store::BlockRef>,
     out: &mut Out,
-    stall: Duration,
+    shared: &Shared,
 ) -> Result<(), ProtocolError> {
+    let stall = shared.stream_stall;
     let (mut blocks, mut records, mut bytes) = (0u64, 0u64, 0u64);
     for b in plan {
+        // A block read back from disk is the frame memory's until it is sent.
+        let _held = shared.frames.take(b.at.disk_bytes(), stall, "frame memory for a read").await?;
         let data = match tokio::task::block_in_place(|| b.at.fetch()) {
             Ok(d) => d,
             Err(r) => return refuse(out, r).await,

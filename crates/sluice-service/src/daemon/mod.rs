@@ -10,6 +10,8 @@
 //!   the daemon over each partition before it is streamed.
 //! - `spill`: blocks in memory or in spill files, written in one write per
 //!   spill and checked by CRC32C when read back.
+//! - `frames`: the memory of frames in flight (`--frame-memory`), taken
+//!   before a request's payload or a block read back is allocated.
 //!
 //! Start-up checks every directory (exists, is a directory, writable),
 //! binds the port, and locks each directory (removing the spill files a
@@ -39,12 +41,14 @@
 
 mod conn;
 mod fds;
+mod frames;
 pub use fds::{raise_open_file_limit, DEFAULT_MAX_CONNECTIONS, LEASE_CONNECTIONS, RESERVED_FDS};
+pub use frames::{DEFAULT_FRAME_MEMORY_BYTES, MAX_FRAME_MEMORY_BYTES, MIN_FRAME_MEMORY_BYTES};
 mod reduce;
 mod spill;
 pub use spill::SPILL_WRITE_BYTES;
 mod store;
-pub use store::ENTRY_BYTES;
+pub use store::{COMMIT_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES};
 mod trim;
 
 use std::io::Write;
@@ -105,6 +109,9 @@ pub struct DaemonConfig {
     /// take it before the connection is closed ([`STREAM_STALL_TIMEOUT`]
     /// by default).
     pub stream_stall: Duration,
+    /// Bytes of frames in flight held at once, beside `memory_bytes`
+    /// ([`DEFAULT_FRAME_MEMORY_BYTES`] by default; see `frames`).
+    pub frame_memory_bytes: u64,
 }
 
 /// Why a daemon did not start.
@@ -122,6 +129,8 @@ pub enum DaemonError {
     DirInUse { dir: PathBuf, why: String },
     #[error("--memory must be at least {min} bytes, got {got}")]
     Memory { min: u64, got: u64 },
+    #[error("--frame-memory must be {min} to {max} bytes, got {got}")]
+    FrameMemory { min: u64, max: u64, got: u64 },
     #[error("--max-connections {asked}: {why}")]
     Connections { asked: usize, why: String },
 }
@@ -147,6 +156,8 @@ pub(crate) struct Shared {
     max_connections: usize,
     /// [`DaemonConfig::stream_stall`].
     pub(crate) stream_stall: Duration,
+    /// Frames in flight (`frames`).
+    pub(crate) frames: frames::FramePool,
 }
 
 impl Shared {
@@ -176,9 +187,12 @@ impl Shared {
 
     /// The store's accounting and the connections' counts.
     pub(crate) fn stats(&self) -> crate::protocol::DaemonStats {
+        let (frames_peak_bytes, frames_slow_downs) = self.frames.stats();
         crate::protocol::DaemonStats {
             peak_connections: self.peak_connections.load(Ordering::Relaxed),
             busy_refusals: self.busy_refusals.load(Ordering::Relaxed),
+            frames_peak_bytes,
+            frames_slow_downs,
             ..self.store().stats()
         }
     }
@@ -224,6 +238,14 @@ impl Daemon {
         if config.memory_bytes < MIN_MEMORY_BYTES {
             return Err(DaemonError::Memory { min: MIN_MEMORY_BYTES, got: config.memory_bytes });
         }
+        let frame_memory = config.frame_memory_bytes;
+        if !(MIN_FRAME_MEMORY_BYTES..=MAX_FRAME_MEMORY_BYTES).contains(&frame_memory) {
+            return Err(DaemonError::FrameMemory {
+                min: MIN_FRAME_MEMORY_BYTES,
+                max: MAX_FRAME_MEMORY_BYTES,
+                got: frame_memory,
+            });
+        }
         let (max_connections, notice) =
             fds::max_connections(config.max_connections, raise_open_file_limit())?;
         let listener = TcpListener::bind(config.listen).await.map_err(|e| match e.kind() {
@@ -256,6 +278,7 @@ impl Daemon {
             lease_slots: Arc::new(Semaphore::new(LEASE_CONNECTIONS)),
             max_connections,
             stream_stall: config.stream_stall,
+            frames: frames::FramePool::new(frame_memory),
         });
         let (stop, stop_rx) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, max_connections));

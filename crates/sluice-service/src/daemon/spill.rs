@@ -169,6 +169,14 @@ impl Loc {
         }
     }
 
+    /// Bytes this block takes to read back from disk.
+    pub(crate) fn disk_bytes(&self) -> u32 {
+        match self {
+            Loc::Mem(_) => 0,
+            Loc::Disk { len, .. } => *len,
+        }
+    }
+
     /// The block's bytes; from disk, checked against the CRC32C kept when
     /// it was written.
     pub(crate) fn fetch(&self) -> Result<Arc<Vec<u8>>, Refusal> {

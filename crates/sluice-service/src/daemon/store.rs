@@ -20,8 +20,15 @@
 //! unregistered, an attempt dropped) that a read's plan or a spill's job
 //! still holds, until that holder lets them go; beside it, every staged
 //! section and committed block costs [`ENTRY_BYTES`] of bookkeeping,
-//! spilled or not, charged against the same budget (so a flood of tiny or
-//! empty sections cannot hold memory the budget does not see). A push that would take
+//! spilled or not, a registered shuffle [`SHUFFLE_ENTRIES`] of them and a
+//! committed attempt [`COMMIT_ENTRIES`] (its proof, and its map's decision
+//! when a read names a winner), charged against the same budget, so a flood
+//! of tiny or empty sections, empty commits under fresh attempt ids or
+//! registrations under fresh shuffle ids cannot hold memory the budget does
+//! not see. A push carries at least one section. Bookkeeping cannot be
+//! spilled: a commit or a registration that would take it alone past the
+//! budget is refused [`ErrorCode::Storage`] (under Spark the map's output
+//! stays on its executor; the shuffle goes to the other daemons). A push that would take
 //! `held` over the budget first spills the owner with the most bytes in
 //! memory, a reduce partition or a map attempt's staged chunks (all of its
 //! blocks in one sequential write, see `spill`), written without the
@@ -59,6 +66,15 @@ pub(crate) const SLOW_DOWN_MS: u32 = 20;
 /// then `Block`: about 56 bytes with its location), the shared buffer's
 /// counts and vector header (40), and the allocator's and the maps' share.
 pub const ENTRY_BYTES: u64 = 128;
+
+/// Entries a registered shuffle costs: its record and its maps' tables
+/// (four hash and tree maps, about 200 bytes empty).
+pub const SHUFFLE_ENTRIES: u64 = 2;
+
+/// Entries a committed attempt costs: its proof in its map's list (the
+/// list's slot and allocation, about 150 bytes for a map's first attempt)
+/// and its map's decision once a read names a winner.
+pub const COMMIT_ENTRIES: u64 = 2;
 
 /// How long a map attempt's staged chunks stay with no push before the
 /// daemon drops them ([`Store::expire_staged`]): an attempt whose task
@@ -304,6 +320,8 @@ impl Store {
 
     /// Frees a shuffle's bytes; its spill files go with their last block.
     fn drop_shuffle(&mut self, s: Shuffle) {
+        let commits: u64 = s.committed.values().map(|v| v.len() as u64).sum();
+        self.entries -= SHUFFLE_ENTRIES + COMMIT_ENTRIES * commits;
         for st in s.staged.into_values() {
             self.let_go_staged(st);
         }
@@ -382,6 +400,11 @@ impl Store {
                 return Ok(Message::Ok);
             }
         }
+        if let Some(old) = a.shuffles.remove(&shuffle) {
+            self.drop_shuffle(old);
+        }
+        self.bookkeeping_fits(SHUFFLE_ENTRIES, || format!("registering shuffle {shuffle}"))?;
+        let a = self.app(app)?;
         let fresh = Shuffle {
             generation,
             partitions,
@@ -390,9 +413,9 @@ impl Store {
             decided: HashMap::new(),
             parts: BTreeMap::new(),
         };
-        if let Some(old) = a.shuffles.insert(shuffle, fresh) {
-            self.drop_shuffle(old);
-        }
+        a.shuffles.insert(shuffle, fresh);
+        self.entries += SHUFFLE_ENTRIES;
+        self.note_peak();
         Ok(Message::Ok)
     }
 
@@ -473,6 +496,14 @@ impl Store {
     ) -> Result<Pushed, Refusal> {
         let ChunkId { shuffle, generation, map, attempt, seq, crc } = *id;
         let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
+        if sections.is_empty() {
+            // Each chunk is kept by its sections' entries: one without any
+            // would cost the store memory it does not count.
+            return refuse(
+                ErrorCode::BadRequest,
+                format!("chunk {seq} of map {map} attempt {attempt} carries no section"),
+            );
+        }
         if let Some(bad) = sections.iter().find(|x| x.partition >= s.partitions) {
             return refuse(
                 ErrorCode::BadRequest,
@@ -590,6 +621,12 @@ impl Store {
             );
         }
         let proof = (chunks, acks_crc, records);
+        let what = || format!("committing map {map} attempt {attempt} of shuffle {shuffle}");
+        if let Err(r) = self.bookkeeping_fits(COMMIT_ENTRIES, what) {
+            self.let_go_staged(st);
+            return Err(r);
+        }
+        let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
         if s.decided_against(map, attempt) {
             // Reads named another attempt of this map: this one can never
             // be read here. Refused, so that its map task does not report
@@ -615,6 +652,8 @@ impl Store {
         let v = s.committed.entry(map).or_default();
         v.push((attempt, proof));
         let first = v.len() == 1;
+        self.entries += COMMIT_ENTRIES;
+        self.note_peak();
         self.commits += 1;
         Ok(Message::Committed { first })
     }
@@ -681,9 +720,28 @@ impl Store {
         Ok(plan)
     }
 
-    /// The bookkeeping bytes of `entries` staged sections and blocks.
+    /// The bookkeeping bytes of `entries` entries.
     fn entry_bytes(&self, entries: u64) -> u64 {
         entries.saturating_mul(ENTRY_BYTES)
+    }
+
+    /// Whether `more` entries of bookkeeping fit the budget beside those
+    /// kept (data can be spilled to make room, bookkeeping cannot); a
+    /// refusal naming `what` when they do not.
+    fn bookkeeping_fits(&self, more: u64, what: impl Fn() -> String) -> Result<(), Refusal> {
+        if self.entry_bytes(self.entries + more) <= self.budget {
+            return Ok(());
+        }
+        refuse(
+            ErrorCode::Storage,
+            format!(
+                "{}: the daemon's bookkeeping ({} entries of {ENTRY_BYTES} bytes) holds its \
+                 memory budget of {} bytes",
+                what(),
+                self.entries,
+                self.budget
+            ),
+        )
     }
 
     /// Memory the store holds: the blocks' bytes and their entries'.
@@ -700,6 +758,7 @@ impl Store {
         self.reap();
         DaemonStats {
             held_bytes: self.total_held(),
+            bookkeeping_bytes: self.entry_bytes(self.entries),
             peak_bytes: self.peak,
             spilled_bytes: self.spilled,
             budget_bytes: self.budget,

@@ -18,8 +18,8 @@ pub const MAGIC: [u8; 4] = *b"SLSV";
 
 /// The protocol version this build speaks (2: the daemon proves itself in
 /// `Welcome`; 3: a `Read` names the blocks to skip, so a read whose
-/// connection broke resumes).
-pub const VERSION: u8 = 3;
+/// connection broke resumes; 4: `StatsReply` counts the frames in flight).
+pub const VERSION: u8 = 4;
 
 /// The CRC32C field of an encoded frame.
 pub fn crc_of(encoded: &[u8]) -> u32 {
@@ -184,6 +184,30 @@ pub async fn read_bounded<R: AsyncRead + Unpin>(
     what: &'static str,
     max_payload: u32,
 ) -> Result<Option<(Message, u32)>, ProtocolError> {
+    let Some(head) = read_header(r, frame, idle, what, max_payload).await? else {
+        return Ok(None);
+    };
+    read_payload(r, &head, frame).await.map(Some)
+}
+
+/// A frame's header as read: its bytes and their checked fields.
+#[derive(Debug, Clone, Copy)]
+pub struct Head {
+    pub bytes: [u8; FRAME_HEADER_BYTES],
+    pub header: Header,
+}
+
+/// Reads and checks one frame's header, refusing a payload longer than
+/// `max_payload`; nothing is allocated for the payload. `Ok(None)` is a
+/// connection closed cleanly between frames. `idle` bounds the wait for
+/// the first byte, [`FRAME_BODY_TIMEOUT`] the rest of the header.
+pub async fn read_header<R: AsyncRead + Unpin>(
+    r: &mut R,
+    frame: u64,
+    idle: Duration,
+    what: &'static str,
+    max_payload: u32,
+) -> Result<Option<Head>, ProtocolError> {
     let mut h = [0u8; FRAME_HEADER_BYTES];
     let first = tokio::time::timeout(idle, r.read(&mut h))
         .await
@@ -191,7 +215,7 @@ pub async fn read_bounded<R: AsyncRead + Unpin>(
     if first == 0 {
         return Ok(None);
     }
-    let body = async {
+    let rest = async {
         let mut got = first;
         while got < FRAME_HEADER_BYTES {
             let n = r.read(&mut h[got..]).await?;
@@ -213,28 +237,90 @@ pub async fn read_bounded<R: AsyncRead + Unpin>(
                 limit: u64::from(max_payload),
             });
         }
-        let mut payload = vec![0u8; header.len as usize];
-        let mut got = 0;
-        while got < payload.len() {
-            let n = r.read(&mut payload[got..]).await?;
-            if n == 0 {
-                return Err(ProtocolError::Truncated {
-                    frame,
-                    read: FRAME_HEADER_BYTES + got,
-                    needed: FRAME_HEADER_BYTES + payload.len(),
-                });
-            }
-            got += n;
-        }
-        Ok((decode_payload(&h, header, &payload, frame)?, header.crc))
+        Ok(Head { bytes: h, header })
     };
-    let m = tokio::time::timeout(FRAME_BODY_TIMEOUT, body).await.map_err(|_| {
-        ProtocolError::Timeout {
-            what: "the rest of a frame",
-            after_ms: FRAME_BODY_TIMEOUT.as_millis() as u64,
+    within_body_timeout(rest).await.map(Some)
+}
+
+/// Reads the payload `head` announces and decodes it, the CRC first: the
+/// message and the frame's CRC32C; within [`FRAME_BODY_TIMEOUT`].
+pub async fn read_payload<R: AsyncRead + Unpin>(
+    r: &mut R,
+    head: &Head,
+    frame: u64,
+) -> Result<(Message, u32), ProtocolError> {
+    let body = async {
+        let total = head.header.len as usize;
+        let mut payload = vec![0u8; total];
+        fill(r, &mut payload, 0, frame, total).await?;
+        Ok((decode_payload(&head.bytes, head.header, &payload, frame)?, head.header.crc))
+    };
+    within_body_timeout(body).await
+}
+
+/// Bytes of the buffer [`skip_payload`] reads through.
+pub const SKIP_BUFFER_BYTES: usize = 64 << 10;
+
+/// Reads the payload `head` announces without keeping it (a frame answered
+/// unread): only its CRC is checked, so the connection's next frame starts
+/// where it should; within [`FRAME_BODY_TIMEOUT`].
+pub async fn skip_payload<R: AsyncRead + Unpin>(
+    r: &mut R,
+    head: &Head,
+    frame: u64,
+) -> Result<(), ProtocolError> {
+    let body = async {
+        let total = head.header.len as usize;
+        let mut crc = Crc32c::new();
+        crc.update(&head.bytes[..12]);
+        let mut buf = vec![0u8; SKIP_BUFFER_BYTES.min(total)];
+        let mut done = 0;
+        while done < total {
+            let n = buf.len().min(total - done);
+            fill(r, &mut buf[..n], done, frame, total).await?;
+            crc.update(&buf[..n]);
+            done += n;
         }
-    })??;
-    Ok(Some(m))
+        let actual = crc.value();
+        if actual != head.header.crc {
+            return Err(ProtocolError::Checksum { frame, expected: head.header.crc, actual });
+        }
+        Ok(())
+    };
+    within_body_timeout(body).await
+}
+
+/// Fills `buf` from `r`; `before` payload bytes were read already, of
+/// `total` (for the error of a connection that ends first).
+async fn fill<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut [u8],
+    before: usize,
+    frame: u64,
+    total: usize,
+) -> Result<(), ProtocolError> {
+    let mut got = 0;
+    while got < buf.len() {
+        let n = r.read(&mut buf[got..]).await?;
+        if n == 0 {
+            return Err(ProtocolError::Truncated {
+                frame,
+                read: FRAME_HEADER_BYTES + before + got,
+                needed: FRAME_HEADER_BYTES + total,
+            });
+        }
+        got += n;
+    }
+    Ok(())
+}
+
+async fn within_body_timeout<T>(
+    f: impl std::future::Future<Output = Result<T, ProtocolError>>,
+) -> Result<T, ProtocolError> {
+    tokio::time::timeout(FRAME_BODY_TIMEOUT, f).await.map_err(|_| ProtocolError::Timeout {
+        what: "the rest of a frame",
+        after_ms: FRAME_BODY_TIMEOUT.as_millis() as u64,
+    })?
 }
 
 /// Writes one frame, bounded by [`FRAME_BODY_TIMEOUT`].

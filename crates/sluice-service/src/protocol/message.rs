@@ -57,7 +57,8 @@ pub enum ErrorCode {
     CommitMismatch = 5,
     /// A read names a map attempt that never committed here.
     MissingCommit = 6,
-    /// The daemon could not store data (a full or failing disk).
+    /// The daemon could not store data (a full or failing disk), or keep
+    /// the bookkeeping of a commit or a registration within its budget.
     Storage = 7,
     /// The daemon is shutting down and takes no new work.
     ShuttingDown = 8,
@@ -199,7 +200,8 @@ pub enum Message {
 /// (`sluice stats`). The counts only grow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct DaemonStats {
-    /// Bytes of staged chunks and partition blocks in memory now.
+    /// Bytes the store holds now: staged chunks and partition blocks in
+    /// memory, and the bookkeeping below.
     pub held_bytes: u64,
     /// The most `held_bytes` has been.
     pub peak_bytes: u64,
@@ -224,11 +226,19 @@ pub struct DaemonStats {
     pub peak_connections: u64,
     /// Connections refused over the limit ([`ErrorCode::Busy`]).
     pub busy_refusals: u64,
+    /// The most bytes frames in flight held at once (`--frame-memory`).
+    pub frames_peak_bytes: u64,
+    /// Pushes answered [`Message::SlowDown`] because frames in flight held
+    /// all of `--frame-memory`.
+    pub frames_slow_downs: u64,
+    /// Of `held_bytes`, the bookkeeping of what the store keeps (sections,
+    /// blocks, shuffles, commits; `ENTRY_BYTES` each), in memory or not.
+    pub bookkeeping_bytes: u64,
 }
 
 impl DaemonStats {
     /// The fields in wire order.
-    fn fields(&self) -> [u64; 12] {
+    fn fields(&self) -> [u64; 15] {
         [
             self.held_bytes,
             self.peak_bytes,
@@ -242,6 +252,9 @@ impl DaemonStats {
             self.reduced_out,
             self.peak_connections,
             self.busy_refusals,
+            self.frames_peak_bytes,
+            self.frames_slow_downs,
+            self.bookkeeping_bytes,
         ]
     }
 }
@@ -564,6 +577,9 @@ impl Message {
                 reduced_out: r.u64("reduced records out")?,
                 peak_connections: r.u64("peak connections")?,
                 busy_refusals: r.u64("busy refusals")?,
+                frames_peak_bytes: r.u64("frames' peak bytes")?,
+                frames_slow_downs: r.u64("frames' slow-downs")?,
+                bookkeeping_bytes: r.u64("bookkeeping bytes")?,
             }),
             other => return Err(ProtocolError::UnknownKind { frame, kind: other }),
         };

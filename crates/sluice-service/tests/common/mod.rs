@@ -8,8 +8,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sluice_service::auth::{app_key, Key};
+use sluice_service::auth::{app_key, proof, Key};
+use sluice_service::protocol::{frame, ErrorCode, Message};
 use sluice_service::{Client, Daemon, DaemonConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 pub const SECRET: &[u8] = b"a node secret of the test cluster";
 
@@ -37,6 +40,7 @@ pub fn config(host: &str, dirs: Vec<PathBuf>, memory: u64) -> DaemonConfig {
         max_lease: Duration::from_secs(60),
         max_connections: None,
         stream_stall: sluice_service::daemon::STREAM_STALL_TIMEOUT,
+        frame_memory_bytes: sluice_service::daemon::DEFAULT_FRAME_MEMORY_BYTES,
     }
 }
 
@@ -56,4 +60,48 @@ pub async fn client(addr: SocketAddr, app: &str) -> Client {
 /// Records of map `map` for partition `p`: `n` records of 10 bytes.
 pub fn records(map: u32, attempt: u64, p: u32, n: u64) -> Vec<u8> {
     (0..n).flat_map(|i| format!("{map:02}{attempt:02}{p:02}{i:04}").into_bytes()).collect()
+}
+
+/// How long a raw socket waits for a daemon's frame.
+pub const WAIT: Duration = Duration::from_secs(10);
+
+/// A raw connection to `addr` and the daemon's challenge.
+pub async fn open(addr: std::net::SocketAddr) -> (TcpStream, [u8; 32]) {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    match frame::read(&mut s, 0, WAIT, "challenge").await.expect("frame") {
+        Some((Message::Challenge { nonce }, _)) => (s, nonce),
+        other => panic!("expected a challenge, got {other:?}"),
+    }
+}
+
+/// A raw connection authenticated as `app`.
+pub async fn authed(addr: std::net::SocketAddr, app: &str) -> TcpStream {
+    let (mut s, nonce) = open(addr).await;
+    let auth = Message::Auth {
+        app: app.into(),
+        lease_ms: 60_000,
+        proof: proof(&app_key(&secret(), app), &nonce, app),
+        challenge: [3; 32],
+        lease_only: false,
+    };
+    s.write_all(&frame::encode(&auth)).await.expect("write");
+    match frame::read(&mut s, 1, WAIT, "welcome").await.expect("frame") {
+        Some((Message::Welcome { .. }, _)) => s,
+        other => panic!("expected a welcome, got {other:?}"),
+    }
+}
+
+/// The next frame is an error of `code`, and then the daemon closes.
+pub async fn refused_then_closed(s: &mut TcpStream, code: ErrorCode) -> String {
+    let m = match frame::read(s, 9, WAIT, "a refusal").await.expect("frame") {
+        Some((Message::Error { code: c, message }, _)) if c == code => message,
+        other => panic!("expected {code:?}, got {other:?}"),
+    };
+    let mut rest = Vec::new();
+    let n = tokio::time::timeout(WAIT, s.read_to_end(&mut rest))
+        .await
+        .expect("closed in time")
+        .unwrap_or(0);
+    assert_eq!(n, 0, "bytes after the refusal");
+    m
 }

@@ -223,17 +223,26 @@ impl Store {
 mod tests {
     use std::time::Duration;
 
-    use super::super::{ChunkId, Pushed};
+    use super::super::{ChunkId, Pushed, COMMIT_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES};
     use super::*;
     use crate::protocol::{acks_checksum, ErrorCode, Message, Section, Winner};
 
     const APP: &str = "app";
 
+    /// A store of `budget` bytes for data and sections' entries: the
+    /// bookkeeping of its shuffle and of each commit (`room_for`) is added
+    /// to the budget as it is taken, so that what these tests spill and
+    /// slow down depends on the data alone.
     fn store(dir: &std::path::Path, budget: u64) -> Store {
         let mut s = Store::new(vec![dir.to_path_buf()], budget, Duration::from_secs(60));
         s.open_app(APP, Duration::from_secs(60));
+        room_for(&mut s, SHUFFLE_ENTRIES);
         s.register(APP, 0, 1, 2).expect("register");
         s
+    }
+
+    fn room_for(s: &mut Store, entries: u64) {
+        s.budget += entries * ENTRY_BYTES;
     }
 
     fn bytes(map: u32, n: usize) -> Vec<u8> {
@@ -252,6 +261,7 @@ mod tests {
     }
 
     fn commit(s: &mut Store, map: u32) {
+        room_for(s, COMMIT_ENTRIES);
         s.commit(APP, 0, 1, map, 1, 1, acks_checksum([(0, map)]), 1).expect("commit");
     }
 
@@ -279,7 +289,7 @@ mod tests {
     fn what_changes_while_a_spill_is_written_stays_exact() {
         let dir = tempfile::tempdir().expect("tempdir");
         // Room for the blocks' bytes and four entries' bookkeeping.
-        let mut s = store(dir.path(), 3000 + 4 * super::super::ENTRY_BYTES);
+        let mut s = store(dir.path(), 3000 + 4 * ENTRY_BYTES);
         acked(push(&mut s, 0, 0, 1000));
         commit(&mut s, 0);
         acked(push(&mut s, 1, 0, 1500));
@@ -323,13 +333,14 @@ mod tests {
     #[test]
     fn a_loser_let_go_while_its_partition_is_written_stays_exact() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut s = store(dir.path(), 3000 + 4 * super::super::ENTRY_BYTES);
+        let mut s = store(dir.path(), 3000 + 4 * ENTRY_BYTES);
         // Map 0 commits twice (attempts 1 and 2), 1,000 bytes each to
         // partition 0.
         for attempt in [1, 2] {
             let mut sections = vec![Section { partition: 0, records: 1, data: bytes(0, 1000) }];
             let id = ChunkId { shuffle: 0, generation: 1, map: 0, attempt, seq: 0, crc: 9 };
             acked(s.push(APP, &id, &mut sections).expect("push"));
+            room_for(&mut s, COMMIT_ENTRIES);
             s.commit(APP, 0, 1, 0, attempt, 1, acks_checksum([(0, 9)]), 1).expect("commit");
         }
         // Map 1 does not fit: partition 0 is taken out to be written; while
@@ -414,8 +425,9 @@ mod tests {
         assert_eq!(s.stats().held_bytes, 1000, "the read's block is still in memory");
         s.register(APP, 0, 1, 2).expect("register");
         acked(push(&mut s, 1, 1, 1500));
-        // The peak counts the entries' bookkeeping: the pushed chunk's section.
-        let entry = super::super::ENTRY_BYTES;
+        // The peak counts the entries' bookkeeping: the pushed chunk's
+        // section and the shuffle registered anew.
+        let entry = (1 + SHUFFLE_ENTRIES) * ENTRY_BYTES;
         assert_eq!((s.held, s.peak), (2500, 2500 + entry));
         let data: Vec<Vec<u8>> =
             plan.iter().map(|b| b.at.fetch().expect("fetch").to_vec()).collect();
@@ -460,7 +472,7 @@ mod tests {
     fn a_shuffle_unregistered_while_its_spill_is_written_leaves_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         // Room for one block's bytes and two entries' bookkeeping.
-        let mut s = store(dir.path(), 1000 + 2 * super::super::ENTRY_BYTES);
+        let mut s = store(dir.path(), 1000 + 2 * ENTRY_BYTES);
         acked(push(&mut s, 0, 0, 800));
         commit(&mut s, 0);
         let mut j = job(push(&mut s, 1, 0, 800));
@@ -487,7 +499,9 @@ mod tests {
         // chunk goes; map 1's committed block stays.
         assert_eq!(s.expire_staged(now + super::super::STAGED_IDLE_LIMIT), 1);
         assert_eq!(s.held, 500);
-        assert_eq!(s.stats().held_bytes, 500 + super::super::ENTRY_BYTES);
+        // Its block's entry, the shuffle's and the commit's.
+        let entries = 1 + SHUFFLE_ENTRIES + COMMIT_ENTRIES;
+        assert_eq!(s.stats().held_bytes, 500 + entries * ENTRY_BYTES);
         let err = s.commit(APP, 0, 1, 0, 1, 1, acks_checksum([(0, 0)]), 1).expect_err("commit");
         assert_eq!(err.0, crate::protocol::ErrorCode::CommitMismatch, "{err:?}");
         assert_eq!(read(&mut s, 0, &[1]), vec![bytes(1, 500)]);
@@ -500,7 +514,6 @@ mod tests {
         // fit a budget of 100 even with no bytes in memory, so it is slowed
         // down without spilling map 1's block (a spill would free its bytes,
         // not the entries). Dropped, the attempt frees them all.
-        use super::super::ENTRY_BYTES;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut s = store(dir.path(), 100 * ENTRY_BYTES);
         acked(push(&mut s, 1, 1, 1000));
@@ -508,14 +521,47 @@ mod tests {
             (0..64).map(|p| Section { partition: p % 2, records: 0, data: Vec::new() }).collect()
         };
         let id = |seq| ChunkId { shuffle: 0, generation: 1, map: 0, attempt: 1, seq, crc: seq };
+        // The shuffle's bookkeeping besides.
+        let base = 1000 + SHUFFLE_ENTRIES * ENTRY_BYTES;
         acked(s.push(APP, &id(0), &mut empty()).expect("push"));
-        assert_eq!(s.stats().held_bytes, 1000 + 65 * ENTRY_BYTES);
+        assert_eq!(s.stats().held_bytes, base + 65 * ENTRY_BYTES);
         let slow = s.push(APP, &id(1), &mut empty()).expect("push");
         assert!(matches!(slow, Pushed::Reply(Message::SlowDown { .. })), "{slow:?}");
         assert_eq!((s.held, s.spilled), (1000, 0), "nothing spilled");
         s.drop_attempt(APP, 0, 1, 0, 1).expect("drop");
-        assert_eq!(s.stats().held_bytes, 1000 + ENTRY_BYTES);
-        assert_eq!(s.stats().peak_bytes, 1000 + 65 * ENTRY_BYTES);
+        assert_eq!(s.stats().held_bytes, base + ENTRY_BYTES);
+        assert_eq!(s.stats().peak_bytes, base + 65 * ENTRY_BYTES);
+        // A chunk with no section at all would be kept for nothing counted.
+        let err = s.push(APP, &id(2), &mut Vec::new()).expect_err("no section");
+        assert_eq!(err.0, ErrorCode::BadRequest, "{err:?}");
+    }
+
+    #[test]
+    fn commits_and_registrations_are_charged_and_refused_past_the_budget() {
+        // Empty commits under fresh attempt ids and registrations under
+        // fresh shuffle ids carry no data, but each is kept: charged, and
+        // refused once the bookkeeping alone would pass the budget.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let budget = 100 * ENTRY_BYTES;
+        let mut s = Store::new(vec![dir.path().to_path_buf()], budget, Duration::from_secs(60));
+        s.open_app(APP, Duration::from_secs(60));
+        s.register(APP, 0, 1, 2).expect("register");
+        let acks = acks_checksum(std::iter::empty());
+        let fits = (100 - SHUFFLE_ENTRIES) / COMMIT_ENTRIES;
+        for attempt in 0..fits {
+            s.commit(APP, 0, 1, attempt as u32 % 7, attempt, 0, acks, 0).expect("commit");
+        }
+        assert_eq!((s.stats().held_bytes, s.stats().bookkeeping_bytes), (budget, budget));
+        let err = s.commit(APP, 0, 1, 0, fits, 0, acks, 0).expect_err("over the budget");
+        assert_eq!(err.0, ErrorCode::Storage, "{err:?}");
+        assert!(err.1.contains("bookkeeping"), "{}", err.1);
+        let err = s.register(APP, 1, 1, 2).expect_err("over the budget");
+        assert_eq!(err.0, ErrorCode::Storage, "{err:?}");
+        // Unregistered, the shuffle gives back all of it.
+        s.unregister(APP, 0).expect("unregister");
+        assert_eq!(s.stats().held_bytes, 0);
+        s.register(APP, 1, 1, 2).expect("room again");
+        assert_eq!(s.stats().peak_bytes, budget);
     }
 
     fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
