@@ -990,7 +990,9 @@ def test_a_daemon_killed_between_early_pushes_keeps_the_outputs(own_daemons, tmp
         got = _per_key(sc.parallelize(range(60000), 2).mapPartitionsWithIndex(kill_halfway))
         after, early = counts(), _early_pushes(s) - early_before
         drops = metrics.serviceEarlyDrops() - drops_before
-        held = ds[0].stats()["held_bytes"]
+        st = ds[0].stats()
+        # What the dropped attempts staged; the shuffle's own bookkeeping stays.
+        held = st["held_bytes"] - st["bookkeeping_bytes"]
     finally:
         s.stop()
     assert got == EARLY_WANT
@@ -1005,7 +1007,8 @@ def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tm
     # once both are full it refuses a push with a typed error (Storage); that
     # map output and those after it stay on their executors, those before it
     # stay at the daemons, and each reduce task reads both kinds: Spark's
-    # answer, nothing lost.
+    # answer, nothing lost. The daemon is asked to drop what the refused
+    # attempt staged.
     small = tmp_path / "small"
     small.mkdir()
     out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
@@ -1018,7 +1021,8 @@ def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tm
         s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
         try:
             sc, counts = s.sparkContext, _metrics(s)
-            before = counts()
+            metrics = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
+            before, drops_before = counts(), metrics.serviceRefusedDrops()
             # 32 maps of about 1 MB of incompressible bytes; half goes to
             # the second daemon, about twice what it can hold.
             got = sorted(sc.parallelize(range(32), 32)
@@ -1026,7 +1030,7 @@ def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tm
                          .partitionBy(8)
                          .mapPartitions(lambda it: [(lambda v: (len(v), sum(len(b) for b in v)))(
                              [b for _, b in it])]).collect())
-            after = counts()
+            after, drops = counts(), metrics.serviceRefusedDrops() - drops_before
         finally:
             s.stop()
         assert sum(n for n, _ in got) == 32 * 8000
@@ -1034,6 +1038,9 @@ def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tm
         pushed, kept, reads = (a - b for a, b in zip(after, before))
         assert pushed > 0 and kept > 0 and pushed + kept == 32, (pushed, kept)
         assert reads > 0
+        # The refused push's attempt was dropped at the full daemon, not
+        # left staged there until the shuffle went.
+        assert drops >= 1, f"{kept} outputs kept, no refused push dropped"
     finally:
         stop_all(ds)
         subprocess.run(["umount", str(small)], check=False)

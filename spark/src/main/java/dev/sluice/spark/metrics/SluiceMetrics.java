@@ -40,6 +40,8 @@ public final class SluiceMetrics {
   public static final AtomicLong SERVICE_EARLY_PUSHES = new AtomicLong();
   /** Early pushes of attempts that did not commit whose staged chunks a daemon dropped. */
   public static final AtomicLong SERVICE_EARLY_DROPS = new AtomicLong();
+  /** Pushes a daemon refused (a full disk...) whose staged chunks it was asked to drop, and did. */
+  public static final AtomicLong SERVICE_REFUSED_DROPS = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -125,6 +127,11 @@ public final class SluiceMetrics {
   /** Early pushes of attempts that did not commit, dropped at their daemon. */
   public static long serviceEarlyDrops() {
     return SERVICE_EARLY_DROPS.get();
+  }
+
+  /** Pushes a daemon refused whose staged chunks it then dropped. */
+  public static long serviceRefusedDrops() {
+    return SERVICE_REFUSED_DROPS.get();
   }
 
   /** Map attempts whose output Sluice wrote. */

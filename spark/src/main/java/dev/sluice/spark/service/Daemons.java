@@ -235,6 +235,34 @@ public final class Daemons {
     return c != 0 ? c : connect(d, 0);
   }
 
+  /**
+   * Closes native push {@code push} of an attempt that will not commit at daemon {@code d}, asking
+   * the daemon, where it is not down in this JVM, to drop what the attempt staged there ({@code
+   * DropAttempt}, on a connection of the pool or a new one); true when it did. Best effort: a
+   * daemon that cannot be asked frees the chunks with the shuffle, or after {@code
+   * STAGED_IDLE_LIMIT} (30 minutes) without a push. The handle is closed either way.
+   */
+  public boolean drop(int d, long push) {
+    if (isDown(d)) {
+      ServiceNative.pushAbandon(push);
+      return false;
+    }
+    long connection = 0;
+    try {
+      connection = borrowNow(d);
+      ServiceNative.pushDrop(push, connection);
+      giveBack(d, connection);
+      return true;
+    } catch (Throwable e) {
+      if (connection != 0) {
+        failed(d, connection, e);
+      } else {
+        ServiceNative.pushAbandon(push);
+      }
+      return false;
+    }
+  }
+
   /** Closes, in every daemon's pool, the idle connections older than {@link #IDLE_KEEP_NANOS}. */
   private void closeStale() {
     long now = System.nanoTime();

@@ -194,23 +194,8 @@ public final class EarlyPush {
 
   /** Push {@code p} closed, daemon {@code d} asked to drop its chunks where it is not down. */
   private void drop(int d, long p) {
-    if (daemons.isDown(d)) {
-      ServiceNative.pushAbandon(p);
-      return;
-    }
-    long connection = 0;
-    try {
-      connection = daemons.borrowNow(d);
-      ServiceNative.pushDrop(p, connection);
-      daemons.giveBack(d, connection);
+    if (daemons.drop(d, p)) {
       SluiceMetrics.SERVICE_EARLY_DROPS.incrementAndGet();
-    } catch (Throwable e) {
-      // Best effort: the daemon frees them with the shuffle. The handle is closed either way.
-      if (connection != 0) {
-        daemons.failed(d, connection, e);
-      } else {
-        ServiceNative.pushAbandon(p);
-      }
     }
   }
 

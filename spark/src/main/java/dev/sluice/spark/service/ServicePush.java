@@ -29,8 +29,9 @@ import org.slf4j.LoggerFactory;
  * ({@code early}) is pushed whole: its first parts are at the daemons already, and its map task
  * began pushing early only once its bytes so far would be pushed.
  *
- * <p>A push that fails (a daemon gone, refusing, or out of disk) abandons the attempt's pushes and
- * keeps its output on the executor that wrote it: the map status then names that executor, reduce
+ * <p>A push that fails (a daemon gone, refusing, or out of disk) abandons the attempt's pushes (a
+ * daemon that refused, being up, is asked to drop what the attempt staged there) and keeps its
+ * output on the executor that wrote it: the map status then names that executor, reduce
  * tasks fetch it as an embedded output, and whatever the attempt staged or committed at the other
  * daemons is never read (reads name only the attempts registered at the service's location). The
  * failed daemon is left out of this JVM's pushes for {@link Daemons#DOWN_NANOS}, so that later map
@@ -175,6 +176,7 @@ public final class ServicePush {
     int lo = assignment.first(k, partitions);
     int hi = assignment.first(k + 1, partitions);
     long push = opened;
+    Throwable failure = null;
     long connection;
     try {
       connection = daemons.borrow(d);
@@ -197,14 +199,27 @@ public final class ServicePush {
             Arrays.copyOfRange(starts, lo, hi),
             Arrays.copyOfRange(ends, lo, hi));
       }
+      // Every chunk acknowledged first: a refusal of the last ones comes here, the push still
+      // open, so that the daemon can be asked to drop what the attempt staged (below).
+      ServiceNative.pushSettle(push, connection);
       long committing = push;
       push = 0;
       ServiceNative.pushCommit(committing, connection);
     } catch (Throwable e) {
+      failure = e;
       daemons.failed(d, connection, e);
       throw e;
     } finally {
-      if (push != 0) {
+      if (push != 0
+          && failure instanceof DaemonRefusedException
+          && !(failure instanceof StaleGenerationException)) {
+        // The daemon answered: it is up, and what the attempt staged there before the refusal
+        // (a full disk, a slow-down past the client's patience) would hold its memory or disk
+        // until the shuffle goes. It is asked to drop it.
+        if (daemons.drop(d, push)) {
+          SluiceMetrics.SERVICE_REFUSED_DROPS.incrementAndGet();
+        }
+      } else if (push != 0) {
         ServiceNative.pushAbandon(push);
       }
     }
