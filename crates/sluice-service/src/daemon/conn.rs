@@ -190,7 +190,7 @@ async fn handle(
             Err(shutting_down())
         }
         Message::RegisterShuffle { shuffle, generation, partitions } => {
-            shared.store().register(app, shuffle, generation, partitions)
+            shared.with_store(|s| s.register(app, shuffle, generation, partitions))
         }
         Message::Push { shuffle, generation, map, attempt, seq, mut sections } => {
             let bytes = sections.iter().map(|x| x.data.len() as u64).sum();
@@ -200,11 +200,13 @@ async fn handle(
             trim::freed(bytes);
             r
         }
-        Message::Commit { shuffle, generation, map, attempt, chunks, acks_crc, records } => {
-            shared.store().commit(app, shuffle, generation, map, attempt, chunks, acks_crc, records)
-        }
+        Message::Commit { shuffle, generation, map, attempt, chunks, acks_crc, records } => shared
+            .with_store(|s| {
+                s.commit(app, shuffle, generation, map, attempt, chunks, acks_crc, records)
+            }),
         Message::Read { shuffle, generation, start, end, skip, winners } => {
-            let plan = shared.store().read_plan(app, shuffle, generation, start, end, &winners);
+            let plan =
+                shared.with_store(|s| s.read_plan(app, shuffle, generation, start, end, &winners));
             return match plan.and_then(|plan| resumed(plan, skip)) {
                 Ok(plan) => stream(plan, out, shared).await,
                 Err(r) => refuse(out, r).await,
@@ -215,12 +217,11 @@ async fn handle(
                 Ok(spec) => spec,
                 Err(e) => return refuse(out, (ErrorCode::BadRequest, e.to_string())).await,
             };
-            let planned = {
-                let mut store = shared.store();
+            let planned = shared.with_store(|store| {
                 store
                     .read_plan(app, shuffle, generation, start, end, &winners)
                     .and_then(|plan| Ok((plan, store.reduce_dir(app)?)))
-            };
+            });
             let (plan, dir) = match planned {
                 Ok(p) => p,
                 Err(r) => return refuse(out, r).await,
@@ -241,12 +242,12 @@ async fn handle(
             return r;
         }
         Message::Unregister { shuffle } => {
-            let r = shared.store().unregister(app, shuffle);
+            let r = shared.with_store(|s| s.unregister(app, shuffle));
             trim::give_back();
             r
         }
         Message::DropAttempt { shuffle, generation, map, attempt } => {
-            let r = shared.store().drop_attempt(app, shuffle, generation, map, attempt);
+            let r = shared.with_store(|s| s.drop_attempt(app, shuffle, generation, map, attempt));
             trim::give_back();
             r
         }
@@ -258,7 +259,7 @@ async fn handle(
             }
         }
         Message::EndApplication => {
-            shared.store().end_app(app);
+            shared.with_store(|s| s.end_app(app));
             trim::give_back();
             Ok(Message::Ok)
         }
@@ -292,7 +293,7 @@ fn push(
             Pushed::Reply(m) => return Ok(m),
             Pushed::Spill(mut job) => {
                 let written = tokio::task::block_in_place(|| job.write());
-                let freed = shared.store().finish_spill(job, written)?;
+                let freed = shared.with_store(|s| s.finish_spill(job, written))?;
                 trim::freed(freed);
             }
         }

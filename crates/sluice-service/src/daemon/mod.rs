@@ -169,6 +169,21 @@ impl Shared {
         self.store.lock().expect("the daemon's store lock")
     }
 
+    /// Runs `op` on the store, then deletes the files and directories it
+    /// let go of once the lock is let go (`store::Unlinks`), before the
+    /// caller answers; on the runtime's multi-thread workers.
+    pub(crate) fn with_store<T>(&self, op: impl FnOnce(&mut Store) -> T) -> T {
+        let (r, gone) = {
+            let mut store = self.store();
+            let r = op(&mut store);
+            (r, store.take_unlinks())
+        };
+        if !gone.is_empty() {
+            tokio::task::block_in_place(|| gone.run());
+        }
+        r
+    }
+
     /// A slot for an authenticated connection, held while it is served: a
     /// lease connection's own kind first, else a task's; none when both are
     /// taken (the connection is answered busy).
@@ -357,8 +372,8 @@ async fn accept_loop(
             }
             _ = sweep.tick() => {
                 let now = Instant::now();
-                let lapsed = shared.store().expire(now);
-                let idle = shared.store().expire_staged(now);
+                let lapsed = shared.with_store(|s| s.expire(now));
+                let idle = shared.with_store(|s| s.expire_staged(now));
                 if !lapsed.is_empty() || idle > 0 {
                     trim::give_back();
                 }

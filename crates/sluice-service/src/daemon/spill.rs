@@ -153,6 +153,13 @@ pub(crate) struct Appender {
     len: u64,
 }
 
+impl Appender {
+    /// The file it appends to.
+    pub(crate) fn into_file(self) -> Arc<SpillFile> {
+        self.file
+    }
+}
+
 /// Where a block's bytes are.
 #[derive(Debug, Clone)]
 pub(crate) enum Loc {

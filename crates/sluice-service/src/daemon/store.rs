@@ -38,6 +38,8 @@
 //! impossible push larger than the budget) does a push get
 //! [`Message::SlowDown`]. A failed spill (a full disk) refuses the push
 //! with [`ErrorCode::Storage`]; nothing already acknowledged is dropped.
+//! Spill files let go (and the directories of ended applications) are
+//! deleted after the lock is let go (`unlinks`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -52,8 +54,10 @@ use crate::protocol::{acks_checksum, DaemonStats, ErrorCode, Message, Section, W
 mod losers;
 mod reduced;
 mod spill_job;
+mod unlinks;
 pub(crate) use reduced::REDUCE_DIR_PREFIX;
 pub(crate) use spill_job::SpillJob;
+pub(crate) use unlinks::Unlinks;
 
 /// A refusal: the code and a message naming what and where.
 pub(crate) type Refusal = (ErrorCode, String);
@@ -115,6 +119,8 @@ pub(crate) struct Store {
     max_lease: Duration,
     /// Spill files made so far (each file's name is unique in the store).
     files: u64,
+    /// Files and directories let go, deleted without the lock (`unlinks`).
+    unlinks: Unlinks,
 }
 
 #[derive(Debug)]
@@ -242,6 +248,7 @@ impl Store {
             reducing: 0,
             max_lease,
             files: 0,
+            unlinks: Unlinks::default(),
         }
     }
 
@@ -312,8 +319,8 @@ impl Store {
             for (_, s) in a.shuffles {
                 self.drop_shuffle(s);
             }
-            for d in &self.dirs {
-                let _ = std::fs::remove_dir(d.join(&a.tag));
+            for d in self.dirs.clone() {
+                self.remove_dir_later(d.join(&a.tag));
             }
         }
     }
@@ -326,11 +333,17 @@ impl Store {
             self.let_go_staged(st);
         }
         for p in s.parts.into_values() {
+            if let Some(f) = p.file {
+                self.unlink_later(f.into_file());
+            }
             self.let_go(p.blocks.into_iter().map(|b| b.at));
         }
     }
 
     fn let_go_staged(&mut self, st: Staged) {
+        if let Some(f) = st.file {
+            self.unlink_later(f.into_file());
+        }
         self.let_go(st.chunks.into_values().flat_map(|(_, x)| x).map(|x| x.at));
     }
 
@@ -340,12 +353,10 @@ impl Store {
     fn let_go(&mut self, blocks: impl Iterator<Item = Loc>) {
         for at in blocks {
             self.entries -= 1;
-            if let Loc::Mem(d) = at {
-                if Arc::strong_count(&d) == 1 {
-                    self.held -= d.len() as u64;
-                } else {
-                    self.draining.push(d);
-                }
+            match at {
+                Loc::Mem(d) if Arc::strong_count(&d) == 1 => self.held -= d.len() as u64,
+                Loc::Mem(d) => self.draining.push(d),
+                Loc::Disk { file, .. } => self.unlink_later(file),
             }
         }
     }

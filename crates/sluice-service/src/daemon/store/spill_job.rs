@@ -165,13 +165,19 @@ impl Store {
     /// when the write went well (`ok`); the bytes that moved. The job goes
     /// with it.
     fn swap_written(&mut self, job: SpillJob, ok: bool) -> u64 {
-        let SpillJob { app, shuffle, generation, owner, blocks, locs, appender, .. } = job;
+        let SpillJob { app, shuffle, generation, owner, blocks, locs, mut appender, .. } = job;
         let s = self
             .apps
             .get_mut(&app)
             .and_then(|a| a.shuffles.get_mut(&shuffle))
             .filter(|s| s.generation == generation);
-        let Some(s) = s else { return 0 };
+        let Some(s) = s else {
+            // Its owner went during the write: the file goes once the lock is let go.
+            if let Some(a) = appender {
+                self.unlink_later(a.into_file());
+            }
+            return 0;
+        };
         let mut freed = 0u64;
         // A block is swapped if it is still the one written and nothing but
         // its owner and this job holds it: one a read took meanwhile stays
@@ -190,7 +196,7 @@ impl Store {
             Owner::Part(p) => {
                 if let Some(part) = s.parts.get_mut(&p) {
                     part.spilling = false;
-                    part.file = appender;
+                    part.file = appender.take();
                     for ((key, held), loc) in blocks.iter().zip(locs) {
                         if let BlockKey::Part(i) = *key {
                             swap(part.blocks.get_mut(i).map(|b| &mut b.at), held, loc);
@@ -202,7 +208,7 @@ impl Store {
             Owner::Staged(map, attempt) => {
                 if let Some(st) = s.staged.get_mut(&(map, attempt)) {
                     st.spilling = false;
-                    st.file = appender;
+                    st.file = appender.take();
                     for ((key, held), loc) in blocks.iter().zip(locs) {
                         if let BlockKey::Staged(seq, j) = *key {
                             let at = st.chunks.get_mut(&seq).and_then(|(_, x)| x.get_mut(j));
@@ -212,6 +218,10 @@ impl Store {
                     st.mem_bytes -= freed;
                 }
             }
+        }
+        if let Some(a) = appender {
+            // The owner went during the write (committed, dropped).
+            self.unlink_later(a.into_file());
         }
         self.held -= freed;
         self.spilled += freed;
@@ -482,6 +492,10 @@ mod tests {
         assert_eq!(w, Ok(800));
         assert_eq!(s.finish_spill(j, w), Ok(800), "freed with the job");
         assert_eq!((s.held, s.spilled), (0, 0));
+        // The file is deleted once the lock is let go, not under it.
+        let spilled = |d| walk(d).into_iter().filter(|f| f.is_file()).count();
+        assert_eq!(spilled(dir.path()), 1, "deleted under the store's lock");
+        s.take_unlinks().run();
         let files: Vec<_> = walk(dir.path());
         assert!(files.is_empty(), "the spill file outlived its job: {files:?}");
     }
