@@ -214,8 +214,8 @@ public final class ServicePush {
           && failure instanceof DaemonRefusedException
           && !(failure instanceof StaleGenerationException)) {
         // The daemon answered: it is up, and what the attempt staged there before the refusal
-        // (a full disk, a slow-down past the client's patience) would hold its memory or disk
-        // until the shuffle goes. It is asked to drop it.
+        // (a full disk, a shutdown) would hold its memory or disk until the shuffle goes. It is
+        // asked to drop it.
         if (daemons.drop(d, push)) {
           SluiceMetrics.SERVICE_REFUSED_DROPS.incrementAndGet();
         }
