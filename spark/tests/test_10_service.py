@@ -1002,6 +1002,27 @@ def test_a_daemon_killed_between_early_pushes_keeps_the_outputs(own_daemons, tmp
     assert drops >= 1 and held == 0, f"the live daemon still holds {held} bytes ({drops} drops)"
 
 
+@contextlib.contextmanager
+def _small_disk(tmp_path):
+    """A 1 MiB tmpfs for a daemon's directory (under its 8 MiB budget)."""
+    small = tmp_path / "small"
+    small.mkdir()
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {out.stderr.strip()}")
+    try:
+        yield small
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+def _sizes_by_partition(rdd):
+    """Each partition's record count and payload bytes, of (key, bytes) pairs."""
+    return sorted(rdd.partitionBy(8).mapPartitions(lambda it: [(lambda v: (
+        len(v), sum(len(b) for b in v)))([b for _, b in it])]).collect())
+
+
 def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tmp_path):
     # The second daemon's directory is a 1 MiB tmpfs under its 8 MiB budget:
     # once both are full it refuses a push with a typed error (Storage); that
@@ -1009,41 +1030,74 @@ def test_a_full_daemon_disk_keeps_later_outputs_on_the_executors(own_daemons, tm
     # stay at the daemons, and each reduce task reads both kinds: Spark's
     # answer, nothing lost. The daemon is asked to drop what the refused
     # attempt staged.
-    small = tmp_path / "small"
-    small.mkdir()
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {out.stderr.strip()}")
     ds = []
-    try:
-        ds, key = own_daemons((None, small))
-        s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+    with _small_disk(tmp_path) as small:
         try:
-            sc, counts = s.sparkContext, _metrics(s)
-            metrics = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
-            before, drops_before = counts(), metrics.serviceRefusedDrops()
-            # 32 maps of about 1 MB of incompressible bytes; half goes to
-            # the second daemon, about twice what it can hold.
-            got = sorted(sc.parallelize(range(32), 32)
-                         .flatMap(lambda i: [(j % 64, os.urandom(120)) for j in range(8000)])
-                         .partitionBy(8)
-                         .mapPartitions(lambda it: [(lambda v: (len(v), sum(len(b) for b in v)))(
-                             [b for _, b in it])]).collect())
-            after, drops = counts(), metrics.serviceRefusedDrops() - drops_before
+            ds, key = own_daemons((None, small))
+            s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
+            try:
+                sc, counts = s.sparkContext, _metrics(s)
+                metrics = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
+                before, drops_before = counts(), metrics.serviceRefusedDrops()
+                # 32 maps of about 1 MB of incompressible bytes; half goes to
+                # the second daemon, about twice what it can hold.
+                got = _sizes_by_partition(sc.parallelize(range(32), 32).flatMap(
+                    lambda i: [(j % 64, os.urandom(120)) for j in range(8000)]))
+                after, drops = counts(), metrics.serviceRefusedDrops() - drops_before
+            finally:
+                s.stop()
+            assert sum(n for n, _ in got) == 32 * 8000
+            assert sum(b for _, b in got) == 32 * 8000 * 120
+            pushed, kept, reads = (a - b for a, b in zip(after, before))
+            assert pushed > 0 and kept > 0 and pushed + kept == 32, (pushed, kept)
+            assert reads > 0
+            # The refused push's attempt was dropped at the full daemon, not
+            # left staged there until the shuffle went.
+            assert drops >= 1, f"{kept} outputs kept, no refused push dropped"
         finally:
-            s.stop()
-        assert sum(n for n, _ in got) == 32 * 8000
-        assert sum(b for _, b in got) == 32 * 8000 * 120
-        pushed, kept, reads = (a - b for a, b in zip(after, before))
-        assert pushed > 0 and kept > 0 and pushed + kept == 32, (pushed, kept)
-        assert reads > 0
-        # The refused push's attempt was dropped at the full daemon, not
-        # left staged there until the shuffle went.
-        assert drops >= 1, f"{kept} outputs kept, no refused push dropped"
-    finally:
-        stop_all(ds)
-        subprocess.run(["umount", str(small)], check=False)
+            stop_all(ds)
+
+
+def test_a_commit_before_a_refused_push_is_taken_back(own_daemons, tmp_path):
+    # One map task of about 24 MB: the first daemon of its push order (map 0
+    # starts at the first owner) takes its half and commits it; the second,
+    # with 1 MiB of disk under its 8 MiB budget, refuses its half (Storage).
+    # The output stays on the executor and is read from there, so what it
+    # committed at the first daemon would never be read: that daemon is asked
+    # to drop it, and holds nothing of the shuffle but its bookkeeping, and no
+    # spill file, while the shuffle is still registered.
+    ds = []
+    with _small_disk(tmp_path) as small:
+        try:
+            ds, key = own_daemons((None, small))
+            # No spill pushed while the map runs: the push that fails is the
+            # commit's, after the first daemon's part committed.
+            extra = {**service_conf(ds, key), "spark.sluice.service.pushWhileMappingBytes": "0"}
+            s = session("local[2]", SLUICE, tmp_path / "s", extra=extra)
+            try:
+                sc, counts = s.sparkContext, _metrics(s)
+                metrics = sc._jvm.dev.sluice.spark.metrics.SluiceMetrics
+                before, taken = counts(), metrics.serviceCommitsDropped()
+                got = _sizes_by_partition(sc.parallelize([0], 1).flatMap(
+                    lambda i: [(j % 64, os.urandom(120)) for j in range(200000)]))
+                after, taken = counts(), metrics.serviceCommitsDropped() - taken
+                first, second, files = ds[0].stats(), ds[1].stats(), ds[0].data_files()
+            finally:
+                s.stop()
+            assert sum(n for n, _ in got) == 200000
+            assert sum(b for _, b in got) == 200000 * 120
+            pushed, kept, _ = (a - b for a, b in zip(after, before))
+            assert (pushed, kept) == (0, 1), (pushed, kept)
+            assert first["commits"] == 1, first
+            assert taken == 1, f"the first daemon's commit was not taken back: {first}"
+            # No block's bytes, and no commit's bookkeeping: the registered
+            # shuffle's, as at the daemon that refused (its staged chunks
+            # dropped, nothing committed there).
+            assert first["held_bytes"] == first["bookkeeping_bytes"], first
+            assert first["bookkeeping_bytes"] == second["bookkeeping_bytes"] > 0, (first, second)
+            assert files == [], files
+        finally:
+            stop_all(ds)
 
 
 # What a daemon's resident memory may exceed its budget by: the runtime,

@@ -383,8 +383,9 @@ impl Client {
         self.expect_ok(&Message::Unregister { shuffle }, "unregistering a shuffle").await
     }
 
-    /// Drops what map attempt `attempt` of map `map` staged on this daemon
-    /// (it will not commit).
+    /// Drops what map attempt `attempt` of map `map` staged or committed on
+    /// this daemon (no read will name it here); refused for the attempt a
+    /// read named as the map's winner.
     pub async fn drop_attempt(
         &mut self,
         shuffle: u32,
@@ -393,7 +394,7 @@ impl Client {
         attempt: u64,
     ) -> Result<(), ClientError> {
         let m = Message::DropAttempt { shuffle, generation, map, attempt };
-        self.expect_ok(&m, "dropping a map attempt's staged chunks").await
+        self.expect_ok(&m, "dropping a map attempt").await
     }
 
     /// Extends the application's lease.

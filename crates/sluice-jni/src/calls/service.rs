@@ -339,6 +339,32 @@ pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_pushDrop<'l>(
     })
 }
 
+/// `static native void dropAttempt(long connection, int shuffle, int generation, int map, long attempt)`:
+/// has the daemon drop what map attempt `attempt` staged or committed there
+/// (its push handle closed already: a commit taken back after the attempt's
+/// push to another daemon failed).
+#[no_mangle]
+pub extern "system" fn Java_dev_sluice_spark_jni_ServiceNative_dropAttempt<'l>(
+    mut env: JNIEnv<'l>,
+    _class: JClass<'l>,
+    connection: jlong,
+    shuffle: jint,
+    generation: jint,
+    map: jint,
+    attempt: jlong,
+) {
+    guard(&mut env, (), |_| {
+        let shuffle = u32_arg(shuffle.into(), "shuffle")?;
+        let generation = u32_arg(generation.into(), "generation")?;
+        let map = u32_arg(map.into(), "map")?;
+        let attempt = non_negative(attempt, "attempt")?;
+        let rt = runtime()?;
+        CLIENTS.with(connection, |c| {
+            Ok(rt.block_on(c.drop_attempt(shuffle, generation, map, attempt))?)
+        })
+    })
+}
+
 /// `static native void pushAbandon(long push)`: drops a push that will not
 /// commit (the daemon frees its staged chunks with the shuffle).
 #[no_mangle]

@@ -22,7 +22,8 @@
 //! section and committed block costs [`ENTRY_BYTES`] of bookkeeping,
 //! spilled or not, a registered shuffle [`SHUFFLE_ENTRIES`] of them and a
 //! committed attempt [`COMMIT_ENTRIES`] (its proof, and its map's decision
-//! when a read names a winner), charged against the same budget, so a flood
+//! when a read names a winner), a dropped attempt's record
+//! [`DROP_ENTRIES`], charged against the same budget, so a flood
 //! of tiny or empty sections, empty commits under fresh attempt ids or
 //! registrations under fresh shuffle ids cannot hold memory the budget does
 //! not see. A push carries at least one section. Bookkeeping cannot be
@@ -79,6 +80,10 @@ pub const SHUFFLE_ENTRIES: u64 = 2;
 /// list's slot and allocation, about 150 bytes for a map's first attempt)
 /// and its map's decision once a read names a winner.
 pub const COMMIT_ENTRIES: u64 = 2;
+
+/// Entries a dropped attempt's record costs (one `(map, attempt)` in a
+/// hash set, with the set's slack: about 40 bytes).
+pub const DROP_ENTRIES: u64 = 1;
 
 /// How long a map attempt's staged chunks stay with no push before the
 /// daemon drops them ([`Store::expire_staged`]): an attempt whose task
@@ -142,6 +147,11 @@ struct Shuffle {
     committed: HashMap<u32, Vec<(u64, Proof)>>,
     /// Per map index, the attempt reads named as its winner (see `losers`).
     decided: HashMap<u32, u64>,
+    /// Attempts dropped ([`Store::drop_attempt`]), each charged
+    /// [`DROP_ENTRIES`]: a push or commit of one is refused, so that chunks
+    /// still in flight on the attempt's old connection when its drop came
+    /// on another are not staged again.
+    dropped: HashSet<(u32, u64)>,
     parts: BTreeMap<u32, Part>,
 }
 
@@ -328,7 +338,8 @@ impl Store {
     /// Frees a shuffle's bytes; its spill files go with their last block.
     fn drop_shuffle(&mut self, s: Shuffle) {
         let commits: u64 = s.committed.values().map(|v| v.len() as u64).sum();
-        self.entries -= SHUFFLE_ENTRIES + COMMIT_ENTRIES * commits;
+        let dropped = DROP_ENTRIES * s.dropped.len() as u64;
+        self.entries -= SHUFFLE_ENTRIES + COMMIT_ENTRIES * commits + dropped;
         for st in s.staged.into_values() {
             self.let_go_staged(st);
         }
@@ -345,6 +356,14 @@ impl Store {
             self.unlink_later(f.into_file());
         }
         self.let_go(st.chunks.into_values().flat_map(|(_, x)| x).map(|x| x.at));
+    }
+
+    /// Lets go what was taken out of the partitions (`losers`).
+    fn let_go_taken(&mut self, taken: losers::Taken) {
+        for f in taken.files {
+            self.unlink_later(f);
+        }
+        self.let_go(taken.blocks.into_iter());
     }
 
     /// Takes blocks out of the store's count: one only the store held is
@@ -422,6 +441,7 @@ impl Store {
             staged: HashMap::new(),
             committed: HashMap::new(),
             decided: HashMap::new(),
+            dropped: HashSet::new(),
             parts: BTreeMap::new(),
         };
         a.shuffles.insert(shuffle, fresh);
@@ -438,11 +458,21 @@ impl Store {
         Ok(Message::Ok)
     }
 
-    /// Drops what map attempt `attempt` of map `map` staged (it will not
-    /// commit: a task that ended, or a push that failed elsewhere); an
-    /// attempt that staged nothing here is nothing to drop, a committed
-    /// one is refused. Chunks of it being spilled stay with the write's
-    /// job, whose file goes with it (as for a commit during the write).
+    /// Drops map attempt `attempt` of map `map` (it will not be read here:
+    /// its task ended, or its push failed at another daemon and its output
+    /// stays on its executor): what it staged, and what it committed unless
+    /// a read here named it as its map's winner (refused: a winner's blocks
+    /// are what reads of the map get). A loser let go already, or an attempt
+    /// that left nothing here, is nothing to drop. Chunks of it being spilled
+    /// stay with the write's job, whose file goes with it (as for a commit
+    /// during the write); a committed block being spilled, as a loser's.
+    /// A read that names the attempt later is refused
+    /// [`ErrorCode::MissingCommit`], a push of it [`ErrorCode::BadRequest`]
+    /// and a commit [`ErrorCode::CommitMismatch`]: chunks the attempt had in flight on
+    /// another connection when its drop came are not staged again. That
+    /// record costs [`DROP_ENTRIES`]; where the bookkeeping has no room for
+    /// it, the drop still frees what the attempt held, unrecorded (chunks
+    /// staged after it go after [`STAGED_IDLE_LIMIT`]).
     pub(crate) fn drop_attempt(
         &mut self,
         app: &str,
@@ -452,14 +482,41 @@ impl Store {
         attempt: u64,
     ) -> Result<Message, Refusal> {
         let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
-        if has(s.committed.get(&map), attempt) {
+        if s.decided.get(&map) == Some(&attempt) {
             return refuse(
                 ErrorCode::BadRequest,
-                format!("map {map} attempt {attempt} of shuffle {shuffle} is committed"),
+                format!(
+                    "map {map} attempt {attempt} of shuffle {shuffle} is the map's winner: a read \
+                     here named it"
+                ),
             );
         }
-        if let Some(st) = s.staged.remove(&(map, attempt)) {
+        let staged = s.staged.remove(&(map, attempt));
+        let mut blocks = losers::Taken::default();
+        let mut commits = 0;
+        if !s.decided.contains_key(&map) {
+            if let Some(v) = s.committed.get_mut(&map) {
+                let before = v.len();
+                v.retain(|(a, _)| *a != attempt);
+                commits = (before - v.len()) as u64;
+                if v.is_empty() {
+                    s.committed.remove(&map);
+                }
+            }
+            if commits > 0 {
+                blocks = s.take_blocks_of(&HashSet::from([(map, attempt)]));
+            }
+        }
+        if let Some(st) = staged {
             self.let_go_staged(st);
+        }
+        self.entries -= COMMIT_ENTRIES * commits;
+        self.let_go_taken(blocks);
+        let fits = self.bookkeeping_fits(DROP_ENTRIES, String::new).is_ok();
+        let s = Self::shuffle(&mut self.apps, app, shuffle, generation)?;
+        if fits && s.dropped.insert((map, attempt)) {
+            self.entries += DROP_ENTRIES;
+            self.note_peak();
         }
         Ok(Message::Ok)
     }
@@ -528,6 +585,12 @@ impl Store {
             return refuse(
                 ErrorCode::BadRequest,
                 format!("map {map} attempt {attempt} of shuffle {shuffle} already committed"),
+            );
+        }
+        if s.dropped.contains(&(map, attempt)) {
+            return refuse(
+                ErrorCode::BadRequest,
+                format!("map {map} attempt {attempt} of shuffle {shuffle} was dropped"),
             );
         }
         if let Some((old, _)) = s.staged.get(&(map, attempt)).and_then(|st| st.chunks.get(&seq)) {
@@ -604,6 +667,12 @@ impl Store {
                 format!(
                     "map {map} attempt {attempt} of shuffle {shuffle} committed with another proof"
                 ),
+            );
+        }
+        if s.dropped.contains(&(map, attempt)) {
+            return refuse(
+                ErrorCode::CommitMismatch,
+                format!("map {map} attempt {attempt} of shuffle {shuffle} was dropped"),
             );
         }
         let st = s.staged.remove(&(map, attempt)).unwrap_or_default();
@@ -727,7 +796,7 @@ impl Store {
             }
         }
         self.reads += 1;
-        self.let_go(losers.into_iter());
+        self.let_go_taken(losers);
         Ok(plan)
     }
 

@@ -19,10 +19,16 @@
 //! a fetch failure, after which Spark runs the map stage again in a new
 //! generation. The rule never shortens an answer; it only bounds what a
 //! speculative job holds to one attempt per map, read or not.
+//!
+//! An attempt that committed here and then failed at another daemon keeps
+//! its output on its executor, so no read will name it: its map task drops
+//! it (`Store::drop_attempt`) and its blocks are taken out the same way. A
+//! partition left with no block lets its spill file go.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
-use super::super::spill::Loc;
+use super::super::spill::{Appender, Loc, SpillFile};
 use super::{has, Block, Shuffle};
 use crate::protocol::Winner;
 
@@ -41,7 +47,7 @@ impl Shuffle {
     /// decisions and takes the other committed attempts of maps decided
     /// now out of the partitions: the locations of their blocks, for the
     /// store to let go.
-    pub(super) fn decide(&mut self, winners: &[Winner]) -> Vec<Loc> {
+    pub(super) fn decide(&mut self, winners: &[Winner]) -> Taken {
         let mut losers = HashSet::new();
         for w in winners {
             if self.decided.insert(w.map, w.attempt).is_some() {
@@ -53,27 +59,43 @@ impl Shuffle {
                 }
             }
         }
-        if losers.is_empty() {
-            return Vec::new();
+        self.take_blocks_of(&losers)
+    }
+
+    /// Takes the blocks of `attempts` (map, attempt) out of the partitions:
+    /// their locations, for the store to let go, and the spill files of
+    /// partitions left with no block. A spill of a partition being written
+    /// finds its blocks by index and swaps only a block that is still the
+    /// one it wrote, so a block that moved stays in memory, counted, until a
+    /// later spill takes it; that spill's file stays with its partition.
+    pub(super) fn take_blocks_of(&mut self, attempts: &HashSet<(u32, u64)>) -> Taken {
+        let mut gone = Taken::default();
+        if attempts.is_empty() {
+            return gone;
         }
-        let mut gone = Vec::new();
         for part in self.parts.values_mut() {
-            if !part.blocks.iter().any(|b| losers.contains(&(b.map, b.attempt))) {
+            if !part.blocks.iter().any(|b| attempts.contains(&(b.map, b.attempt))) {
                 continue;
             }
-            // A spill of this partition being written finds its blocks by
-            // index and swaps only a block that is still the one it wrote,
-            // so a block that moved stays in memory, counted, until a later
-            // spill takes it.
             let (lost, kept): (Vec<Block>, Vec<Block>) = std::mem::take(&mut part.blocks)
                 .into_iter()
-                .partition(|b| losers.contains(&(b.map, b.attempt)));
+                .partition(|b| attempts.contains(&(b.map, b.attempt)));
             part.blocks = kept;
             for b in lost {
                 part.mem_bytes -= b.at.mem_bytes();
-                gone.push(b.at);
+                gone.blocks.push(b.at);
+            }
+            if part.blocks.is_empty() {
+                gone.files.extend(part.file.take().map(Appender::into_file));
             }
         }
         gone
     }
+}
+
+/// What [`Shuffle::take_blocks_of`] took out of the partitions.
+#[derive(Debug, Default)]
+pub(super) struct Taken {
+    pub(super) blocks: Vec<Loc>,
+    pub(super) files: Vec<Arc<SpillFile>>,
 }

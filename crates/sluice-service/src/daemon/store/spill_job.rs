@@ -233,7 +233,9 @@ impl Store {
 mod tests {
     use std::time::Duration;
 
-    use super::super::{ChunkId, Pushed, COMMIT_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES};
+    use super::super::{
+        ChunkId, Pushed, COMMIT_ENTRIES, DROP_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES,
+    };
     use super::*;
     use crate::protocol::{acks_checksum, ErrorCode, Message, Section, Winner};
 
@@ -466,16 +468,67 @@ mod tests {
         s.finish_spill(j, w).expect("finish");
         assert_eq!((s.held, s.spilled), (1000, 0), "only map 0's block held");
         assert_eq!(s.held, mem_held(&s));
-        // Dropped, it cannot commit what it staged; a committed attempt is
-        // not dropped; an attempt that staged nothing drops nothing.
+        // Dropped, it cannot commit what it staged; a winner a read named
+        // is not dropped; an attempt that staged nothing drops nothing.
         let err = s.commit(APP, 0, 1, 1, 1, 1, acks_checksum([(0, 1)]), 1).expect_err("commit");
         assert_eq!(err.0, crate::protocol::ErrorCode::CommitMismatch, "{err:?}");
-        let err = s.drop_attempt(APP, 0, 1, 0, 1).expect_err("a committed attempt");
+        assert_eq!(read(&mut s, 0, &[0]), vec![bytes(0, 1000)]);
+        let err = s.drop_attempt(APP, 0, 1, 0, 1).expect_err("a read's winner");
         assert_eq!(err.0, crate::protocol::ErrorCode::BadRequest, "{err:?}");
         s.drop_attempt(APP, 0, 1, 5, 3).expect("nothing staged");
         assert_eq!(read(&mut s, 0, &[0]), vec![bytes(0, 1000)]);
         acked(push(&mut s, 2, 1, 1000));
         assert_eq!(s.held, 2000);
+    }
+
+    #[test]
+    fn a_committed_attempt_no_read_named_is_dropped_with_its_blocks() {
+        // A map task that committed here and then failed at another daemon
+        // keeps its output on its executor: what it committed here is
+        // dropped, in memory or spilled, and its bookkeeping given back.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut s = store(dir.path(), 2500 + 2 * ENTRY_BYTES);
+        let base = SHUFFLE_ENTRIES * ENTRY_BYTES;
+        acked(push(&mut s, 0, 0, 1000));
+        commit(&mut s, 0);
+        acked(push(&mut s, 1, 1, 1000));
+        commit(&mut s, 1);
+        // Map 2 does not fit: partition 0 (map 0's block) spills.
+        let mut j = job(push(&mut s, 2, 1, 1000));
+        let w = j.write();
+        s.finish_spill(j, w).expect("finish");
+        assert_eq!((s.held, s.spilled), (1000, 1000));
+        let entries = 2 + 2 * COMMIT_ENTRIES;
+        assert_eq!(s.stats().held_bytes, 1000 + base + entries * ENTRY_BYTES);
+        for map in [0, 1] {
+            s.drop_attempt(APP, 0, 1, map, 1).expect("drop");
+        }
+        let dropped = 2 * DROP_ENTRIES * ENTRY_BYTES;
+        assert_eq!(s.stats().held_bytes, base + dropped, "the shuffle's and the drops' records");
+        assert_eq!(s.held, mem_held(&s));
+        // Gone: a read naming either is refused, and the spill file goes
+        // with its partition's last block.
+        for map in [0, 1] {
+            let w = [Winner { map, attempt: 1 }];
+            let err = s.read_plan(APP, 0, 1, 0, 2, &w).expect_err("dropped");
+            assert_eq!(err.0, ErrorCode::MissingCommit, "{err:?}");
+        }
+        s.take_unlinks().run();
+        let files: Vec<_> = walk(dir.path()).into_iter().filter(|f| f.is_file()).collect();
+        assert!(files.is_empty(), "the dropped block's spill file stayed: {files:?}");
+        // A chunk of it still in flight when the drop came is not staged
+        // again, nor is the attempt committed; dropped twice, it is
+        // recorded once.
+        let mut late = vec![Section { partition: 0, records: 1, data: bytes(0, 10) }];
+        let id = ChunkId { shuffle: 0, generation: 1, map: 0, attempt: 1, seq: 1, crc: 0 };
+        let err = s.push(APP, &id, &mut late).expect_err("a dropped attempt's chunk");
+        assert_eq!(err.0, ErrorCode::BadRequest, "{err:?}");
+        let err = s.commit(APP, 0, 1, 0, 1, 0, acks_checksum([]), 0).expect_err("commit");
+        assert_eq!(err.0, ErrorCode::CommitMismatch, "{err:?}");
+        s.drop_attempt(APP, 0, 1, 0, 1).expect("again");
+        assert_eq!(s.stats().held_bytes, base + dropped);
+        acked(push(&mut s, 2, 1, 1000));
+        assert_eq!(s.held, 1000);
     }
 
     #[test]
@@ -543,7 +596,7 @@ mod tests {
         assert!(matches!(slow, Pushed::Reply(Message::SlowDown { .. })), "{slow:?}");
         assert_eq!((s.held, s.spilled), (1000, 0), "nothing spilled");
         s.drop_attempt(APP, 0, 1, 0, 1).expect("drop");
-        assert_eq!(s.stats().held_bytes, base + ENTRY_BYTES);
+        assert_eq!(s.stats().held_bytes, base + (1 + DROP_ENTRIES) * ENTRY_BYTES);
         assert_eq!(s.stats().peak_bytes, base + 65 * ENTRY_BYTES);
         // A chunk with no section at all would be kept for nothing counted.
         let err = s.push(APP, &id(2), &mut Vec::new()).expect_err("no section");

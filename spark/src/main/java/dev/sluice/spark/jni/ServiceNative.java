@@ -82,6 +82,14 @@ public final class ServiceNative {
    */
   public static native boolean pushCommit(long push, long connection) throws IOException;
 
+  /**
+   * Has the daemon drop what map attempt {@code attempt} of map {@code map} staged or committed
+   * there: a commit taken back, its push handle closed already (refused for the attempt a read
+   * there named as its map's winner).
+   */
+  public static native void dropAttempt(
+      long connection, int shuffle, int generation, int map, long attempt) throws IOException;
+
   /** Drops a push that will not commit (what it staged stays at the daemon). */
   public static native void pushAbandon(long push);
 

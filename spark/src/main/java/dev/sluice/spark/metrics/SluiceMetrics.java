@@ -42,6 +42,8 @@ public final class SluiceMetrics {
   public static final AtomicLong SERVICE_EARLY_DROPS = new AtomicLong();
   /** Pushes a daemon refused (a full disk...) whose staged chunks it was asked to drop, and did. */
   public static final AtomicLong SERVICE_REFUSED_DROPS = new AtomicLong();
+  /** Commits taken back: a daemon dropped an attempt that committed there, then failed elsewhere. */
+  public static final AtomicLong SERVICE_COMMITS_DROPPED = new AtomicLong();
 
   private SluiceMetrics() {}
 
@@ -132,6 +134,11 @@ public final class SluiceMetrics {
   /** Pushes a daemon refused whose staged chunks it then dropped. */
   public static long serviceRefusedDrops() {
     return SERVICE_REFUSED_DROPS.get();
+  }
+
+  /** Commits at daemons taken back after the attempt's push failed at another daemon. */
+  public static long serviceCommitsDropped() {
+    return SERVICE_COMMITS_DROPPED.get();
   }
 
   /** Map attempts whose output Sluice wrote. */

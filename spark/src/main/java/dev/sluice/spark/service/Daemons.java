@@ -263,6 +263,31 @@ public final class Daemons {
     }
   }
 
+  /**
+   * Asks daemon {@code d}, where it is not down in this JVM, to drop what map attempt {@code
+   * attempt} of map {@code map} committed there ({@code DropAttempt} by the attempt's identity, its
+   * push closed already): an attempt whose output stays on its executor after its push to another
+   * daemon failed, so that no read will name it there; true when it did. Best effort: a daemon
+   * that cannot be asked frees the blocks with the shuffle.
+   */
+  public boolean dropCommitted(int d, int shuffle, int generation, int map, long attempt) {
+    if (isDown(d)) {
+      return false;
+    }
+    long connection = 0;
+    try {
+      connection = borrowNow(d);
+      ServiceNative.dropAttempt(connection, shuffle, generation, map, attempt);
+      giveBack(d, connection);
+      return true;
+    } catch (Throwable e) {
+      if (connection != 0) {
+        failed(d, connection, e);
+      }
+      return false;
+    }
+  }
+
   /** Closes, in every daemon's pool, the idle connections older than {@link #IDLE_KEEP_NANOS}. */
   private void closeStale() {
     long now = System.nanoTime();

@@ -32,8 +32,9 @@ import org.slf4j.LoggerFactory;
  * <p>A push that fails (a daemon gone, refusing, or out of disk) abandons the attempt's pushes (a
  * daemon that refused, being up, is asked to drop what the attempt staged there) and keeps its
  * output on the executor that wrote it: the map status then names that executor, reduce
- * tasks fetch it as an embedded output, and whatever the attempt staged or committed at the other
- * daemons is never read (reads name only the attempts registered at the service's location). The
+ * tasks fetch it as an embedded output, and what the attempt committed at the daemons before the
+ * failure is never read (reads name only the attempts registered at the service's location), so
+ * those daemons are asked to drop it ({@link Daemons#dropCommitted}). The
  * failed daemon is left out of this JVM's pushes for {@link Daemons#DOWN_NANOS}, so that later map
  * tasks do not wait on the same failure; a map task never fails, nor retries, for the service. A
  * push refused as of a stale generation (the driver assigned the shuffle anew while this attempt
@@ -140,16 +141,44 @@ public final class ServicePush {
       at += lengths[p];
       ends[p] = at;
     }
-    for (int i = 0; i < nodes; i++) {
-      int k = (mapIndex + i) % nodes;
-      try {
-        long opened = early == null ? 0 : early.take(k);
-        pushTo(daemons, assignment, k, shuffle, mapIndex, attempt, data, starts, ends, opened);
-      } catch (IOException e) {
-        if (Daemons.leftOutAfter(e)) {
-          daemons.markDown(assignment.daemon(k), e.getMessage());
+    int committed = 0;
+    try {
+      for (; committed < nodes; committed++) {
+        int k = (mapIndex + committed) % nodes;
+        try {
+          long opened = early == null ? 0 : early.take(k);
+          pushTo(daemons, assignment, k, shuffle, mapIndex, attempt, data, starts, ends, opened);
+        } catch (IOException e) {
+          if (Daemons.leftOutAfter(e)) {
+            daemons.markDown(assignment.daemon(k), e.getMessage());
+          }
+          throw e;
         }
-        throw e;
+      }
+    } finally {
+      if (committed < nodes) {
+        takeBack(daemons, assignment, shuffle, mapIndex, attempt, committed);
+      }
+    }
+  }
+
+  /**
+   * Takes back the attempt's commits at the first {@code committed} owners of its push order (its
+   * push failed at the next one, so its output stays on the executor and no read will name it at
+   * the daemons): each is asked to drop the attempt, counted in {@code serviceCommitsDropped}.
+   */
+  private static void takeBack(
+      Daemons daemons,
+      Assignment assignment,
+      int shuffle,
+      int mapIndex,
+      long attempt,
+      int committed) {
+    int nodes = assignment.nodes();
+    for (int i = 0; i < committed; i++) {
+      int d = assignment.daemon((mapIndex + i) % nodes);
+      if (daemons.dropCommitted(d, shuffle, assignment.generation, mapIndex, attempt)) {
+        SluiceMetrics.SERVICE_COMMITS_DROPPED.incrementAndGet();
       }
     }
   }
