@@ -130,6 +130,7 @@ pub(crate) fn run(args: &DaemonArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_connections: args.max_connections,
         stream_stall: Duration::from_secs(args.stream_stall_s),
         frame_memory_bytes: args.frame_memory,
+        frame_wait: sluice_service::daemon::FRAME_WAIT_TIMEOUT,
     };
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async {

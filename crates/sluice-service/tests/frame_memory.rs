@@ -2,9 +2,10 @@
 //! connection's push holds all of it (a 4 MiB frame half sent), another
 //! connection's push is read through without being kept and answered
 //! `SlowDown`, a push of it with a forged CRC is still refused `Malformed`,
-//! and a request other than a push waits for room rather than being
-//! refused. Once the first push is served, both go through, and the
-//! daemon's stats count the peak and the slow-down.
+//! and a request other than a push waits for room, for the daemon's frame
+//! wait, and is then answered `Busy` on its open connection. Once the first
+//! push is served, the others go through, and the daemon's stats count the
+//! peak and the slow-downs.
 
 mod common;
 
@@ -49,6 +50,7 @@ async fn a_push_finding_the_frame_memory_held_is_slowed_down_and_others_wait() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20);
     cfg.frame_memory_bytes = MIN_FRAME_MEMORY_BYTES;
+    cfg.frame_wait = Duration::from_secs(1);
     let daemon = Daemon::start(cfg).await.expect("daemon");
     let mut c = client(daemon.addr(), APP).await;
     c.register_shuffle(1, 0, 2).await.expect("register");
@@ -80,14 +82,20 @@ async fn a_push_finding_the_frame_memory_held_is_slowed_down_and_others_wait() {
     let why = refused_then_closed(&mut f, ErrorCode::Malformed).await;
     assert!(why.contains("CRC32C"), "{why}");
 
-    // A registration (not a push) waits for room instead of being refused.
+    // A registration (not a push) waits for room instead of being refused,
+    // for the daemon's frame wait; then it is read through and answered
+    // Busy, its connection still open.
     let addr = daemon.addr();
     let waiting = tokio::spawn(async move {
         let mut r = client(addr, APP).await;
-        r.register_shuffle(2, 0, 1).await
+        let first = r.register_shuffle(2, 0, 1).await;
+        (r, first)
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished(), "the registration did not wait for the frame memory");
+    let (mut r, first) = waiting.await.expect("joined");
+    let err = first.expect_err("a registration past the frame wait");
+    assert_eq!(err.code(), Some(ErrorCode::Busy), "{err}");
 
     // a's push completes and is served; the memory is given back.
     a.write_all(&big[half..]).await.expect("write");
@@ -95,7 +103,7 @@ async fn a_push_finding_the_frame_memory_held_is_slowed_down_and_others_wait() {
         matches!(answer(&mut a).await, Message::PushAck { seq: 0, crc } if crc == frame::crc_of(&big)),
         "a's push"
     );
-    waiting.await.expect("joined").expect("the registration, once there was room");
+    r.register_shuffle(2, 0, 1).await.expect("the registration, once there was room");
     b.write_all(&small).await.expect("write");
     assert!(
         matches!(answer(&mut b).await, Message::PushAck { seq: 0, crc } if crc == frame::crc_of(&small)),

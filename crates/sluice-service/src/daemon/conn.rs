@@ -153,7 +153,21 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
                 };
                 held
             } else {
-                shared.frames.take(bytes, frame::FRAME_BODY_TIMEOUT, "frame memory").await?
+                match shared.frames.take(bytes, shared.frame_wait, "frame memory").await {
+                    Ok(held) => held,
+                    Err(e) => {
+                        // Read through (its CRC checked) and answered, so
+                        // the client gets a typed answer, not a closed
+                        // connection.
+                        if let Err(e) = frame::skip_payload(&mut rd, &head, n).await {
+                            return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await;
+                        }
+                        n += 1;
+                        let why = format!("{e}: the daemon's frames in flight fill its memory");
+                        refuse(&mut out, (ErrorCode::Busy, why)).await?;
+                        continue;
+                    }
+                }
             });
             let (m, crc) = match frame::read_payload(&mut rd, &head, n).await {
                 Ok(m) => m,

@@ -16,8 +16,10 @@
 //!   fit is read through a small scratch buffer, its CRC checked, nothing
 //!   kept, and answered [`Message::SlowDown`]: the client sends the chunk
 //!   again after the wait, as when the store is full;
-//! - any other request waits for its share, at most
-//!   [`FRAME_BODY_TIMEOUT`], and gives it back once decoded (requests other
+//! - any other request waits for its share, at most the daemon's frame
+//!   wait ([`FRAME_WAIT_TIMEOUT`]; then it is read through the same way and
+//!   answered [`ErrorCode::Busy`], its connection kept), and gives it back
+//!   once decoded (requests other
 //!   than pushes are small; a decoded read's winners, at most
 //!   `MAX_WINNERS_PER_READ` of 12 bytes, stay with its stream uncounted);
 //! - a stream waits for a spilled block's bytes before reading it back, at
@@ -29,7 +31,8 @@
 //! waits for its blocks'), so the waits cannot close a cycle.
 //!
 //! [`Message::SlowDown`]: crate::protocol::Message::SlowDown
-//! [`FRAME_BODY_TIMEOUT`]: crate::protocol::frame::FRAME_BODY_TIMEOUT
+//! [`FRAME_WAIT_TIMEOUT`]: super::FRAME_WAIT_TIMEOUT
+//! [`ErrorCode::Busy`]: crate::protocol::ErrorCode::Busy
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -85,6 +85,11 @@ pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
 /// ([`Message::Read`]'s `skip`), on a new connection.
 pub const STREAM_STALL_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// How long a request other than a push waits for room in the frame
+/// memory, by default ([`DaemonConfig::frame_wait`]), before it is read
+/// through and answered [`ErrorCode::Busy`].
+pub const FRAME_WAIT_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// How long accepting pauses after an accept failed (no descriptor left,
 /// for one): the listener stays readable, and retrying at once would spin.
 pub const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
@@ -112,6 +117,9 @@ pub struct DaemonConfig {
     /// Bytes of frames in flight held at once, beside `memory_bytes`
     /// ([`DEFAULT_FRAME_MEMORY_BYTES`] by default; see `frames`).
     pub frame_memory_bytes: u64,
+    /// How long a request other than a push waits for frame memory before
+    /// it is answered `Busy` ([`FRAME_WAIT_TIMEOUT`] by default).
+    pub frame_wait: Duration,
 }
 
 /// Why a daemon did not start.
@@ -158,6 +166,8 @@ pub(crate) struct Shared {
     pub(crate) stream_stall: Duration,
     /// Frames in flight (`frames`).
     pub(crate) frames: frames::FramePool,
+    /// [`DaemonConfig::frame_wait`].
+    pub(crate) frame_wait: Duration,
 }
 
 impl Shared {
@@ -294,6 +304,7 @@ impl Daemon {
             max_connections,
             stream_stall: config.stream_stall,
             frames: frames::FramePool::new(frame_memory),
+            frame_wait: config.frame_wait,
         });
         let (stop, stop_rx) = watch::channel(false);
         let accept = tokio::spawn(accept_loop(listener, shared.clone(), stop_rx, max_connections));

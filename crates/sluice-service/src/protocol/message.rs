@@ -69,7 +69,10 @@ pub enum ErrorCode {
     Corrupt = 10,
     /// The daemon serves as many connections as it may: the answer instead
     /// of a challenge to one over its limit, which it then closes. Try
-    /// again later (the client waits and retries for a bounded time).
+    /// again later (the client waits and retries for a bounded time). Also
+    /// the answer to a request other than a push that waited the daemon's
+    /// frame wait (`FRAME_WAIT_TIMEOUT`) for room in its frame memory; its
+    /// connection stays open.
     Busy = 11,
     /// A commit of a map attempt after a read here named another attempt
     /// of that map as its winner: this one's data would never be read, so

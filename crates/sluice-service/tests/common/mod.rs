@@ -41,6 +41,7 @@ pub fn config(host: &str, dirs: Vec<PathBuf>, memory: u64) -> DaemonConfig {
         max_connections: None,
         stream_stall: sluice_service::daemon::STREAM_STALL_TIMEOUT,
         frame_memory_bytes: sluice_service::daemon::DEFAULT_FRAME_MEMORY_BYTES,
+        frame_wait: sluice_service::daemon::FRAME_WAIT_TIMEOUT,
     }
 }
 
