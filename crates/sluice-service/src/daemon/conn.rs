@@ -221,6 +221,9 @@ async fn handle(
         Message::Read { shuffle, generation, start, end, skip, winners } => {
             let plan =
                 shared.with_store(|s| s.read_plan(app, shuffle, generation, start, end, &winners));
+            // The winners' memory (up to MAX_WINNERS_PER_READ of them) is
+            // not kept while the blocks stream.
+            drop(winners);
             return match plan.and_then(|plan| resumed(plan, skip)) {
                 Ok(plan) => stream(plan, out, shared).await,
                 Err(r) => refuse(out, r).await,
@@ -236,6 +239,7 @@ async fn handle(
                     .read_plan(app, shuffle, generation, start, end, &winners)
                     .and_then(|plan| Ok((plan, store.reduce_dir(app)?)))
             });
+            drop(winners);
             let (plan, dir) = match planned {
                 Ok(p) => p,
                 Err(r) => return refuse(out, r).await,

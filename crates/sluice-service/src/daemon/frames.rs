@@ -19,9 +19,9 @@
 //! - any other request waits for its share, at most the daemon's frame
 //!   wait ([`FRAME_WAIT_TIMEOUT`]; then it is read through the same way and
 //!   answered [`ErrorCode::Busy`], its connection kept), and gives it back
-//!   once decoded (requests other
-//!   than pushes are small; a decoded read's winners, at most
-//!   `MAX_WINNERS_PER_READ` of 12 bytes, stay with its stream uncounted);
+//!   once decoded (requests other than pushes are small; a decoded read's
+//!   winners, at most `MAX_WINNERS_PER_READ` of 12 bytes, go once its
+//!   blocks are planned, under the store's lock, before anything waits);
 //! - a stream waits for a spilled block's bytes before reading it back, at
 //!   most the stream's stall limit, and gives them back once the block is
 //!   sent.

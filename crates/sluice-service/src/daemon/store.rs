@@ -197,7 +197,11 @@ struct Block {
     at: Loc,
 }
 
-/// One block of a read, fetched without the store's lock.
+/// One block of a read, fetched without the store's lock. A read's plan
+/// holds one per block it sends, uncounted: it is bounded by the blocks'
+/// own bookkeeping, each block charged [`ENTRY_BYTES`], more than a
+/// `BlockRef` (checked by a test), and a read holds only blocks of the
+/// partitions it names.
 #[derive(Debug)]
 pub(crate) struct BlockRef {
     pub(crate) partition: u32,

@@ -482,6 +482,12 @@ mod tests {
     }
 
     #[test]
+    fn a_read_plans_block_costs_less_than_the_entry_charged_for_it() {
+        let plan = std::mem::size_of::<super::super::BlockRef>() as u64;
+        assert!(plan < ENTRY_BYTES, "a BlockRef of {plan} bytes");
+    }
+
+    #[test]
     fn a_committed_attempt_no_read_named_is_dropped_with_its_blocks() {
         // A map task that committed here and then failed at another daemon
         // keeps its output on its executor: what it committed here is
