@@ -11,35 +11,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::{authed, client, config, refused_then_closed, WAIT};
+use common::{authed, client, config, largest_push, push, refused_then_closed, WAIT};
 use sluice_service::daemon::MIN_FRAME_MEMORY_BYTES;
 use sluice_service::protocol::limits::{FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD_BYTES};
-use sluice_service::protocol::{frame, ErrorCode, Message, Section};
+use sluice_service::protocol::{frame, ErrorCode, Message};
 use sluice_service::Daemon;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 const APP: &str = "app-frames";
-
-/// A push of map `map` to shuffle 1 carrying `len` bytes for partition 0.
-fn push(map: u32, len: usize) -> Message {
-    Message::Push {
-        shuffle: 1,
-        generation: 0,
-        map,
-        attempt: 1,
-        seq: 0,
-        sections: vec![Section { partition: 0, records: 1, data: vec![map as u8; len] }],
-    }
-}
-
-/// A push whose payload is exactly the largest a frame carries.
-fn largest_push(map: u32) -> Vec<u8> {
-    let overhead = frame::encode(&push(map, 0)).len() - FRAME_HEADER_BYTES;
-    let f = frame::encode(&push(map, MAX_FRAME_PAYLOAD_BYTES as usize - overhead));
-    assert_eq!(f.len() - FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD_BYTES as usize);
-    f
-}
 
 async fn answer(s: &mut TcpStream) -> Message {
     frame::read(s, 9, WAIT, "an answer").await.expect("frame").expect("not closed").0

@@ -8,15 +8,18 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use common::{client, node};
+use common::{authed, client, config, node, push, WAIT};
 use sluice_core::format::codec::Codec;
 use sluice_core::format::{Layout, RecordBatch};
 use sluice_core::reorg::StageSpec;
 use sluice_engine::host_op::{reduce_spec, OP_SORT};
 use sluice_engine::reduce::{ReduceTask, SegmentEncoder, SegmentFeed};
 use sluice_service::client::Block;
-use sluice_service::protocol::{ErrorCode, ReduceOp, Winner, REDUCED_MAP};
-use sluice_service::{AttemptPusher, Client, ClientError, ReadMode};
+use sluice_service::daemon::MIN_FRAME_MEMORY_BYTES;
+use sluice_service::protocol::limits::FRAME_HEADER_BYTES;
+use sluice_service::protocol::{frame, ErrorCode, Message, ReduceOp, Winner, REDUCED_MAP};
+use sluice_service::{AttemptPusher, Client, ClientError, Daemon, ReadMode};
+use tokio::io::AsyncWriteExt;
 
 const SUM_I64: ReduceOp = ReduceOp { function: 0, value_type: 0 };
 const SORT: ReduceOp = ReduceOp { function: OP_SORT, value_type: 0 };
@@ -356,4 +359,67 @@ async fn a_reduced_read_gives_its_grant_back_while_its_results_stream() {
     // since, if the lease lapsed on a slow machine).
     let after = watch.stats().await.expect("stats").held_bytes;
     assert!(after <= before, "held {after} after the read, {before} before");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduced_read_takes_frame_memory_to_read_back_a_spilled_block() {
+    // A store of 8 MiB, so that three maps' sorted segments of 4 MiB (four
+    // records of 1 MiB each) spill; 8 MiB of frame memory, all but 64 KiB
+    // of it held by a half-sent push: room for the read's request, not for
+    // a spilled block. A reduced read must take a spilled block's bytes
+    // from the frame memory before reading it back, so it does not finish
+    // while the push holds them (a sort of 12 records takes a fraction of
+    // that time), and finishes, whole, once the push is served.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 8 << 20);
+    cfg.frame_memory_bytes = MIN_FRAME_MEMORY_BYTES;
+    let daemon = Daemon::start(cfg).await.expect("daemon");
+    let mut c = client(daemon.addr(), "app-frames").await;
+    c.register_shuffle(1, 0, 1).await.expect("register");
+    let (maps, per_map) = (3u32, 4u8);
+    let mut x = 0x1234_5678_9abc_def1u64;
+    for map in 0..maps {
+        let mut batch = RecordBatch::new(Layout::Variable);
+        for i in 0..per_map {
+            let value: Vec<u8> = (0..1 << 20).map(|_| xorshift(&mut x) as u8).collect();
+            batch.push(&[0u8, 0, 0, 0, i, map as u8], &value).expect("record");
+        }
+        let mut enc = SegmentEncoder::new(Codec::None, 0).expect("encoder");
+        let mut seg: Vec<u8> =
+            enc.blocks(&batch).expect("blocks").into_iter().flat_map(|b| b.0).collect();
+        seg.extend_from_slice(&enc.trailer().expect("trailer"));
+        push_map(&mut c, 1, map, 1, &[(0, u64::from(per_map), seg)]).await;
+    }
+    assert!(c.stats().await.expect("stats").spilled_bytes > 0, "nothing spilled");
+
+    // A push charges twice its payload.
+    let held = MIN_FRAME_MEMORY_BYTES - (64 << 10);
+    let overhead = frame::encode(&push(99, 0)).len() - FRAME_HEADER_BYTES;
+    let big = frame::encode(&push(99, held as usize / 2 - overhead));
+    let mut a = authed(daemon.addr(), "app-frames").await;
+    let half = big.len() / 2;
+    a.write_all(&big[..half]).await.expect("write");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while c.stats().await.expect("stats").frames_peak_bytes < held {
+        assert!(tokio::time::Instant::now() < deadline, "the half-sent push took no memory");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    let addr = daemon.addr();
+    let read = tokio::spawn(async move {
+        let mut r = client(addr, "app-frames").await;
+        let winners: Vec<Winner> = (0..maps).map(|map| Winner { map, attempt: 1 }).collect();
+        r.read_reduced((1, 0), 0, 1, winners, SORT).await
+    });
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(!read.is_finished(), "the reduced read read a spilled block back without room");
+
+    a.write_all(&big[half..]).await.expect("write");
+    let answer = frame::read(&mut a, 9, WAIT, "an answer").await.expect("frame").expect("open");
+    // The store may be too full to stage it: either way its frame is let go.
+    assert!(matches!(answer.0, Message::PushAck { .. } | Message::SlowDown { .. }), "{answer:?}");
+    let blocks = read.await.expect("joined").expect("the read, once there was room");
+    let records: u64 = blocks.iter().map(|b| b.records).sum();
+    assert_eq!(records, u64::from(maps) * u64::from(per_map));
+    daemon.shutdown().await;
 }

@@ -24,7 +24,8 @@
 //!   blocks are planned, under the store's lock, before anything waits);
 //! - a stream waits for a spilled block's bytes before reading it back, at
 //!   most the stream's stall limit, and gives them back once the block is
-//!   sent.
+//!   sent; a reduced read likewise, until the block is fed to its operator
+//!   (past the limit it is refused `Busy`).
 //!
 //! No holder waits for more while it holds some (a push is staged without
 //! waiting on the pool, a read gave its request's share back before it

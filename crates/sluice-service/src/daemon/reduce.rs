@@ -32,6 +32,7 @@ use sluice_engine::{EngineError, REDUCE_STATE_FLOOR_BYTES};
 use tokio::io::BufWriter;
 use tokio::net::tcp::OwnedWriteHalf;
 
+use super::frames::FrameBytes;
 use super::store::{BlockRef, Refusal};
 use super::{trim, Shared};
 use crate::protocol::limits::PUSH_CHUNK_BYTES;
@@ -114,6 +115,24 @@ impl Drop for ReduceDir {
     }
 }
 
+/// A spilled block's bytes, taken from the frame memory before it is read
+/// back (as a plain read's stream takes them) and held until it is fed,
+/// waiting at most the stream's stall limit; past that the read is
+/// refused [`ErrorCode::Busy`]. Called on a `block_in_place` thread, which
+/// may block on the runtime; the wait holds no frame memory, so it closes
+/// no cycle.
+fn frame_bytes(shared: &Shared, shuffle: u32, b: &BlockRef) -> Result<FrameBytes, Refusal> {
+    let what = "frame memory for a reduced read";
+    let wait = shared.frames.take(b.at.disk_bytes(), shared.stream_stall, what);
+    tokio::runtime::Handle::current().block_on(wait).map_err(|e| {
+        let p = b.partition;
+        (
+            ErrorCode::Busy,
+            format!("reading back a block of partition {p} of shuffle {shuffle}: {e}"),
+        )
+    })
+}
+
 /// Feeds partition `p`'s blocks (`part`, each winner's consecutive) into a
 /// fresh operator and finishes it; returns it with the records it took.
 fn reduce_partition(
@@ -144,6 +163,7 @@ fn reduce_partition(
         let mut feed = SegmentFeed::new(shuffle, map, p);
         let mut committed = 0u64;
         for b in &part[i..i + n] {
+            let _frame = frame_bytes(shared, shuffle, b)?;
             let data = b.at.fetch()?;
             if b.at.mem_bytes() == 0 {
                 trim::freed(data.len() as u64);

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sluice_service::auth::{app_key, proof, Key};
-use sluice_service::protocol::{frame, ErrorCode, Message};
+use sluice_service::protocol::limits::{FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD_BYTES};
+use sluice_service::protocol::{frame, ErrorCode, Message, Section};
 use sluice_service::{Client, Daemon, DaemonConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -105,4 +106,24 @@ pub async fn refused_then_closed(s: &mut TcpStream, code: ErrorCode) -> String {
         .unwrap_or(0);
     assert_eq!(n, 0, "bytes after the refusal");
     m
+}
+
+/// A push of map `map` to shuffle 1 carrying `len` bytes for partition 0.
+pub fn push(map: u32, len: usize) -> Message {
+    Message::Push {
+        shuffle: 1,
+        generation: 0,
+        map,
+        attempt: 1,
+        seq: 0,
+        sections: vec![Section { partition: 0, records: 1, data: vec![map as u8; len] }],
+    }
+}
+
+/// A push whose payload is exactly the largest a frame carries.
+pub fn largest_push(map: u32) -> Vec<u8> {
+    let overhead = frame::encode(&push(map, 0)).len() - FRAME_HEADER_BYTES;
+    let f = frame::encode(&push(map, MAX_FRAME_PAYLOAD_BYTES as usize - overhead));
+    assert_eq!(f.len() - FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD_BYTES as usize);
+    f
 }
