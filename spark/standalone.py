@@ -1,8 +1,9 @@
 """A Spark standalone cluster of real processes on loopback addresses: a
 master on 127.0.0.1 and one worker per address (each address stands for a
 node), started from the installed pyspark's own scripts and killed, process
-group and all, on exit; and the executor processes of an application on
-this machine. The tests (spark/tests) and `spark/bench.py --cluster` use it."""
+group and all, on exit; the executor processes of an application on
+this machine; and a worker killed with its executors, as a lost node is.
+The tests (spark/tests) and `spark/bench.py --cluster` use it."""
 
 import contextlib
 import os
@@ -84,3 +85,20 @@ def executor_pids(app_id):
             if b"CoarseGrainedExecutorBackend" in cmd and app_id.encode() in cmd:
                 pids.append(int(d))
     return pids
+
+
+def kill_worker(host):
+    """SIGKILL to the worker on `host` and the executors it launched (its
+    process group: each worker starts a session of its own), as when the node
+    goes away; the master then reports the worker lost to the applications."""
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    args = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"org.apache.spark.deploy.worker.Worker" in args and host.encode() in args:
+                os.killpg(os.getpgid(int(d)), 9)
+                return
+    raise AssertionError(f"no standalone worker runs on {host}")

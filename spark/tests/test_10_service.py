@@ -4,7 +4,8 @@ pushed to the daemons, each reduce task's partitions read from the daemon
 that owns them as one stream, answers equal to Spark's sort shuffle's
 (local[2]); an executor killed after its map tasks committed costs no map
 rerun (a standalone cluster with a worker on each address), where the same
-kill in embedded mode does; a daemon that refuses the application's key
+kill in embedded mode does, and a host lost after reads reruns only its
+maps; a daemon that refuses the application's key
 leaves its shuffles embedded, one that cannot be reached when a shuffle
 registers is left out of it, and a read that fails at a daemon has the
 rerun assigned over the live daemons; a read its reduce task leaves
@@ -23,8 +24,8 @@ import time
 import pytest
 
 import workloads
-from standalone import executor_pids, free_port, standalone_cluster
-from clusters import settled
+from standalone import executor_pids, free_port, kill_worker, standalone_cluster
+from clusters import settled, stage_attempts
 from conftest import SLUICE, SPECULATION, session, slow_first_attempt
 from test_9_executors import _executors, _map_tasks_run, _wait
 
@@ -495,7 +496,8 @@ def test_an_executor_killed_after_its_map_tasks_costs_no_rerun(daemons, tmp_path
     # both. One executor is killed with SIGKILL; the next job over the same
     # shuffle reruns no map task in service mode (the output lives on the
     # daemons), and reruns the lost ones in embedded mode (the kill did take
-    # output away: the check can fail).
+    # output away: the check can fail). In service mode a whole host is then
+    # lost (_lose_a_host_after_reads).
     ds, key = daemons
     extra = {**service_conf(ds, key), "spark.sluice.mode": mode, "spark.executor.cores": "1"}
     with standalone_cluster(tmp_path, hosts=("127.0.0.1", "127.0.0.2")) as master:
@@ -520,10 +522,52 @@ def test_an_executor_killed_after_its_map_tasks_costs_no_rerun(daemons, tmp_path
             assert results == 6
             if mode == "service":
                 assert mapped == 0, mapped
+                _lose_a_host_after_reads(sc, sizes, want)
             else:
                 assert mapped > 0, "the kill took no map output away"
         finally:
             s.stop()
+
+
+def _map_locations(sc, shuffle):
+    """The executor id and host each map's registered status names (None
+    for a map with none)."""
+    tracker = sc._jsc.sc().env().mapOutputTracker()
+    statuses = tracker.shuffleStatuses().get(shuffle).get().mapStatuses()
+    return [None if m is None else (m.location().executorId(), m.location().host())
+            for m in statuses]
+
+
+def _lose_a_host_after_reads(sc, sizes, want):
+    """The shuffle read (so each daemon named every map's winner), the worker
+    of the host that wrote map 0 is killed with its executor, the daemon
+    beside it left running. Spark unregisters the pushed outputs written on
+    that host (`removeOutputsOnHost`) and runs those maps again on the other
+    host; the daemons refuse their commits (`Superseded`: a read there named
+    the lost attempts), so each rerun keeps its output on its executor and is
+    read from there, beside the other maps' outputs at the daemons. Only the
+    lost host's maps ran again, no stage ran twice, every record came once."""
+    [shuffle] = [i for i in range(4) if sc._jsc.sc().env().mapOutputTracker().containsShuffle(i)]
+    before = _map_locations(sc, shuffle)
+    assert all(e == f"sluice-service-{shuffle}" for e, _ in before), before
+    host = before[0][1]
+    lost = [m for m, (_, h) in enumerate(before) if h == host]
+    # The executor killed above has been replaced: the other host can run the maps.
+    _wait("the killed executor's replacement", lambda: len(_executors(sc)) == 2)
+    kill_worker(host)
+    tracker = sc._jsc.sc().env().mapOutputTracker()
+    _wait("the lost host's outputs unregistered",
+          lambda: tracker.getNumAvailableOutputs(shuffle) == len(before) - len(lost))
+    sc.setJobGroup("after-host-loss", "read the shuffle after a host was lost")
+    assert sizes() == want
+    assert _map_tasks_run(sc, "after-host-loss") == (len(lost), 6)
+    assert set(stage_attempts(sc, "after-host-loss").values()) == {0}
+    after = _map_locations(sc, shuffle)
+    for m, (executor, h) in enumerate(after):
+        if m in lost:
+            assert not executor.startswith("sluice-service-") and h != host, (m, before, after)
+        else:
+            assert (executor, h) == before[m], (m, before, after)
 
 
 def test_speculative_map_attempts_under_the_service(daemons, tmp_path):
