@@ -361,38 +361,44 @@ async fn a_reduced_read_gives_its_grant_back_while_its_results_stream() {
     assert!(after <= before, "held {after} after the read, {before} before");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reduced_read_takes_frame_memory_to_read_back_a_spilled_block() {
-    // A store of 8 MiB, so that three maps' sorted segments of 4 MiB (four
-    // records of 1 MiB each) spill; 8 MiB of frame memory, all but 64 KiB
-    // of it held by a half-sent push: room for the read's request, not for
-    // a spilled block. A reduced read must take a spilled block's bytes
-    // from the frame memory before reading it back, so it does not finish
-    // while the push holds them (a sort of 12 records takes a fraction of
-    // that time), and finishes, whole, once the push is served.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 8 << 20);
-    cfg.frame_memory_bytes = MIN_FRAME_MEMORY_BYTES;
-    let daemon = Daemon::start(cfg).await.expect("daemon");
-    let mut c = client(daemon.addr(), "app-frames").await;
-    c.register_shuffle(1, 0, 1).await.expect("register");
-    let (maps, per_map) = (3u32, 4u8);
+/// Map segments of partition 0 of `shuffle` (its only one), sorted:
+/// `maps` maps of `per_map` incompressible records of `value_bytes` each,
+/// pushed and committed as attempt 1.
+async fn push_sorted_maps(
+    c: &mut Client,
+    shuffle: u32,
+    maps: u32,
+    per_map: u8,
+    value_bytes: usize,
+) {
+    c.register_shuffle(shuffle, 0, 1).await.expect("register");
     let mut x = 0x1234_5678_9abc_def1u64;
     for map in 0..maps {
         let mut batch = RecordBatch::new(Layout::Variable);
         for i in 0..per_map {
-            let value: Vec<u8> = (0..1 << 20).map(|_| xorshift(&mut x) as u8).collect();
+            let value: Vec<u8> = (0..value_bytes).map(|_| xorshift(&mut x) as u8).collect();
             batch.push(&[0u8, 0, 0, 0, i, map as u8], &value).expect("record");
         }
         let mut enc = SegmentEncoder::new(Codec::None, 0).expect("encoder");
         let mut seg: Vec<u8> =
             enc.blocks(&batch).expect("blocks").into_iter().flat_map(|b| b.0).collect();
         seg.extend_from_slice(&enc.trailer().expect("trailer"));
-        push_map(&mut c, 1, map, 1, &[(0, u64::from(per_map), seg)]).await;
+        push_map(c, shuffle, map, 1, &[(0, u64::from(per_map), seg)]).await;
     }
-    assert!(c.stats().await.expect("stats").spilled_bytes > 0, "nothing spilled");
+}
 
-    // A push charges twice its payload.
+/// Holds all but 64 KiB of a daemon's `MIN_FRAME_MEMORY_BYTES` of frame
+/// memory with a push sent by half (a push charges twice its payload):
+/// room for a read's request, not for its blocks. Calls `meanwhile` (a
+/// reduced sort read of `shuffle`'s `maps` maps' winners, spawned), checks that it has
+/// not finished after 3 s (a sort of a few records takes a fraction of
+/// that), sends the rest of the push and returns the read's answer.
+async fn read_while_frames_are_held(
+    daemon: &Daemon,
+    c: &mut Client,
+    shuffle: u32,
+    maps: u32,
+) -> Vec<Block> {
     let held = MIN_FRAME_MEMORY_BYTES - (64 << 10);
     let overhead = frame::encode(&push(99, 0)).len() - FRAME_HEADER_BYTES;
     let big = frame::encode(&push(99, held as usize / 2 - overhead));
@@ -409,17 +415,62 @@ async fn a_reduced_read_takes_frame_memory_to_read_back_a_spilled_block() {
     let read = tokio::spawn(async move {
         let mut r = client(addr, "app-frames").await;
         let winners: Vec<Winner> = (0..maps).map(|map| Winner { map, attempt: 1 }).collect();
-        r.read_reduced((1, 0), 0, 1, winners, SORT).await
+        r.read_reduced((shuffle, 0), 0, 1, winners, SORT).await
     });
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-    assert!(!read.is_finished(), "the reduced read read a spilled block back without room");
+    assert!(!read.is_finished(), "the reduced read went on without frame memory");
 
     a.write_all(&big[half..]).await.expect("write");
     let answer = frame::read(&mut a, 9, WAIT, "an answer").await.expect("frame").expect("open");
     // The store may be too full to stage it: either way its frame is let go.
     assert!(matches!(answer.0, Message::PushAck { .. } | Message::SlowDown { .. }), "{answer:?}");
-    let blocks = read.await.expect("joined").expect("the read, once there was room");
+    read.await.expect("joined").expect("the read, once there was room")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduced_read_takes_frame_memory_to_read_back_a_spilled_block() {
+    // A store of 8 MiB, so that three maps' sorted segments of 4 MiB (four
+    // records of 1 MiB each) spill. A reduced read must take a spilled
+    // block's bytes from the frame memory before reading it back, so it
+    // does not finish while a push holds them, and finishes, whole, once
+    // the push is served.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 8 << 20);
+    cfg.frame_memory_bytes = MIN_FRAME_MEMORY_BYTES;
+    let daemon = Daemon::start(cfg).await.expect("daemon");
+    let mut c = client(daemon.addr(), "app-frames").await;
+    let (maps, per_map) = (3u32, 4u8);
+    push_sorted_maps(&mut c, 1, maps, per_map, 1 << 20).await;
+    assert!(c.stats().await.expect("stats").spilled_bytes > 0, "nothing spilled");
+    let blocks = read_while_frames_are_held(&daemon, &mut c, 1, maps).await;
     let records: u64 = blocks.iter().map(|b| b.records).sum();
     assert_eq!(records, u64::from(maps) * u64::from(per_map));
+    daemon.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reduced_read_takes_frame_memory_for_its_results() {
+    // A store of 64 MiB: three maps' sorted segments of 64 KiB records stay
+    // in memory, so the read takes no frame memory to feed its operator.
+    // Its results, a batch and the blocks encoded from it, are held beside
+    // the operator's grant while they are sent: it must take frame memory
+    // for them first, and so waits while a push holds it. The sort's
+    // batches of at most 1 MiB take the fixed share; the second part's
+    // records of 2 MiB each make batches larger than it, which take their
+    // own.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20);
+    cfg.frame_memory_bytes = MIN_FRAME_MEMORY_BYTES;
+    let daemon = Daemon::start(cfg).await.expect("daemon");
+    let mut c = client(daemon.addr(), "app-frames").await;
+    for (shuffle, maps, per_map, value_bytes) in [(1, 3u32, 8u8, 64 << 10), (2, 2, 2, 2 << 20)] {
+        push_sorted_maps(&mut c, shuffle, maps, per_map, value_bytes).await;
+        assert_eq!(c.stats().await.expect("stats").spilled_bytes, 0, "a block spilled");
+        let blocks = read_while_frames_are_held(&daemon, &mut c, shuffle, maps).await;
+        let records: u64 = blocks.iter().map(|b| b.records).sum();
+        assert_eq!(records, u64::from(maps) * u64::from(per_map));
+        let bytes: usize = blocks.iter().map(|b| b.data.len()).sum();
+        assert!(bytes > maps as usize * per_map as usize * value_bytes, "{bytes} bytes");
+    }
     daemon.shutdown().await;
 }

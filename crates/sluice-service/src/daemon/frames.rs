@@ -25,7 +25,10 @@
 //! - a stream waits for a spilled block's bytes before reading it back, at
 //!   most the stream's stall limit, and gives them back once the block is
 //!   sent; a reduced read likewise, until the block is fed to its operator
-//!   (past the limit it is refused `Busy`).
+//!   (past the limit it is refused `Busy`), and for each batch of its
+//!   results with the blocks encoded from it, until they are sent (taken
+//!   before the batch is made; a batch larger than that share gives it
+//!   back and takes its own size, at most the whole pool).
 //!
 //! No holder waits for more while it holds some (a push is staged without
 //! waiting on the pool, a read gave its request's share back before it
@@ -126,6 +129,14 @@ impl FramePool {
         }
     }
 
+    /// `bytes` as one holder may take them: at most the whole pool, so
+    /// that a holder larger than the pool (a reduced read's batch of one
+    /// large record) waits until it holds the pool alone instead of for
+    /// ever.
+    pub(crate) fn capped(&self, bytes: u64) -> u32 {
+        bytes.min(self.bytes).min(u64::from(u32::MAX)) as u32
+    }
+
     /// The most bytes held at once, and the pushes slowed down for want of
     /// room.
     pub(crate) fn stats(&self) -> (u64, u64) {
@@ -149,6 +160,7 @@ mod tests {
         drop(b);
         assert!(pool.try_take(100).is_some(), "all given back");
         assert_eq!(pool.stats(), (100, 1));
+        assert_eq!((pool.capped(40), pool.capped(1 << 40)), (40, 100));
     }
 
     #[test]

@@ -22,11 +22,14 @@
 //! segment; for an aggregate each key arrives once, for a sort one run.
 //! The work runs on the connection's worker in `block_in_place`, one
 //! partition at a time; only one partition's operator is open at once.
+//! Beside the operator's grant from the store, a read holds frame memory
+//! (`frames.rs`): a spilled block's bytes until it is fed, and each batch
+//! of results with its encoded blocks until they are sent.
 
 use std::path::{Path, PathBuf};
 
 use sluice_core::format::codec::Codec;
-use sluice_core::reorg::StageSpec;
+use sluice_core::reorg::{StageSpec, EMIT_BATCH_BYTES};
 use sluice_engine::reduce::{ReduceTask, SegmentEncoder, SegmentFeed};
 use sluice_engine::{EngineError, REDUCE_STATE_FLOOR_BYTES};
 use tokio::io::BufWriter;
@@ -51,6 +54,44 @@ const REDUCED_CODEC: Codec = Codec::Lz4;
 /// record goes in several frames (a reader concatenates a segment's
 /// frames), each far below the frame limit.
 const REDUCED_FRAME_BYTES: usize = PUSH_CHUNK_BYTES;
+
+/// Frame memory a reduced read takes for each batch of its results before
+/// the batch is made: what a batch of [`EMIT_BATCH_BYTES`] (an operator's
+/// output batch, at most that but for a single larger record) and its
+/// blocks hold ([`result_frame_bytes`]).
+const RESULT_BATCH_FRAME_BYTES: u32 = result_frame_bytes(EMIT_BATCH_BYTES) as u32;
+
+/// What a batch of `payload` result bytes and the blocks encoded from it
+/// hold at most: the batch, and its blocks at LZ4's worst (`lz4_flex`
+/// bounds a block at a tenth over its input and 20 bytes) with a header
+/// each, at most one block per
+/// [`BLOCK_TARGET_BYTES`](sluice_engine::output::file::BLOCK_TARGET_BYTES)
+/// and one more; an
+/// eighth and 64 KiB cover both up to a batch of 1 GiB, and the eighth
+/// alone beyond.
+const fn result_frame_bytes(payload: usize) -> u64 {
+    let n = payload as u64;
+    2 * n + n / 8 + (64 << 10)
+}
+
+/// `bytes` of frame memory for a reduced read's results, waiting at most
+/// the stream's stall limit; past that the read is refused
+/// [`ErrorCode::Busy`]. The read holds its operator's grant meanwhile:
+/// nothing that holds frame memory waits for the store's (a push that
+/// finds the store full is answered at once), so the wait closes no cycle.
+async fn result_frames(
+    shared: &Shared,
+    shuffle: u32,
+    p: u32,
+    bytes: u32,
+) -> Result<FrameBytes, Refusal> {
+    let what = "frame memory for a reduced read's results";
+    shared
+        .frames
+        .take(bytes, shared.stream_stall, what)
+        .await
+        .map_err(|e| (ErrorCode::Busy, format!("sending partition {p} of shuffle {shuffle}: {e}")))
+}
 
 /// A refusal for an engine error: a spill that failed is `Storage`, an
 /// operator the daemon cannot run `BadRequest`, anything else (a block or
@@ -228,17 +269,38 @@ pub(super) async fn stream(
             Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
         };
         loop {
-            let next = tokio::task::block_in_place(|| -> Result<_, EngineError> {
-                match task.next_batch()? {
-                    Some(batch) => Ok(Some(enc.blocks(&batch)?)),
-                    None => Ok(None),
-                }
-            });
-            let frames = match next {
-                Ok(Some(f)) => f,
+            // Taken before the batch is made, held until its blocks are sent.
+            let mut charge = RESULT_BATCH_FRAME_BYTES;
+            let mut frame = match result_frames(shared, shuffle, p, charge).await {
+                Ok(f) => f,
+                Err(r) => return super::conn::refuse(out, r).await,
+            };
+            let batch = match tokio::task::block_in_place(|| task.next_batch()) {
+                Ok(Some(b)) => b,
                 Ok(None) => break,
                 Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
             };
+            let need = result_frame_bytes(batch.payload_len());
+            if need > u64::from(charge) {
+                // A batch of a record larger than a batch: its own share,
+                // the first given back before it waits.
+                drop(frame);
+                charge = shared.frames.capped(need);
+                frame = match result_frames(shared, shuffle, p, charge).await {
+                    Ok(f) => f,
+                    Err(r) => return super::conn::refuse(out, r).await,
+                };
+            }
+            let frames = match tokio::task::block_in_place(|| enc.blocks(&batch)) {
+                Ok(f) => f,
+                Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
+            };
+            debug_assert!(
+                batch.payload_len() as u64 + frames.iter().map(|f| f.0.len() as u64).sum::<u64>()
+                    <= need,
+                "a batch's blocks beyond result_frame_bytes"
+            );
+            drop(batch);
             held.trim_to(in_use(&task));
             for (data, n) in frames {
                 // The block's records ride with its first piece.
@@ -251,6 +313,7 @@ pub(super) async fn stream(
                         .await?;
                 }
             }
+            drop(frame);
         }
         // Its spill files go as it does.
         tokio::task::block_in_place(|| drop(task));
