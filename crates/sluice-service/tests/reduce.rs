@@ -389,10 +389,10 @@ async fn push_sorted_maps(
 
 /// Holds all but 64 KiB of a daemon's `MIN_FRAME_MEMORY_BYTES` of frame
 /// memory with a push sent by half (a push charges twice its payload):
-/// room for a read's request, not for its blocks. Calls `meanwhile` (a
-/// reduced sort read of `shuffle`'s `maps` maps' winners, spawned), checks that it has
-/// not finished after 3 s (a sort of a few records takes a fraction of
-/// that), sends the rest of the push and returns the read's answer.
+/// room for a read's request, not for its blocks. Spawns a reduced sort
+/// read of `shuffle`'s `maps` maps' winners, checks that it has not
+/// finished after 3 s (a sort of a few records takes a fraction of that),
+/// sends the rest of the push and returns the read's answer.
 async fn read_while_frames_are_held(
     daemon: &Daemon,
     c: &mut Client,
