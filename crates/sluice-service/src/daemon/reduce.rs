@@ -270,8 +270,8 @@ pub(super) async fn stream(
         };
         loop {
             // Taken before the batch is made, held until its blocks are sent.
-            let mut charge = RESULT_BATCH_FRAME_BYTES;
-            let mut frame = match result_frames(shared, shuffle, p, charge).await {
+            let mut frame = match result_frames(shared, shuffle, p, RESULT_BATCH_FRAME_BYTES).await
+            {
                 Ok(f) => f,
                 Err(r) => return super::conn::refuse(out, r).await,
             };
@@ -281,12 +281,11 @@ pub(super) async fn stream(
                 Err(e) => return super::conn::refuse(out, refusal(shuffle, p, e)).await,
             };
             let need = result_frame_bytes(batch.payload_len());
-            if need > u64::from(charge) {
+            if need > u64::from(RESULT_BATCH_FRAME_BYTES) {
                 // A batch of a record larger than a batch: its own share,
                 // the first given back before it waits.
                 drop(frame);
-                charge = shared.frames.capped(need);
-                frame = match result_frames(shared, shuffle, p, charge).await {
+                frame = match result_frames(shared, shuffle, p, shared.frames.capped(need)).await {
                     Ok(f) => f,
                     Err(r) => return super::conn::refuse(out, r).await,
                 };
