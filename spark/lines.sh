@@ -4,10 +4,10 @@
 # (spark/suites/run.sh --line L, which installs that line's pyspark into
 # spark/.venv-suites-L), the local-mode pytest file (spark/tests/test_1_local.py: every
 # workload record for record against Spark's sort shuffle, the SQL rules' plan shapes) and
-# four of the service's (spark/tests/test_10_service.py: every kind of shuffle through two
+# five of the service's (spark/tests/test_10_service.py: every kind of shuffle through two
 # daemons, small outputs kept on executors, a daemon restarted under a job and the rerun
-# assigned anew, a restarted daemon taking the next shuffle; on 3.5) in the same venv,
-# with the pytest of spark/requirements.txt.
+# assigned anew, a restarted daemon taking the next shuffle, dynamic allocation; on 3.5)
+# in the same venv, with the pytest of spark/requirements.txt.
 #
 #   bash spark/lines.sh [LINE[:PART] ...]        (default: 3.5 4.0 4.2)
 #
@@ -71,14 +71,15 @@ for unit in "${units[@]}"; do
   if [ "$rc" = 0 ] && [ "$part" != suite ] && [ "$line" = 3.5 ]; then
     # The service on this line: every kind of shuffle through two daemons (under the
     # default reduceAtDaemon, which reads both ways: aggregates reduced at the daemons,
-    # the rest in the tasks), a daemon restarted under a job, and small outputs kept on
-    # the executor (reduce-side locality turned off in this line's map output tracker);
+    # the rest in the tasks), a daemon restarted under a job, small outputs kept on
+    # the executor (reduce-side locality turned off in this line's map output tracker),
+    # and dynamic allocation under Sluice's storage plugin (this line's scheduler);
     # the cluster and full-disk tests run on the default line. On 3.5 only, for CI's time:
     # its shims (Scala 2.12, line-3.5, line-before-4.1's map statuses) differ most from the
     # default line's; 4.0's are line-before-4.1's and line-4.x's, 4.2's line-4.1-on's and
     # line-4.x's, each run by the service's tests on 3.5 or on the default line.
     SLUICE_LINE=$line PYSPARK_PYTHON=$py "$py" -m pytest -q -p no:cacheprovider \
-      spark/tests/test_10_service.py -k "reduceAtDaemon_auto or restarted or small" || rc=$?
+      spark/tests/test_10_service.py -k "reduceAtDaemon_auto or restarted or small or dynamic" || rc=$?
   fi
   echo "== Spark $line${part:+ ($part)} ended (rc $rc) at ${SECONDS} s"
   [ "$rc" = 0 ] || failed+=("$unit")

@@ -529,6 +529,44 @@ def test_an_executor_killed_after_its_map_tasks_costs_no_rerun(daemons, tmp_path
             s.stop()
 
 
+def test_dynamic_allocation_gives_executors_back_without_a_shuffle_service(daemons, tmp_path):
+    # Spark's dynamic allocation needs map output to outlive its executor: an
+    # external shuffle service, shuffle tracking (which keeps an executor with
+    # output alive), or a storage plugin whose storage is reliable. Sluice's
+    # (ServiceDataIO) is, in service mode, and pushes every output, small ones
+    # too (the defaults would keep these kilobytes on the executors): the idle
+    # executors are given back after the first job, and the next job reads the
+    # shuffle from the daemons on new executors, rerunning no map task.
+    ds, key = daemons
+    extra = {**service_conf(ds, key), "spark.executor.cores": "1",
+             "spark.shuffle.sort.io.plugin.class": "dev.sluice.spark.service.ServiceDataIO",
+             "spark.dynamicAllocation.enabled": "true",
+             "spark.dynamicAllocation.shuffleTracking.enabled": "false",
+             "spark.dynamicAllocation.minExecutors": "0",
+             "spark.dynamicAllocation.initialExecutors": "2",
+             "spark.dynamicAllocation.maxExecutors": "2",
+             "spark.dynamicAllocation.executorIdleTimeout": "2s"}
+    for small in ("spark.sluice.service.minPushBytes", "spark.sluice.service.minShuffleBytes"):
+        del extra[small]
+    with standalone_cluster(tmp_path, hosts=("127.0.0.1", "127.0.0.2")) as master:
+        s = session(master, SLUICE, tmp_path / "driver-local", extra=extra)
+        try:
+            sc = s.sparkContext
+            shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
+            sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+            want = sizes()
+            assert sum(want) == sum(range(40000))
+            [shuffle] = [i for i in range(4)
+                         if sc._jsc.sc().env().mapOutputTracker().containsShuffle(i)]
+            assert all(e == f"sluice-service-{shuffle}" for e, _ in _map_locations(sc, shuffle))
+            _wait("the idle executors given back", lambda: not _executors(sc))
+            sc.setJobGroup("after-release", "read the shuffle on new executors")
+            assert sizes() == want
+            assert _map_tasks_run(sc, "after-release") == (0, 6)
+        finally:
+            s.stop()
+
+
 def _map_locations(sc, shuffle):
     """The executor id and host each map's registered status names (None
     for a map with none)."""

@@ -45,6 +45,13 @@ public final class ServiceConf implements Serializable {
    */
   public final String reduceAtDaemon;
 
+  /**
+   * Whether Spark was told that map output outlives its executor ({@link ServiceDataIO} is the
+   * storage plugin): every output is pushed, {@link #minPushBytes} and {@link #minShuffleBytes}
+   * aside, since Spark now gives executors back without rerunning their map tasks.
+   */
+  public final boolean reliableStorage;
+
   private ServiceConf(
       List<String> daemons,
       String app,
@@ -52,7 +59,8 @@ public final class ServiceConf implements Serializable {
       long minPushBytes,
       long minShuffleBytes,
       long pushWhileMappingBytes,
-      String reduceAtDaemon) {
+      String reduceAtDaemon,
+      boolean reliableStorage) {
     this.daemons = daemons;
     this.app = app;
     this.key = key;
@@ -60,6 +68,7 @@ public final class ServiceConf implements Serializable {
     this.minShuffleBytes = minShuffleBytes;
     this.pushWhileMappingBytes = pushWhileMappingBytes;
     this.reduceAtDaemon = reduceAtDaemon;
+    this.reliableStorage = reliableStorage;
   }
 
   /**
@@ -102,7 +111,8 @@ public final class ServiceConf implements Serializable {
         SluiceSetting.SERVICE_MIN_PUSH_BYTES.bytes(conf),
         SluiceSetting.SERVICE_MIN_SHUFFLE_BYTES.bytes(conf),
         SluiceSetting.SERVICE_PUSH_WHILE_MAPPING_BYTES.bytes(conf),
-        SluiceSetting.SERVICE_REDUCE_AT_DAEMON.choice(conf));
+        SluiceSetting.SERVICE_REDUCE_AT_DAEMON.choice(conf),
+        ServiceDataIO.named(conf));
   }
 
   /**
@@ -134,7 +144,8 @@ public final class ServiceConf implements Serializable {
 
   /**
    * Why a map output of {@code bytes}, one of {@code maps} of its shuffle, stays on its executor
-   * instead of being pushed, or null when it is pushed: fewer bytes than {@link #minPushBytes}
+   * instead of being pushed, or null when it is pushed (always under {@link #reliableStorage}):
+   * fewer bytes than {@link #minPushBytes}
    * (its push would cost a round trip and a commit at every daemon for less than one chunk), or a
    * shuffle estimated at fewer than {@link #minShuffleBytes} ({@link #shuffleEstimate}; the map
    * tasks of a shuffle this small cost less to rerun than the daemons cost it: a second write,
@@ -142,6 +153,9 @@ public final class ServiceConf implements Serializable {
    * at 0.95x of embedded's speed, q13 at 0.78x, docs/benchmarks.md).
    */
   public String keepReason(long bytes, int maps) {
+    if (reliableStorage) {
+      return null;
+    }
     if (bytes < minPushBytes) {
       return bytes + " bytes, under service.minPushBytes (" + minPushBytes + ")";
     }

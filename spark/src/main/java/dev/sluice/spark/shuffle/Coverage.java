@@ -1,6 +1,7 @@
 package dev.sluice.spark.shuffle;
 
 import dev.sluice.spark.combine.HashGroups;
+import dev.sluice.spark.service.ServiceDataIO;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
 
@@ -13,7 +14,8 @@ import org.apache.spark.SparkConf;
  *       partition's records back to back as one stream. Java serialization does not allow it.
  *   <li>No I/O encryption (Sluice blocks are checksummed and compressed, not encrypted).
  *   <li>No push-based shuffle (the merged-block path is Spark's own).
- *   <li>No shuffle storage plugin other than Spark's local disk ({@link #STORAGE_PLUGIN_KEY}).
+ *   <li>No shuffle storage plugin other than Spark's local disk or Sluice's ({@link
+ *       #STORAGE_PLUGIN_KEY}).
  *   <li>At most {@link #PARTITIONS_MAX} partitions (the engine's limit).
  * </ul>
  *
@@ -29,8 +31,9 @@ public final class Coverage {
    * ShuffleDataIO}), and its default, the local disk. A user who names another one (a remote or
    * cloud store) expects every map output there; Sluice writes its own, so it leaves such an
    * application's shuffles to the sort shuffle, which also initializes the plugin's executor side.
+   * Sluice's own plugin ({@link ServiceDataIO}) is the local disk with reliability said.
    */
-  static final String STORAGE_PLUGIN_KEY = "spark.shuffle.sort.io.plugin.class";
+  static final String STORAGE_PLUGIN_KEY = ServiceDataIO.PLUGIN_KEY;
 
   static final String LOCAL_DISK_STORAGE =
       "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO";
@@ -76,7 +79,7 @@ public final class Coverage {
       return "push-based shuffle is on (spark.shuffle.push.enabled)";
     }
     String storage = conf.get(STORAGE_PLUGIN_KEY, LOCAL_DISK_STORAGE);
-    if (!storage.equals(LOCAL_DISK_STORAGE)) {
+    if (!storage.equals(LOCAL_DISK_STORAGE) && !storage.equals(ServiceDataIO.CLASS)) {
       return "a shuffle storage plugin is set ("
           + STORAGE_PLUGIN_KEY
           + "="

@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import dev.sluice.spark.api.Agg;
 import dev.sluice.spark.jni.EngineOp;
 import dev.sluice.spark.jni.SpillStrategy;
+import dev.sluice.spark.shuffle.Coverage;
 import org.apache.spark.SparkConf;
 import org.junit.jupiter.api.Test;
 
@@ -98,6 +99,25 @@ class ServiceConfTest {
                 .set("spark.sluice.service.minPushBytes", "0")
                 .set("spark.sluice.service.minShuffleBytes", "0"));
     assertNull(all.keepReason(0, 1), "0 and 0 push every output");
+  }
+
+  @Test
+  void sluicesStoragePluginSaysTheServiceIsReliableAndPushesEveryOutput() {
+    SparkConf c = settings(null);
+    assertFalse(ServiceConf.of(c).reliableStorage, "Spark's local disk: outputs may stay");
+    c.set(ServiceDataIO.PLUGIN_KEY, ServiceDataIO.CLASS);
+    assertTrue(new ServiceDataIO(c).driver().supportsReliableStorage());
+    ServiceConf reliable = ServiceConf.of(c);
+    assertTrue(reliable.reliableStorage);
+    assertNull(reliable.keepReason(0, 1), "an executor given back keeps no output: all pushed");
+    assertNull(reliable.keepReason(MIB - 1, 4));
+    assertFalse(
+        new ServiceDataIO(c.clone().set("spark.sluice.mode", "embedded"))
+            .driver()
+            .supportsReliableStorage(),
+        "embedded: outputs live on executors");
+    assertNull(
+        Coverage.settingsReason(c), "Sluice writes under its own plugin");
   }
 
   @Test
