@@ -56,7 +56,10 @@ release `sluice daemon`s on 127.0.0.1 and 127.0.0.2 (spark/daemons.py);
 --cluster runs every manager on a standalone cluster on those addresses,
 a worker beside each daemon and one single-core executor per application
 on each (spark/bench.py --cluster), JVM CPU then summing the driver and
-both executors."""
+both executors. Each query of a session against the daemons records what
+they did meanwhile (map outputs committed, streams read), and the report
+names the queries that used them and sums the others apart: those ran as
+in embedded mode but for their shuffles' registrations."""
 
 import argparse
 import collections
@@ -420,11 +423,27 @@ def run_interleaved(a):
                 for q in a.queries:
                     for rep in range(a.reps):
                         for m in order:
-                            r = ask(workers[m], query=q, partitions=partitions)
+                            r = ask_counting(a, workers[m], m, query=q,
+                                             partitions=partitions)
                             record(a, runs, wrong, partitions, q, m, r, f"process {round_ + 1} "
                                    f"run {rep + 1}")
                         order.reverse()
     return runs, wrong
+
+
+def ask_counting(a, worker, m, **cmd):
+    """`ask`, and for a session of `m` that runs against the daemons, what
+    they did during the query (no other session runs beside it in these
+    protocols): the map outputs they took in (commits) and the streams they
+    served (reads). A query they neither took nor served an output of ran
+    as in embedded mode, the shuffles' registrations aside."""
+    d = a.daemons if a.daemons is not None and bench.service_conf(a, m) else None
+    before = d.snapshot() if d else None
+    r = ask(worker, **cmd)
+    if d and "error" not in r:
+        did = daemons.since(before, d.snapshot())
+        r["service_commits"], r["service_reads"] = did["commits"], did["reads"]
+    return r
 
 
 def run_power(a):
@@ -452,7 +471,7 @@ def run_power(a):
                 worker = start_worker(a, m)
                 try:
                     for q in a.queries:
-                        r = ask(worker, query=q, partitions=partitions)
+                        r = ask_counting(a, worker, m, query=q, partitions=partitions)
                         record(a, runs, wrong, partitions, q, m, r,
                                f"process {round_ + 1} run 1")
                 finally:
@@ -546,6 +565,10 @@ def report(a, runs):
                 f"{g} {totals[m + ' thread ' + g]:.1f} s" for g in groups))
         for m in a.managers[1:]:
             print(slowest([r for r in rows if r["partitions"] == partitions], m))
+        for m in a.managers:
+            split = service_split([r for r in rows if r["partitions"] == partitions], m, a.managers)
+            if split:
+                print(split)
     return rows
 
 
@@ -560,6 +583,26 @@ def slowest(rows, m):
     return (f"slowest ratio of {m}: {label(best['query'])} {best[m]['ratio']:.2f}x by best time, "
             f"{label(median['query'])} {median[m]['median_ratio']:.2f}x by median; "
             f"under {SLOW_RATIO}x by both: {', '.join(both) or 'none'}")
+
+
+def service_split(rows, m, managers):
+    """For a manager whose sessions ran against the daemons: the queries
+    whose best run pushed map outputs to them or read from them, with the
+    daemons' commits and reads, and the totals of best runs over those and
+    over the others (which ran as in embedded mode) for every manager; None
+    for another manager."""
+    if not rows or "service_commits" not in rows[0][m]:
+        return None
+    used = [r for r in rows if r[m]["service_commits"] or r[m]["service_reads"]]
+    rest = [r for r in rows if r not in used]
+    lines = [f"{m} at the daemons, best runs: " + (", ".join(
+        f"{label(r['query'])} {r[m]['service_commits']} commits {r[m]['service_reads']} reads"
+        for r in used) or "no query")]
+    for what, part in (("those queries", used), ("the others", rest)):
+        if part:
+            lines.append(f"  {what} ({len(part)}), sum of best runs: " + ", ".join(
+                f"{o} {sum(r[o]['seconds'] for r in part):.2f} s" for o in managers))
+    return "\n".join(lines)
 
 
 def plot(a, rows, path):
@@ -674,12 +717,14 @@ def main():
         sys.exit(f"{line_jar(a.line)} is missing: run spark/build.sh {a.line and '--line ' + a.line}")
     generate(suite, a.sf, a.data)
     t = time.perf_counter()
+    a.daemons = None  # the service's daemons, where a manager runs against them
     with contextlib.ExitStack() as stack:
         bench.enter_cluster(stack, a)
         if bench.needs_daemons(a):
             running = stack.enter_context(
                 daemons.service_daemons(a.tmp / "service", memory=a.daemon_memory))
             a.service_conf = running.conf
+            a.daemons = running
             if BASELINE in a.managers:
                 a.baseline_service_conf = running.conf_of(daemons.APP + "-base")
         runs, wrong = run_power(a) if a.protocol == "power" else run_interleaved(a)
