@@ -533,13 +533,13 @@ def test_dynamic_allocation_gives_executors_back_without_a_shuffle_service(daemo
     # Spark's dynamic allocation needs map output to outlive its executor: an
     # external shuffle service, shuffle tracking (which keeps an executor with
     # output alive), or a storage plugin whose storage is reliable. Sluice's
-    # (ServiceDataIO) is, in service mode, and pushes every output, small ones
+    # (SluiceShuffleDataIO) is, in service mode, and pushes every output, small ones
     # too (the defaults would keep these kilobytes on the executors): the idle
     # executors are given back after the first job, and the next job reads the
     # shuffle from the daemons on new executors, rerunning no map task.
     ds, key = daemons
     extra = {**service_conf(ds, key), "spark.executor.cores": "1",
-             "spark.shuffle.sort.io.plugin.class": "dev.sluice.spark.service.ServiceDataIO",
+             "spark.shuffle.sort.io.plugin.class": "dev.sluice.spark.SluiceShuffleDataIO",
              "spark.dynamicAllocation.enabled": "true",
              "spark.dynamicAllocation.shuffleTracking.enabled": "false",
              "spark.dynamicAllocation.minExecutors": "0",

@@ -1,8 +1,10 @@
 package dev.sluice.spark;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import dev.sluice.spark.service.ServiceConf;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -97,5 +99,25 @@ class StoragePluginTest {
     } finally {
       sc.stop();
     }
+  }
+
+  @Test
+  void sluicesPluginSaysItsStorageIsReliableInServiceModeOnly() {
+    assertEquals(SluiceShuffleDataIO.class.getName(), ServiceConf.STORAGE_PLUGIN);
+    SparkConf service =
+        new SparkConf(false)
+            .set(ServiceConf.STORAGE_PLUGIN_KEY, ServiceConf.STORAGE_PLUGIN)
+            .set("spark.sluice.mode", "service");
+    assertTrue(new SluiceShuffleDataIO(service).driver().supportsReliableStorage());
+    assertFalse(
+        new SluiceShuffleDataIO(service.clone().set("spark.sluice.mode", "embedded"))
+            .driver()
+            .supportsReliableStorage(),
+        "embedded: outputs live on executors");
+    assertFalse(
+        new SluiceShuffleDataIO(service.clone().set("spark.io.encryption.enabled", "true"))
+            .driver()
+            .supportsReliableStorage(),
+        "every shuffle the sort shuffle's, on executors");
   }
 }

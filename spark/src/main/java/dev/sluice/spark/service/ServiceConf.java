@@ -46,9 +46,10 @@ public final class ServiceConf implements Serializable {
   public final String reduceAtDaemon;
 
   /**
-   * Whether Spark was told that map output outlives its executor ({@link ServiceDataIO} is the
-   * storage plugin): every output is pushed, {@link #minPushBytes} and {@link #minShuffleBytes}
-   * aside, since Spark now gives executors back without rerunning their map tasks.
+   * Whether Spark was told that map output outlives its executor (Sluice's storage plugin, {@link
+   * #STORAGE_PLUGIN}, is named): every output is pushed, {@link #minPushBytes} and {@link
+   * #minShuffleBytes} aside, since Spark then gives executors back without rerunning their map
+   * tasks.
    */
   public final boolean reliableStorage;
 
@@ -71,13 +72,27 @@ public final class ServiceConf implements Serializable {
     this.reliableStorage = reliableStorage;
   }
 
+  /** Spark's setting that names its shuffle storage plugin ({@code ShuffleDataIO}). */
+  public static final String STORAGE_PLUGIN_KEY = "spark.shuffle.sort.io.plugin.class";
+
+  /**
+   * Sluice's storage plugin, {@code dev.sluice.spark.SluiceShuffleDataIO}: reliable storage said in
+   * service mode (a test checks the name against the class).
+   */
+  public static final String STORAGE_PLUGIN = "dev.sluice.spark.SluiceShuffleDataIO";
+
+  /** Whether {@code conf} sends shuffles to the daemons ({@code spark.sluice.mode=service}). */
+  public static boolean inServiceMode(SparkConf conf) {
+    return SluiceSetting.MODE.choice(conf).equals("service");
+  }
+
   /**
    * The settings in {@code conf}, or null in embedded mode.
    *
    * @throws IllegalArgumentException in service mode with a setting missing or malformed
    */
   public static ServiceConf of(SparkConf conf) {
-    if (!SluiceSetting.MODE.choice(conf).equals("service")) {
+    if (!inServiceMode(conf)) {
       return null;
     }
     List<String> daemons = new ArrayList<>();
@@ -112,7 +127,7 @@ public final class ServiceConf implements Serializable {
         SluiceSetting.SERVICE_MIN_SHUFFLE_BYTES.bytes(conf),
         SluiceSetting.SERVICE_PUSH_WHILE_MAPPING_BYTES.bytes(conf),
         SluiceSetting.SERVICE_REDUCE_AT_DAEMON.choice(conf),
-        ServiceDataIO.named(conf));
+        conf.get(STORAGE_PLUGIN_KEY, "").equals(STORAGE_PLUGIN));
   }
 
   /**

@@ -1,7 +1,7 @@
 package dev.sluice.spark.shuffle;
 
 import dev.sluice.spark.combine.HashGroups;
-import dev.sluice.spark.service.ServiceDataIO;
+import dev.sluice.spark.service.ServiceConf;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
 
@@ -31,9 +31,10 @@ public final class Coverage {
    * ShuffleDataIO}), and its default, the local disk. A user who names another one (a remote or
    * cloud store) expects every map output there; Sluice writes its own, so it leaves such an
    * application's shuffles to the sort shuffle, which also initializes the plugin's executor side.
-   * Sluice's own plugin ({@link ServiceDataIO}) is the local disk with reliability said.
+   * Sluice's own plugin ({@link ServiceConf#STORAGE_PLUGIN}) is the local disk, with reliability
+   * said in service mode.
    */
-  static final String STORAGE_PLUGIN_KEY = ServiceDataIO.PLUGIN_KEY;
+  static final String STORAGE_PLUGIN_KEY = ServiceConf.STORAGE_PLUGIN_KEY;
 
   static final String LOCAL_DISK_STORAGE =
       "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO";
@@ -79,7 +80,7 @@ public final class Coverage {
       return "push-based shuffle is on (spark.shuffle.push.enabled)";
     }
     String storage = conf.get(STORAGE_PLUGIN_KEY, LOCAL_DISK_STORAGE);
-    if (!storage.equals(LOCAL_DISK_STORAGE) && !storage.equals(ServiceDataIO.CLASS)) {
+    if (!storage.equals(LOCAL_DISK_STORAGE) && !storage.equals(ServiceConf.STORAGE_PLUGIN)) {
       return "a shuffle storage plugin is set ("
           + STORAGE_PLUGIN_KEY
           + "="

@@ -102,22 +102,15 @@ class ServiceConfTest {
   }
 
   @Test
-  void sluicesStoragePluginSaysTheServiceIsReliableAndPushesEveryOutput() {
+  void underSluicesStoragePluginEveryOutputIsPushed() {
     SparkConf c = settings(null);
     assertFalse(ServiceConf.of(c).reliableStorage, "Spark's local disk: outputs may stay");
-    c.set(ServiceDataIO.PLUGIN_KEY, ServiceDataIO.CLASS);
-    assertTrue(new ServiceDataIO(c).driver().supportsReliableStorage());
+    c.set(ServiceConf.STORAGE_PLUGIN_KEY, ServiceConf.STORAGE_PLUGIN);
     ServiceConf reliable = ServiceConf.of(c);
     assertTrue(reliable.reliableStorage);
     assertNull(reliable.keepReason(0, 1), "an executor given back keeps no output: all pushed");
     assertNull(reliable.keepReason(MIB - 1, 4));
-    assertFalse(
-        new ServiceDataIO(c.clone().set("spark.sluice.mode", "embedded"))
-            .driver()
-            .supportsReliableStorage(),
-        "embedded: outputs live on executors");
-    assertNull(
-        Coverage.settingsReason(c), "Sluice writes under its own plugin");
+    assertNull(Coverage.settingsReason(c), "Sluice writes under its own plugin");
   }
 
   @Test

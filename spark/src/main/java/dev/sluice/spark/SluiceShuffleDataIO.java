@@ -1,6 +1,7 @@
-package dev.sluice.spark.service;
+package dev.sluice.spark;
 
-import dev.sluice.spark.api.SluiceSetting;
+import dev.sluice.spark.service.ServiceConf;
+import dev.sluice.spark.shuffle.Coverage;
 import java.util.Map;
 import org.apache.spark.SparkConf;
 import org.apache.spark.shuffle.api.ShuffleDataIO;
@@ -9,11 +10,11 @@ import org.apache.spark.shuffle.api.ShuffleExecutorComponents;
 import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO;
 
 /**
- * Sluice's shuffle storage plugin ({@code spark.shuffle.sort.io.plugin.class=}{@value #CLASS}):
- * Spark's local disk for everything it stores, except that in service mode ({@code
- * spark.sluice.mode=service}) it tells Spark that map output outlives the executor that wrote it
- * ({@code ShuffleDriverComponents.supportsReliableStorage}), as a remote shuffle service's plugin
- * does.
+ * Sluice's shuffle storage plugin ({@code spark.shuffle.sort.io.plugin.class=}{@value
+ * ServiceConf#STORAGE_PLUGIN}): Spark's local disk for everything it stores, except that in service
+ * mode ({@code spark.sluice.mode=service}) it tells Spark that map output outlives the executor
+ * that wrote it ({@code ShuffleDriverComponents.supportsReliableStorage}), as a remote shuffle
+ * service's plugin does.
  *
  * <p>What Spark does with that: dynamic allocation runs without its external shuffle service or
  * shuffle tracking, and gives idle executors back although their map tasks' output is still read;
@@ -22,28 +23,24 @@ import org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO;
  * shuffle is pushed ({@link ServiceConf#reliableStorage}: {@code service.minPushBytes} and {@code
  * service.minShuffleBytes} are not applied), so the daemons hold them. What still lives on
  * executors is lost with them and found lost by the next read: a map output a failed push left
- * there, and the shuffles Sluice leaves to Spark's sort shuffle; their readers' fetch failure makes
- * Spark unregister them and rerun those map tasks. In embedded mode the plugin is Spark's local
- * disk, reliability included ({@code false}).
+ * there, and the shuffles that stay embedded or that Sluice leaves to Spark's sort shuffle; their
+ * readers' fetch failure makes Spark unregister them and rerun those map tasks.
+ *
+ * <p>Reliability is not said in embedded mode, nor where no shuffle of the application can run on
+ * Sluice ({@link Coverage#settingsReason}: every one would be the sort shuffle's, on executors).
  */
-public final class ServiceDataIO implements ShuffleDataIO {
-  /** Spark's setting that names the plugin. */
-  public static final String PLUGIN_KEY = "spark.shuffle.sort.io.plugin.class";
+public final class SluiceShuffleDataIO implements ShuffleDataIO {
+  private final SparkConf conf;
+  private final LocalDiskShuffleDataIO local;
 
-  /** This class's name, as {@link #PLUGIN_KEY} takes it. */
-  public static final String CLASS = "dev.sluice.spark.service.ServiceDataIO";
-
-  /** Whether {@code conf} names this plugin. */
-  public static boolean named(SparkConf conf) {
-    return conf.get(PLUGIN_KEY, "").equals(CLASS);
+  public SluiceShuffleDataIO(SparkConf conf) {
+    this.conf = conf;
+    local = new LocalDiskShuffleDataIO(conf);
   }
 
-  private final LocalDiskShuffleDataIO local;
-  private final boolean reliable;
-
-  public ServiceDataIO(SparkConf conf) {
-    local = new LocalDiskShuffleDataIO(conf);
-    reliable = SluiceSetting.MODE.choice(conf).equals("service");
+  /** Whether the plugin says, under {@code conf}, that map output outlives its executor. */
+  public static boolean reliableStorage(SparkConf conf) {
+    return ServiceConf.inServiceMode(conf) && Coverage.settingsReason(conf) == null;
   }
 
   @Override
@@ -51,9 +48,11 @@ public final class ServiceDataIO implements ShuffleDataIO {
     return local.executor();
   }
 
+  /** The driver's side, which decides once whether to say the storage is reliable. */
   @Override
   public ShuffleDriverComponents driver() {
     ShuffleDriverComponents disk = local.driver();
+    boolean reliable = reliableStorage(conf);
     return new ShuffleDriverComponents() {
       @Override
       public Map<String, String> initializeApplication() {
