@@ -244,7 +244,8 @@ public enum SluiceSetting {
           + " reduce tasks fetch it as in embedded mode: its push would cost a round trip and a"
           + " commit at every daemon for less than one push chunk. A shuffle whose outputs are all"
           + " small never reaches the daemons; an executor lost takes its small outputs with it"
-          + " (Spark reruns those map tasks). 0 pushes every output."),
+          + " (Spark reruns those map tasks). 0 pushes every output, as Sluice's storage plugin"
+          + " does (spark.shuffle.sort.io.plugin.class=dev.sluice.spark.SluiceShuffleDataIO)."),
   SERVICE_MIN_SHUFFLE_BYTES(
       "service.minShuffleBytes",
       Type.BYTES,
@@ -259,7 +260,7 @@ public enum SluiceSetting {
           + " more through the daemons (a second write, a push, the daemons' checks on the same"
           + " cores) than its map tasks cost to rerun, and its segments stay in the page cache."
           + " Outputs whose spills were already pushed while mapping are pushed whole. 0 sizes"
-          + " no shuffle."),
+          + " no shuffle, as Sluice's storage plugin does (service.minPushBytes)."),
   SERVICE_PUSH_WHILE_MAPPING_BYTES(
       "service.pushWhileMappingBytes",
       Type.BYTES,
