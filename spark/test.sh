@@ -7,7 +7,7 @@
 # beside them, Apache Spark's own suites with Sluice switched on
 # (spark/suites/run.sh), all on the default line, Spark 4.1; then, on Spark
 # 3.5, 4.0 and 4.2, each line's jar, Spark's ShuffleSuite from that line's
-# test jars (4.0's with --extended), spark/tests/test_1_local.py and four of
+# test jars (4.0's with --extended), spark/tests/test_1_local.py and five of
 # test_10_service.py's tests (on 3.5) in that line's own venv (spark/lines.sh).
 #
 #   bash spark/test.sh [--extended]

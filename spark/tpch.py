@@ -438,12 +438,25 @@ def ask_counting(a, worker, m, **cmd):
     served (reads). A query they neither took nor served an output of ran
     as in embedded mode, the shuffles' registrations aside."""
     d = a.daemons if a.daemons is not None and bench.service_conf(a, m) else None
-    before = d.snapshot() if d else None
+    before = snapshot(d)
     r = ask(worker, **cmd)
-    if d and "error" not in r:
-        did = daemons.since(before, d.snapshot())
+    after = snapshot(d) if before else None
+    if after and "error" not in r:
+        did = daemons.since(before, after)
         r["service_commits"], r["service_reads"] = did["commits"], did["reads"]
     return r
+
+
+def snapshot(d):
+    """The daemons' counts, or None without daemons or where one does not
+    answer (the query's own result says what went wrong)."""
+    if d is None:
+        return None
+    try:
+        return d.snapshot()
+    except subprocess.CalledProcessError as e:
+        print(f"  the daemons' counts not read: {e}", flush=True)
+        return None
 
 
 def run_power(a):
@@ -591,9 +604,9 @@ def service_split(rows, m, managers):
     daemons' commits and reads, and the totals of best runs over those and
     over the others (which ran as in embedded mode) for every manager; None
     for another manager."""
-    if not rows or "service_commits" not in rows[0][m]:
+    if not any("service_commits" in r[m] for r in rows):
         return None
-    used = [r for r in rows if r[m]["service_commits"] or r[m]["service_reads"]]
+    used = [r for r in rows if r[m].get("service_commits") or r[m].get("service_reads")]
     rest = [r for r in rows if r not in used]
     lines = [f"{m} at the daemons, best runs: " + (", ".join(
         f"{label(r['query'])} {r[m]['service_commits']} commits {r[m]['service_reads']} reads"

@@ -505,10 +505,7 @@ def test_an_executor_killed_after_its_map_tasks_costs_no_rerun(daemons, tmp_path
         try:
             sc = s.sparkContext
             _wait("two executors", lambda: len(_executors(sc)) == 2)
-            shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
-            sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
-            want = sizes()
-            assert sum(want) == sum(range(40000))
+            sizes, want = _partition_sums(sc)
             victim = _executors(sc)[0]
             pids = executor_pids(sc.applicationId)
             assert len(pids) == 2, pids
@@ -552,10 +549,7 @@ def test_dynamic_allocation_gives_executors_back_without_a_shuffle_service(daemo
         s = session(master, SLUICE, tmp_path / "driver-local", extra=extra)
         try:
             sc = s.sparkContext
-            shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
-            sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
-            want = sizes()
-            assert sum(want) == sum(range(40000))
+            sizes, want = _partition_sums(sc)
             [shuffle] = [i for i in range(4)
                          if sc._jsc.sc().env().mapOutputTracker().containsShuffle(i)]
             assert all(e == f"sluice-service-{shuffle}" for e, _ in _map_locations(sc, shuffle))
@@ -565,6 +559,17 @@ def test_dynamic_allocation_gives_executors_back_without_a_shuffle_service(daemo
             assert _map_tasks_run(sc, "after-release") == (0, 6)
         finally:
             s.stop()
+
+
+def _partition_sums(sc):
+    """A partitionBy of 40,000 numbers from four maps into six partitions,
+    read once: a reader of its partitions' sums (sorted; each call reads the
+    shuffle again) and what that first read gave."""
+    shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
+    sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
+    want = sizes()
+    assert sum(want) == sum(range(40000))
+    return sizes, want
 
 
 def _map_locations(sc, shuffle):
@@ -660,11 +665,8 @@ def _read_again_after(own_daemons, tmp_path, lose):
     s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
     try:
         sc, counts = s.sparkContext, _metrics(s)
-        shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
-        sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
         before = counts()
-        want = sizes()
-        assert sum(want) == sum(range(40000))
+        sizes, want = _partition_sums(sc)
         first = counts()
         assert first[0] - before[0] == 4 and first[1] == before[1], (before, first)
         lose(ds)
@@ -757,10 +759,7 @@ def test_a_live_daemon_left_out_of_a_new_generation_loses_the_old_one(own_daemon
     s = session("local[2]", SLUICE, tmp_path / "s", extra=service_conf(ds, key))
     try:
         sc = s.sparkContext
-        shuffled = sc.parallelize(range(40000), 4).map(lambda x: (x % 101, x)).partitionBy(6)
-        sizes = lambda: sorted(shuffled.mapPartitions(lambda it: [sum(v for _, v in it)]).collect())
-        want = sizes()
-        assert sum(want) == sum(range(40000))
+        sizes, want = _partition_sums(sc)
         assert all(d.stats()["held_bytes"] > 0 for d in ds), [d.stats() for d in ds]
         jvm = sc._jvm
         pool = jvm.dev.sluice.spark.service.Daemons.of(

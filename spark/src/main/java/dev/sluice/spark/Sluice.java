@@ -35,8 +35,8 @@ import scala.reflect.ClassTag$;
  * {@code Long} for integral values (wrapping on overflow) and a {@code Double} for doubles; {@link
  * Agg#MIN} and {@link Agg#MAX} keep the values' type. Keys are partitioned with Spark's {@link
  * HashPartitioner}. Where the engine cannot run them (another shuffle manager, I/O encryption,
- * push-based shuffle, a shuffle storage plugin), the same operators run as Spark's own {@code
- * reduceByKey}, and the reason is logged once.
+ * push-based shuffle, a shuffle storage plugin other than Sluice's), the same operators run as
+ * Spark's own {@code reduceByKey}, and the reason is logged once.
  */
 public final class Sluice {
   private static final Logger LOG = LoggerFactory.getLogger(Sluice.class);

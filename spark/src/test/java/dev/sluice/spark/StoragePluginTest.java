@@ -2,6 +2,7 @@ package dev.sluice.spark;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.sluice.spark.service.ServiceConf;
@@ -102,22 +103,34 @@ class StoragePluginTest {
   }
 
   @Test
-  void sluicesPluginSaysItsStorageIsReliableInServiceModeOnly() {
+  void sluicesPluginSaysItsStorageIsReliableWhereTheDaemonsTakeEveryShuffle() {
     assertEquals(SluiceShuffleDataIO.class.getName(), ServiceConf.STORAGE_PLUGIN);
     SparkConf service =
         new SparkConf(false)
             .set(ServiceConf.STORAGE_PLUGIN_KEY, ServiceConf.STORAGE_PLUGIN)
+            .set("spark.shuffle.manager", "dev.sluice.spark.SluiceShuffleManager")
+            .set("spark.serializer", SluiceShuffleDataIO.KRYO)
             .set("spark.sluice.mode", "service");
+    assertNull(SluiceShuffleDataIO.unreliableReason(service));
     assertTrue(new SluiceShuffleDataIO(service).driver().supportsReliableStorage());
-    assertFalse(
-        new SluiceShuffleDataIO(service.clone().set("spark.sluice.mode", "embedded"))
-            .driver()
-            .supportsReliableStorage(),
-        "embedded: outputs live on executors");
-    assertFalse(
-        new SluiceShuffleDataIO(service.clone().set("spark.io.encryption.enabled", "true"))
-            .driver()
-            .supportsReliableStorage(),
-        "every shuffle the sort shuffle's, on executors");
+    Map<String, String[]> unreliable =
+        Map.of(
+            "embedded mode", new String[] {"spark.sluice.mode", "embedded"},
+            "not Sluice's", new String[] {"spark.shuffle.manager", "sort"},
+            "I/O encryption", new String[] {"spark.io.encryption.enabled", "true"},
+            "unRegisterOutputOnHost",
+                new String[] {"spark.files.fetchFailure.unRegisterOutputOnHost", "true"},
+            "spark.serializer=",
+                new String[] {"spark.serializer", "org.apache.spark.serializer.JavaSerializer"},
+            "groupedCombine=false", new String[] {"spark.sluice.groupedCombine", "false"});
+    for (Map.Entry<String, String[]> e : unreliable.entrySet()) {
+      SparkConf c = service.clone().set(e.getValue()[0], e.getValue()[1]);
+      if (e.getKey().equals("unRegisterOutputOnHost")) {
+        c.set("spark.shuffle.service.enabled", "true");
+      }
+      String why = SluiceShuffleDataIO.unreliableReason(c);
+      assertTrue(why != null && why.contains(e.getKey()), e.getKey() + ": " + why);
+      assertFalse(new SluiceShuffleDataIO(c).driver().supportsReliableStorage(), e.getKey());
+    }
   }
 }

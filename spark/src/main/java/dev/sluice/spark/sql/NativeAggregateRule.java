@@ -52,7 +52,7 @@ import scala.collection.immutable.Seq;
  * runs), as for {@code Sluice.reduceByKey}.
  *
  * <p>The plan changes only when the shuffle manager is Sluice and the engine can run offloaded
- * operators (no I/O encryption, no push-based shuffle, no storage plugin), {@code
+ * operators (no I/O encryption, no push-based shuffle, no storage plugin but Sluice's), {@code
  * spark.sluice.sqlAggregate} is not false (at its default, auto, only where {@link AggregateCost}
  * finds the engine faster than Spark's generated code; true takes every shape below), and the
  * aggregate is exactly one the engine computes as Spark SQL does:
