@@ -16,7 +16,9 @@ end (with LIMIT and OFFSET or none), SELECT DISTINCT, INTERSECT and EXCEPT
 (with and without ALL), IN, NOT IN, EXISTS and NOT EXISTS below an
 aggregate, windows over raw rows, aggregates over rows an explicit
 REPARTITION, REBALANCE or DISTRIBUTE BY moved, groups and joins by a double
-holding NaN, -0.0 and infinities, at 1, a few or many (up to
+holding NaN, -0.0 and infinities, and a fourth table's floats (NaN, -0.0),
+binaries, arrays, structs and maps carried through exchanges and sorts and
+grouped, joined, partitioned and sorted by, at 1, a few or many (up to
 600: more than 256) shuffle partitions; each runs once under each manager
 (each manager in its own process and JVM, adaptive execution on; the two run
 each query at the same time, so the times printed are not a benchmark), and
@@ -43,8 +45,9 @@ daemons committed no map output. --daemon-memory sets their budget (a small one
 makes them spill partitions to disk). --sluice-conf adds a setting to Sluice's
 session only (spark.sluice.service.reduceAtDaemon=true, for one).
 
-The tables (three, of --rows rows each, from the seed) are written once as
-Parquet by DuckDB under --tmp. The test (spark/tests/test_7_sqldiff.py)
+The tables (four, of --rows rows each, from the seed) are written once as
+Parquet by DuckDB under --tmp; --shapes nested,sort runs only the seed's
+queries of those shapes. The test (spark/tests/test_7_sqldiff.py)
 runs a fixed seed; any other seed is as good a test."""
 
 import argparse
@@ -86,6 +89,24 @@ COLUMNS = {
     "v_dbl": ("DOUBLE", "dbl"),
 }
 TABLES = ("t1", "t2", "t3")
+# A fourth table of the types Sluice's native nodes neither group nor encode
+# but carry as row bytes through its exchanges and sorts, beside a unique id
+# (a total order for rows whose other columns tie) and two keys of 20 values:
+# name -> DuckDB type.
+NESTED_TABLE = "n1"
+NESTED_COLUMNS = {
+    "id": "BIGINT",
+    "k_int": "INTEGER",
+    "k_str": "VARCHAR",
+    "v_flt": "FLOAT",
+    "v_bin": "BLOB",
+    "v_arr": "INTEGER[]",
+    "v_st": "STRUCT(a INTEGER, b VARCHAR)",
+    "v_map": "MAP(VARCHAR, INTEGER)",
+}
+# Columns a nested query groups, joins, partitions or sorts by (maps are
+# neither orderable nor comparable in Spark SQL).
+NESTED_KEYS = ("k_int", "k_str", "v_flt", "v_bin", "v_arr", "v_st")
 # Sluice's session takes every aggregate the engine computes, not only those
 # its default (auto) finds faster than Spark: the test is of every native shape.
 EVERY_NATIVE_SHAPE = ["spark.sluice.sqlAggregate=true"]
@@ -104,7 +125,7 @@ ORDS = [c for c, (_, kind) in COLUMNS.items() if kind == "ord"]
 SORT_EXPRS = ("v_int % 7", "length(v_str)", "-v_dbl", "CAST(v_dec AS DOUBLE)", "k_str || v_str",
               "v_dec38 * 2", "k_date + 3", "CAST(v_tiny AS SMALLINT) * 3")
 # The tables' data as written by generate(); a new version writes new files.
-DATA_VERSION = 2
+DATA_VERSION = 3
 
 
 def generate(root, rows, seed):
@@ -152,6 +173,30 @@ def generate(root, rows, seed):
             f"CASE WHEN random() < 0.08 THEN NULL ELSE {exprs[c]} END AS {c}" for c in COLUMNS)
         con.execute(f"CREATE TABLE {table} AS SELECT {cols} FROM range({rows})")
         con.execute(f"COPY {table} TO '{root / table}.parquet' (FORMAT parquet)")
+    nested = {
+        "k_int": "(random() * 20)::INTEGER",
+        "k_str": "'s' || ((random() * 20)::INTEGER)::VARCHAR",
+        # Eighths, and the floats Spark treats specially (as v_dbl above).
+        "v_flt": "CASE WHEN random() < 0.04 THEN 'NaN'::FLOAT "
+                 "WHEN random() < 0.04 THEN -(0.0::FLOAT) "
+                 "WHEN random() < 0.03 THEN 'Infinity'::FLOAT "
+                 "WHEN random() < 0.03 THEN '-Infinity'::FLOAT "
+                 "ELSE ((random() * 200)::INTEGER / 8.0)::FLOAT END",
+        # Binaries of one to four bytes, prefixes of each other among them.
+        "v_bin": "encode(repeat('b', (random() * 3)::INTEGER) || ((random() * 9)::INTEGER)::VARCHAR)",
+        # Arrays of zero to three small integers, some null.
+        "v_arr": "list_transform(range((random() * 4)::INTEGER), "
+                 "x -> CASE WHEN random() < 0.1 THEN NULL ELSE (random() * 3)::INTEGER END)",
+        "v_st": "{'a': CASE WHEN random() < 0.1 THEN NULL ELSE (random() * 4)::INTEGER END, "
+                "'b': 'x' || ((random() * 3)::INTEGER)::VARCHAR}",
+        "v_map": "CASE WHEN random() < 0.2 THEN MAP {}::MAP(VARCHAR, INTEGER) "
+                 "ELSE MAP {'k' || ((random() * 3)::INTEGER)::VARCHAR: (random() * 100)::INTEGER} END",
+    }
+    cols = ", ".join(["range AS id"] + [
+        f"CAST(CASE WHEN random() < 0.08 THEN NULL ELSE {nested[c]} END AS {t}) AS {c}"
+        for c, t in NESTED_COLUMNS.items() if c != "id"])
+    con.execute(f"CREATE TABLE {NESTED_TABLE} AS SELECT {cols} FROM range({rows})")
+    con.execute(f"COPY {NESTED_TABLE} TO '{root / NESTED_TABLE}.parquet' (FORMAT parquet)")
     done.write_text("")
     return root
 
@@ -396,14 +441,66 @@ class Gen:
                 f"SELECT x.k_bool, d.v_dbl, sum(d.n) AS n, count(*) AS c FROM {a} x "
                 f"JOIN d ON x.v_dbl = d.v_dbl GROUP BY x.k_bool, d.v_dbl")
 
+    def nested(self):
+        """Queries of the nested table: floats, binaries, arrays, structs and
+        maps carried through exchanges and sorts, and grouped, joined,
+        partitioned and sorted by (Sluice's nodes hand the shapes they do not
+        take to Spark's; the exchanges under them are still Sluice's)."""
+        r = self.r
+        t = NESTED_TABLE
+        key = r.choice(NESTED_KEYS)
+        where = r.choice(("", "", " WHERE id % 3 <> 0", " WHERE v_flt > 2", " WHERE size(v_arr) > 1",
+                          " WHERE v_st.a IS NOT NULL"))
+        carried = "v_flt, v_bin, v_arr, v_st, v_map"
+        aggs = ", ".join(r.sample((
+            "count(*) AS n", "max(v_flt) AS a_flt", "min(v_bin) AS a_bin", "max(v_arr) AS a_arr",
+            "min(v_st) AS a_st", "sum(v_flt) AS s_flt", "count(DISTINCT v_arr) AS d_arr",
+            "sum(size(v_map)) AS s_map", "max(v_map['k1']) AS m_k1",
+            "sort_array(collect_list(v_st.a)) AS l_a", "sort_array(collect_set(v_bin)) AS l_bin",
+            "sum(id) AS s_id"), r.randint(1, 4)))
+        how = r.choice(("sort", "sort", "group", "group", "group_nested", "join", "window",
+                        "repartition", "distinct"))
+        if how == "sort":
+            keys = r.sample(NESTED_KEYS, r.randint(1, 3))
+            order = [f"{k} {r.choice(('ASC', 'DESC'))} NULLS {r.choice(('FIRST', 'LAST'))}"
+                     for k in keys]
+            q = f"SELECT id, k_int, {carried} FROM {t}{where} ORDER BY {', '.join(order)}, id"
+            return q + (f" LIMIT {r.choice((1, 10, 1000))}" if r.random() < 0.3 else "")
+        if how == "group":
+            keys = r.sample(("k_int", "k_str"), r.randint(1, 2))
+            return f"SELECT {', '.join(keys)}, {aggs} FROM {t}{where} GROUP BY {', '.join(keys)}"
+        if how == "group_nested":
+            keys = list(dict.fromkeys([key, r.choice(NESTED_KEYS)]))[:r.randint(1, 2)]
+            return f"SELECT {', '.join(keys)}, {aggs} FROM {t}{where} GROUP BY {', '.join(keys)}"
+        if how == "join":
+            return (f"SELECT x.k_int, count(*) AS n, sum(y.id) AS s, max(y.v_map['k2']) AS m "
+                    f"FROM {t} x JOIN (SELECT * FROM {t} WHERE id % 10 = 0) y "
+                    f"ON x.{key} = y.{key} GROUP BY x.k_int")
+        if how == "window":
+            w = r.choice((f"rank() OVER (PARTITION BY {key} ORDER BY v_flt, id)",
+                          f"count(*) OVER (PARTITION BY {key})",
+                          f"first(v_map) OVER (PARTITION BY {key} ORDER BY id)",
+                          f"max(v_arr) OVER (PARTITION BY k_int ORDER BY {key}, id)"))
+            return f"SELECT id, {carried}, {w} AS w FROM {t}{where}"
+        if how == "repartition":
+            n = r.choice((1, 5, 33))
+            inner = r.choice((f"SELECT /*+ REPARTITION({n}) */ * FROM {t}",
+                              f"SELECT /*+ REPARTITION({n}, {key}) */ * FROM {t}",
+                              f"SELECT /*+ REPARTITION_BY_RANGE({n}, {key}) */ * FROM {t}"))
+            return f"SELECT k_int, {aggs} FROM ({inner}) p{where} GROUP BY k_int"
+        cols = ", ".join(r.sample(NESTED_KEYS, r.randint(1, 3)))
+        return r.choice((f"SELECT DISTINCT {cols} FROM {t}{where}",
+                         f"SELECT {cols} FROM {t}{where} EXCEPT SELECT {cols} FROM {t} "
+                         f"WHERE id % 4 = 0"))
+
     def query(self):
         r = self.r
         shape = r.choice(("aggregate", "aggregate", "global_aggregate", "grouping_sets",
                           "window_over_aggregate", "self_join", "union_all", "union_of_aggregates",
                           "join_aggregate", "sort", "distinct", "semi_join", "window_rows",
-                          "repartitioned", "double_keys"))
+                          "repartitioned", "double_keys", "nested"))
         q = getattr(self, shape)()
-        if r.random() < 0.3 and not q.startswith("WITH") and shape != "sort":
+        if r.random() < 0.3 and not q.startswith("WITH") and shape not in ("sort", "nested"):
             # ORDER BY every output column: a LIMIT then keeps the same rows under any plan.
             q = f"SELECT * FROM ({q}) o ORDER BY ALL"
             q += f" LIMIT {r.choice((1, 10, 100))}" if r.random() < 0.7 else ""
@@ -424,7 +521,8 @@ def queries(seed, count):
         # ORDER BY ALL orders by every column, so the rows' order is the
         # answer too.
         out.append({"id": i, "shape": shape, "sql": q, "partitions": partitions,
-                    "ordered": "ORDER BY ALL" in q or shape == "sort"})
+                    "ordered": "ORDER BY ALL" in q or shape == "sort"
+                    or (shape == "nested" and " ORDER BY " in q and " OVER " not in q)})
     return out
 
 
@@ -448,7 +546,7 @@ class Worker:
                       "spark.sql.adaptive.enabled": "true",
                       "spark.ui.enabled": "false",
                       **dict(kv.partition("=")[::2] for kv in a.conf)})
-        for t in TABLES:
+        for t in TABLES + (NESTED_TABLE,):
             self.spark.read.parquet(str(a.data / f"{t}.parquet")).createOrReplaceTempView(t)
 
     def run(self, cmd):
@@ -519,6 +617,8 @@ def main():
     ap.add_argument("--show", action="store_true", help="print the queries and stop")
     ap.add_argument("--only", metavar="ID,ID", help="run only these of the seed's queries "
                     "(the ids a difference is printed with)")
+    ap.add_argument("--shapes", metavar="SHAPE,SHAPE", help="run only the seed's queries of "
+                    "these shapes (nested, sort, ...: the names the summary prints)")
     ap.add_argument("--manager", help=argparse.SUPPRESS)
     a = ap.parse_args()
     a.data = a.tmp / f"data-v{DATA_VERSION}-{a.rows}-{a.seed}"
@@ -532,6 +632,8 @@ def main():
     if a.only:
         wanted = {int(i) for i in a.only.split(",")}
         qs = [q for q in qs if q["id"] in wanted]
+    if a.shapes:
+        qs = [q for q in qs if q["shape"] in a.shapes.split(",")]
     if a.show:
         for q in qs:
             print(f"{q['id']:4} p={q['partitions']:<4} {q['shape']:22} {q['sql']}")
