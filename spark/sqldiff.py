@@ -182,15 +182,18 @@ def generate(root, rows, seed):
                  "WHEN random() < 0.03 THEN 'Infinity'::FLOAT "
                  "WHEN random() < 0.03 THEN '-Infinity'::FLOAT "
                  "ELSE ((random() * 200)::INTEGER / 8.0)::FLOAT END",
-        # Binaries of one to four bytes, prefixes of each other among them.
-        "v_bin": "encode(repeat('b', (random() * 3)::INTEGER) || ((random() * 9)::INTEGER)::VARCHAR)",
+        # Binaries of one to four bytes: a digit after up to three b's, so
+        # that their byte order is not their length order.
+        "v_bin": "encode(repeat('b', (random() * 3)::INTEGER) "
+                 "|| ((random() * 9)::INTEGER)::VARCHAR)",
         # Arrays of zero to three small integers, some null.
         "v_arr": "list_transform(range((random() * 4)::INTEGER), "
                  "x -> CASE WHEN random() < 0.1 THEN NULL ELSE (random() * 3)::INTEGER END)",
         "v_st": "{'a': CASE WHEN random() < 0.1 THEN NULL ELSE (random() * 4)::INTEGER END, "
                 "'b': 'x' || ((random() * 3)::INTEGER)::VARCHAR}",
         "v_map": "CASE WHEN random() < 0.2 THEN MAP {}::MAP(VARCHAR, INTEGER) "
-                 "ELSE MAP {'k' || ((random() * 3)::INTEGER)::VARCHAR: (random() * 100)::INTEGER} END",
+                 "ELSE MAP {'k' || ((random() * 3)::INTEGER)::VARCHAR: "
+                 "(random() * 100)::INTEGER} END",
     }
     cols = ", ".join(["range AS id"] + [
         f"CAST(CASE WHEN random() < 0.08 THEN NULL ELSE {nested[c]} END AS {t}) AS {c}"
@@ -449,8 +452,8 @@ class Gen:
         r = self.r
         t = NESTED_TABLE
         key = r.choice(NESTED_KEYS)
-        where = r.choice(("", "", " WHERE id % 3 <> 0", " WHERE v_flt > 2", " WHERE size(v_arr) > 1",
-                          " WHERE v_st.a IS NOT NULL"))
+        where = r.choice(("", "", " WHERE id % 3 <> 0", " WHERE v_flt > 2",
+                          " WHERE size(v_arr) > 1", " WHERE v_st.a IS NOT NULL"))
         carried = "v_flt, v_bin, v_arr, v_st, v_map"
         aggs = ", ".join(r.sample((
             "count(*) AS n", "max(v_flt) AS a_flt", "min(v_bin) AS a_bin", "max(v_arr) AS a_arr",
