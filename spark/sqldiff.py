@@ -17,14 +17,15 @@ end (with LIMIT and OFFSET or none), SELECT DISTINCT, INTERSECT and EXCEPT
 aggregate, windows over raw rows, aggregates over rows an explicit
 REPARTITION, REBALANCE or DISTRIBUTE BY moved, groups and joins by a double
 holding NaN, -0.0 and infinities, and a fourth table's floats (NaN, -0.0),
-binaries, arrays, structs and maps carried through exchanges and sorts and
-grouped, joined, partitioned and sorted by, at 1, a few or many (up to
+binaries, arrays and structs grouped, joined, partitioned and sorted by,
+and maps carried, through exchanges and sorts, at 1, a few or many (up to
 600: more than 256) shuffle partitions; each runs once under each manager
 (each manager in its own process and JVM, adaptive execution on; the two run
 each query at the same time, so the times printed are not a benchmark), and
 the two answers must be the same multiset of rows (doubles to 12 significant
 digits, as spark/tpch.py compares), in the same order where the query
-orders by every column (ORDER BY ALL). A query whose answer is an error must fail under
+orders by every column (ORDER BY ALL) or ends its ORDER BY with the
+fourth table's unique id. A query whose answer is an error must fail under
 both. Any difference is printed with its SQL and the rows each answer has
 that the other lacks, and fails the run (exit 1); --only ID,ID runs just
 those queries of the seed again.
@@ -89,9 +90,10 @@ COLUMNS = {
     "v_dbl": ("DOUBLE", "dbl"),
 }
 TABLES = ("t1", "t2", "t3")
-# A fourth table of the types Sluice's native nodes neither group nor encode
-# but carry as row bytes through its exchanges and sorts, beside a unique id
-# (a total order for rows whose other columns tie) and two keys of 20 values:
+# A fourth table of types Sluice's native aggregates do not group: floats and
+# binaries (the native sort's keys), arrays, structs and maps (carried as row
+# bytes through its exchanges and sorts), beside a unique id (a total order
+# for rows whose other columns tie) and two keys of 21 values:
 # name -> DuckDB type.
 NESTED_TABLE = "n1"
 NESTED_COLUMNS = {
@@ -129,9 +131,9 @@ DATA_VERSION = 3
 
 
 def generate(root, rows, seed):
-    """Three tables of `rows` rows as Parquet under root (once per size and
+    """Four tables of `rows` rows as Parquet under root (once per size and
     seed): few distinct keys per column (groups of many rows), a null in
-    about one value in twelve of every column."""
+    about one value in twelve of every column but the nested table's id."""
     done = root / "_SUCCESS"
     if done.exists():
         return root
@@ -182,11 +184,10 @@ def generate(root, rows, seed):
                  "WHEN random() < 0.03 THEN 'Infinity'::FLOAT "
                  "WHEN random() < 0.03 THEN '-Infinity'::FLOAT "
                  "ELSE ((random() * 200)::INTEGER / 8.0)::FLOAT END",
-        # Binaries of one to four bytes: a digit after up to three b's, so
-        # that their byte order is not their length order.
+        # Binaries of one to four bytes: a digit after up to three b's.
         "v_bin": "encode(repeat('b', (random() * 3)::INTEGER) "
                  "|| ((random() * 9)::INTEGER)::VARCHAR)",
-        # Arrays of zero to three small integers, some null.
+        # Arrays of zero to four small integers, some null.
         "v_arr": "list_transform(range((random() * 4)::INTEGER), "
                  "x -> CASE WHEN random() < 0.1 THEN NULL ELSE (random() * 3)::INTEGER END)",
         "v_st": "{'a': CASE WHEN random() < 0.1 THEN NULL ELSE (random() * 4)::INTEGER END, "
@@ -446,8 +447,8 @@ class Gen:
 
     def nested(self):
         """Queries of the nested table: floats, binaries, arrays, structs and
-        maps carried through exchanges and sorts, and grouped, joined,
-        partitioned and sorted by (Sluice's nodes hand the shapes they do not
+        maps carried through exchanges and sorts, and all but maps grouped,
+        joined, partitioned and sorted by (Sluice's nodes hand the shapes they do not
         take to Spark's; the exchanges under them are still Sluice's)."""
         r = self.r
         t = NESTED_TABLE
