@@ -17,6 +17,15 @@ public final class ServiceConf implements Serializable {
   /** How often the driver renews the lease. */
   public static final long RENEW_MS = 60_000;
 
+  /** Spark's setting that names its shuffle storage plugin ({@code ShuffleDataIO}). */
+  public static final String STORAGE_PLUGIN_KEY = "spark.shuffle.sort.io.plugin.class";
+
+  /**
+   * Sluice's storage plugin, {@code dev.sluice.spark.SluiceShuffleDataIO}: reliable storage said in
+   * service mode (a test checks the name against the class).
+   */
+  public static final String STORAGE_PLUGIN = "dev.sluice.spark.SluiceShuffleDataIO";
+
   /** The daemons, {@code ip:port}, in ownership order. */
   public final List<String> daemons;
 
@@ -71,15 +80,6 @@ public final class ServiceConf implements Serializable {
     this.reduceAtDaemon = reduceAtDaemon;
     this.reliableStorage = reliableStorage;
   }
-
-  /** Spark's setting that names its shuffle storage plugin ({@code ShuffleDataIO}). */
-  public static final String STORAGE_PLUGIN_KEY = "spark.shuffle.sort.io.plugin.class";
-
-  /**
-   * Sluice's storage plugin, {@code dev.sluice.spark.SluiceShuffleDataIO}: reliable storage said in
-   * service mode (a test checks the name against the class).
-   */
-  public static final String STORAGE_PLUGIN = "dev.sluice.spark.SluiceShuffleDataIO";
 
   /** Whether {@code conf} sends shuffles to the daemons ({@code spark.sluice.mode=service}). */
   public static boolean inServiceMode(SparkConf conf) {

@@ -310,9 +310,9 @@ public final class NativeMapOutput extends MemoryConsumer {
   }
 
   /**
-   * Whether the bytes handed over so far would be pushed at commit ({@link
-   * ServiceConf#keepReason}): a shuffle's early pushes start only then, with the spills made
-   * before queued first ({@link #unpushed}).
+   * Whether the bytes handed over so far would be pushed at commit
+   * ({@link ServiceConf#keepReason}): a shuffle's early pushes start only then, with the spills
+   * made before queued first ({@link #unpushed}).
    */
   private boolean pushable() {
     return serviceConf.keepReason(handedOver, maps) == null;
