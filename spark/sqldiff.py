@@ -16,9 +16,11 @@ end (with LIMIT and OFFSET or none), SELECT DISTINCT, INTERSECT and EXCEPT
 (with and without ALL), IN, NOT IN, EXISTS and NOT EXISTS below an
 aggregate, windows over raw rows, aggregates over rows an explicit
 REPARTITION, REBALANCE or DISTRIBUTE BY moved, groups and joins by a double
-holding NaN, -0.0 and infinities, and a fourth table's floats (NaN, -0.0),
-binaries, arrays and structs grouped, joined, partitioned and sorted by,
-and maps carried, through exchanges and sorts, at 1, a few or many (up to
+of either sign holding NaN, -0.0 and infinities, and a fourth table's floats
+(of either sign, NaN, -0.0), binaries (0x00 and bytes above 0x7f, many a
+prefix of another), arrays and structs grouped, joined, partitioned and
+sorted by, and maps carried, through exchanges and sorts (strings too are
+prefixes of each other, some with a multi-byte character), at 1, a few or many (up to
 600: more than 256) shuffle partitions; each runs once under each manager
 (each manager in its own process and JVM, adaptive execution on; the two run
 each query at the same time, so the times printed are not a benchmark), and
@@ -106,6 +108,9 @@ NESTED_COLUMNS = {
     "v_st": "STRUCT(a INTEGER, b VARCHAR)",
     "v_map": "MAP(VARCHAR, INTEGER)",
 }
+# The nested table's binaries, in hex.
+BINARIES = ("", "00", "0000", "0001", "00ff", "01", "62", "6200", "6262", "7f", "80", "8000",
+            "ff", "ff00", "ffff", "ffff00")
 # Columns a nested query groups, joins, partitions or sorts by (maps are
 # neither orderable nor comparable in Spark SQL).
 NESTED_KEYS = ("k_int", "k_str", "v_flt", "v_bin", "v_arr", "v_st")
@@ -127,7 +132,7 @@ ORDS = [c for c, (_, kind) in COLUMNS.items() if kind == "ord"]
 SORT_EXPRS = ("v_int % 7", "length(v_str)", "-v_dbl", "CAST(v_dec AS DOUBLE)", "k_str || v_str",
               "v_dec38 * 2", "k_date + 3", "CAST(v_tiny AS SMALLINT) * 3")
 # The tables' data as written by generate(); a new version writes new files.
-DATA_VERSION = 3
+DATA_VERSION = 4
 
 
 def generate(root, rows, seed):
@@ -152,7 +157,10 @@ def generate(root, rows, seed):
             "k_date": f"DATE '1998-01-01' + (random() * {distinct})::INTEGER",
             "k_ts": f"TIMESTAMP '2001-02-03 04:05:06' + to_seconds((random() * {distinct})::BIGINT * 3601)",
             "k_dec": f"((random() * {distinct})::INTEGER * 1.25)::DECIMAL(7,2)",
-            "k_str": f"'s' || ((random() * {distinct})::INTEGER)::VARCHAR",
+            # Digits after 's', after 'sé' (bytes above 0x7f) or alone: keys
+            # that are prefixes of others and differ in multi-byte UTF-8.
+            "k_str": "['s', 'sé', ''][1 + (random() * 2)::INTEGER] || "
+                     f"((random() * {distinct})::INTEGER)::VARCHAR",
             "v_int": "(random() * 2000000 - 1000000)::INTEGER",
             "v_long": "(random() * 1e15)::BIGINT - 500000000000000",
             "v_tiny": "(random() * 200 - 100)::TINYINT",
@@ -162,14 +170,14 @@ def generate(root, rows, seed):
             "v_date": "DATE '1990-01-01' + (random() * 10000)::INTEGER",
             "v_ts": "TIMESTAMP '1990-01-01' + to_seconds((random() * 1e9)::BIGINT)",
             "v_str": "md5(random()::VARCHAR)",
-            # Eighths (their sums are exact in any order), and the doubles
+            # Eighths of either sign (their sums are exact in any order), and the doubles
             # Spark treats specially: NaN (larger than any number, one group),
             # -0.0 (equal to 0.0 in groups, joins and sorts) and infinities.
             "v_dbl": "CASE WHEN random() < 0.03 THEN 'NaN'::DOUBLE "
                      "WHEN random() < 0.03 THEN -(0.0::DOUBLE) "
                      "WHEN random() < 0.02 THEN 'Infinity'::DOUBLE "
                      "WHEN random() < 0.02 THEN '-Infinity'::DOUBLE "
-                     "ELSE (random() * 1000)::INTEGER / 8.0 END",
+                     "ELSE ((random() * 1000)::INTEGER - 500) / 8.0 END",
         }
         cols = ", ".join(
             f"CASE WHEN random() < 0.08 THEN NULL ELSE {exprs[c]} END AS {c}" for c in COLUMNS)
@@ -178,15 +186,16 @@ def generate(root, rows, seed):
     nested = {
         "k_int": "(random() * 20)::INTEGER",
         "k_str": "'s' || ((random() * 20)::INTEGER)::VARCHAR",
-        # Eighths, and the floats Spark treats specially (as v_dbl above).
+        # Eighths of either sign, and the floats Spark treats specially (as v_dbl above).
         "v_flt": "CASE WHEN random() < 0.04 THEN 'NaN'::FLOAT "
                  "WHEN random() < 0.04 THEN -(0.0::FLOAT) "
                  "WHEN random() < 0.03 THEN 'Infinity'::FLOAT "
                  "WHEN random() < 0.03 THEN '-Infinity'::FLOAT "
-                 "ELSE ((random() * 200)::INTEGER / 8.0)::FLOAT END",
-        # Binaries of one to four bytes: a digit after up to three b's.
-        "v_bin": "encode(repeat('b', (random() * 3)::INTEGER) "
-                 "|| ((random() * 9)::INTEGER)::VARCHAR)",
+                 "ELSE (((random() * 200)::INTEGER - 100) / 8.0)::FLOAT END",
+        # Binaries of zero to three bytes, zeros and bytes above 0x7f among
+        # them, many a prefix of another.
+        "v_bin": f"unhex([{', '.join(repr(h) for h in BINARIES)}]"
+                 f"[1 + (random() * {len(BINARIES) - 1})::INTEGER])",
         # Arrays of zero to four small integers, some null.
         "v_arr": "list_transform(range((random() * 4)::INTEGER), "
                  "x -> CASE WHEN random() < 0.1 THEN NULL ELSE (random() * 3)::INTEGER END)",
@@ -449,7 +458,9 @@ class Gen:
         """Queries of the nested table: floats, binaries, arrays, structs and
         maps carried through exchanges and sorts, and all but maps grouped,
         joined, partitioned and sorted by (Sluice's nodes hand the shapes they do not
-        take to Spark's; the exchanges under them are still Sluice's)."""
+        take to Spark's; the exchanges under them are still Sluice's). Returns the
+        text, whether its rows' order is the answer, and whether every output
+        column can be ordered by (no map among them)."""
         r = self.r
         t = NESTED_TABLE
         key = r.choice(NESTED_KEYS)
@@ -469,64 +480,70 @@ class Gen:
             order = [f"{k} {r.choice(('ASC', 'DESC'))} NULLS {r.choice(('FIRST', 'LAST'))}"
                      for k in keys]
             q = f"SELECT id, k_int, {carried} FROM {t}{where} ORDER BY {', '.join(order)}, id"
-            return q + (f" LIMIT {r.choice((1, 10, 1000))}" if r.random() < 0.3 else "")
+            return q + (f" LIMIT {r.choice((1, 10, 1000))}" if r.random() < 0.3 else ""), True, False
         if how == "group":
             keys = r.sample(("k_int", "k_str"), r.randint(1, 2))
-            return f"SELECT {', '.join(keys)}, {aggs} FROM {t}{where} GROUP BY {', '.join(keys)}"
+            return (f"SELECT {', '.join(keys)}, {aggs} FROM {t}{where} GROUP BY {', '.join(keys)}",
+                    False, True)
         if how == "group_nested":
             keys = list(dict.fromkeys([key, r.choice(NESTED_KEYS)]))[:r.randint(1, 2)]
-            return f"SELECT {', '.join(keys)}, {aggs} FROM {t}{where} GROUP BY {', '.join(keys)}"
+            return (f"SELECT {', '.join(keys)}, {aggs} FROM {t}{where} GROUP BY {', '.join(keys)}",
+                    False, True)
         if how == "join":
             return (f"SELECT x.k_int, count(*) AS n, sum(y.id) AS s, max(y.v_map['k2']) AS m "
                     f"FROM {t} x JOIN (SELECT * FROM {t} WHERE id % 10 = 0) y "
-                    f"ON x.{key} = y.{key} GROUP BY x.k_int")
+                    f"ON x.{key} = y.{key} GROUP BY x.k_int", False, True)
         if how == "window":
             w = r.choice((f"rank() OVER (PARTITION BY {key} ORDER BY v_flt, id)",
                           f"count(*) OVER (PARTITION BY {key})",
                           f"first(v_map) OVER (PARTITION BY {key} ORDER BY id)",
                           f"max(v_arr) OVER (PARTITION BY k_int ORDER BY {key}, id)"))
-            return f"SELECT id, {carried}, {w} AS w FROM {t}{where}"
+            return f"SELECT id, {carried}, {w} AS w FROM {t}{where}", False, False
         if how == "repartition":
             n = r.choice((1, 5, 33))
             inner = r.choice((f"SELECT /*+ REPARTITION({n}) */ * FROM {t}",
                               f"SELECT /*+ REPARTITION({n}, {key}) */ * FROM {t}",
                               f"SELECT /*+ REPARTITION_BY_RANGE({n}, {key}) */ * FROM {t}"))
-            return f"SELECT k_int, {aggs} FROM ({inner}) p{where} GROUP BY k_int"
+            return f"SELECT k_int, {aggs} FROM ({inner}) p{where} GROUP BY k_int", False, True
         cols = ", ".join(r.sample(NESTED_KEYS, r.randint(1, 3)))
         return r.choice((f"SELECT DISTINCT {cols} FROM {t}{where}",
                          f"SELECT {cols} FROM {t}{where} EXCEPT SELECT {cols} FROM {t} "
-                         f"WHERE id % 4 = 0"))
+                         f"WHERE id % 4 = 0")), False, True
 
     def query(self):
+        """One query: its shape, its text, and whether its rows' order is
+        the answer."""
         r = self.r
         shape = r.choice(("aggregate", "aggregate", "global_aggregate", "grouping_sets",
                           "window_over_aggregate", "self_join", "union_all", "union_of_aggregates",
                           "join_aggregate", "sort", "distinct", "semi_join", "window_rows",
                           "repartitioned", "double_keys", "nested"))
-        q = getattr(self, shape)()
-        if r.random() < 0.3 and not q.startswith("WITH") and shape not in ("sort", "nested"):
+        if shape == "nested":
+            q, ordered, orderable = self.nested()
+        else:
+            q = getattr(self, shape)()
+            ordered, orderable = shape == "sort", shape != "sort" and not q.startswith("WITH")
+        if orderable and r.random() < 0.3:
             # ORDER BY every output column: a LIMIT then keeps the same rows under any plan.
             q = f"SELECT * FROM ({q}) o ORDER BY ALL"
             q += f" LIMIT {r.choice((1, 10, 100))}" if r.random() < 0.7 else ""
-        return shape, q
+            ordered = True
+        return shape, q, ordered
 
 
 def queries(seed, count):
     g = Gen(random.Random(seed))
     out = []
     for i in range(count):
-        shape, q = g.query()
+        shape, q, ordered = g.query()
         partitions = g.r.choice((1, 7, 16, 200))
         if partitions == 200 and i % 3 == 0:
             # More than 256: the engine's partition ids then take two bytes
             # (a coalesced read of partitions 255 and 256 once came out of
             # order under a native sort).
             partitions = 600
-        # ORDER BY ALL orders by every column, so the rows' order is the
-        # answer too.
         out.append({"id": i, "shape": shape, "sql": q, "partitions": partitions,
-                    "ordered": "ORDER BY ALL" in q or shape == "sort"
-                    or (shape == "nested" and " ORDER BY " in q and " OVER " not in q)})
+                    "ordered": ordered})
     return out
 
 
