@@ -20,8 +20,8 @@ of either sign holding NaN, -0.0 and infinities, and a fourth table's floats
 (of either sign, NaN, -0.0), binaries (0x00 and bytes above 0x7f, many a
 prefix of another), arrays and structs grouped, joined, partitioned and
 sorted by, and maps carried, through exchanges and sorts (strings too are
-prefixes of each other, some with a multi-byte character), at 1, a few or many (up to
-600: more than 256) shuffle partitions; each runs once under each manager
+prefixes of each other, some with a multi-byte character), at 1, a few or
+many (up to 600: more than 256) shuffle partitions; each runs once under each manager
 (each manager in its own process and JVM, adaptive execution on; the two run
 each query at the same time, so the times printed are not a benchmark), and
 the two answers must be the same multiset of rows (doubles to 12 significant
@@ -480,7 +480,8 @@ class Gen:
             order = [f"{k} {r.choice(('ASC', 'DESC'))} NULLS {r.choice(('FIRST', 'LAST'))}"
                      for k in keys]
             q = f"SELECT id, k_int, {carried} FROM {t}{where} ORDER BY {', '.join(order)}, id"
-            return q + (f" LIMIT {r.choice((1, 10, 1000))}" if r.random() < 0.3 else ""), True, False
+            q += f" LIMIT {r.choice((1, 10, 1000))}" if r.random() < 0.3 else ""
+            return q, True, False
         if how == "group":
             keys = r.sample(("k_int", "k_str"), r.randint(1, 2))
             return (f"SELECT {', '.join(keys)}, {aggs} FROM {t}{where} GROUP BY {', '.join(keys)}",
