@@ -12,7 +12,7 @@
 #
 #   bash spark/test.sh [--extended]
 #
-# CI runs the default tier (about 40 minutes on two cores today, over CI's 30).
+# CI runs the default tier, which fits its 30 minutes on two cores.
 # --extended adds what does not: the pytest tests marked `extended` (the TPC-H
 # benchmark's interleaved protocol over two sets of processes, the 4.1 jar on
 # Spark 3.5, 4.0, 4.2 and 4.3 falling back to the sort shuffle and each
@@ -68,22 +68,6 @@ export PYSPARK_PYTHON="$PWD/spark/.venv/bin/python"
 # printed whole once both have ended; either failing fails the run.
 lane_log=spark/suites/target/run.log
 mkdir -p spark/suites/target
-# The class archive the default line's JVMs map at start (spark/tests/class_archive.py: a
-# session under Sluice writes the classes it loaded), named in JAVA_TOOL_OPTIONS after the
-# background lane has started (its JVMs' class paths are others'). Written once per run; a
-# run where it could not be written goes on without it, slower.
-class_archive=$PWD/spark/suites/target/spark-classes.jsa
-write_class_archive() {
-  rm -f "$class_archive"
-  if spark/.venv/bin/python spark/tests/class_archive.py "$class_archive" \
-    >spark/suites/target/class-archive.log 2>&1; then
-    export JAVA_TOOL_OPTIONS="$JAVA_TOOL_OPTIONS -XX:SharedArchiveFile=$class_archive -Xlog:cds*=off"
-    tail -1 spark/suites/target/class-archive.log
-  else
-    echo "no class archive (the tests run without it):"
-    grep -v "warning.\[cds" spark/suites/target/class-archive.log | tail -5
-  fi
-}
 if [ "$extended" = 1 ]; then
   suites_args=(--extended); marks=()
 else
@@ -135,8 +119,6 @@ stage "JUnit (mvn test), Spark's own suites (spark/suites/run.sh), the other lin
 ) >"$lane_log" 2>&1 &
 lane=$!
 trap 'pkill -P $lane 2>/dev/null; kill $lane 2>/dev/null || true' EXIT
-stage "the class archive (spark/tests/class_archive.py)"
-write_class_archive
 stage "pytest spark/tests"
 pytest_log=spark/suites/target/pytest.log
 pytest_rc=0
