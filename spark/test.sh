@@ -12,8 +12,9 @@
 #
 #   bash spark/test.sh [--extended]
 #
-# CI runs the default tier: about 44 minutes on two cores (the Spark part
-# about 36 of them), over the 30 CI is meant to take.
+# CI runs the default tier: 23 to 44 minutes on two cores, as fast as the
+# machine is (the Spark part 19 to 36 of them), over the 30 CI is meant to
+# take on the slower machines.
 # --extended adds what is left out of it for time: the pytest tests marked
 # `extended` (the TPC-H
 # benchmark's interleaved protocol over two sets of processes, the 4.1 jar on
