@@ -110,6 +110,19 @@ def slow_first_attempt(marker):
     return slow
 
 
+def stage_data(spark):
+    """Spark's status store's data of each stage of the session so far, in
+    stage order (what its UI shows: records and bytes read and written,
+    spills), once the listener bus delivered every event."""
+    jsc = spark.sparkContext._jsc.sc()
+    jsc.listenerBus().waitUntilEmpty()
+    jvm = spark.sparkContext._jvm
+    stages = jsc.statusStore().stageList(
+        jvm.java.util.ArrayList(), False, False,
+        spark.sparkContext._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
+    return sorted((stages.apply(i) for i in range(stages.size())), key=lambda st: st.stageId())
+
+
 def sluice_metrics(spark):
     """Sluice's counters in the driver JVM (the executor, in local mode)."""
     m = spark.sparkContext._jvm.dev.sluice.spark.metrics.SluiceMetrics

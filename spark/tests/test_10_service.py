@@ -26,7 +26,7 @@ import pytest
 import workloads
 from standalone import executor_pids, free_port, kill_worker, standalone_cluster
 from clusters import settled, stage_attempts
-from conftest import SLUICE, SPECULATION, session, slow_first_attempt
+from conftest import SLUICE, SPECULATION, session, slow_first_attempt, stage_data
 from test_9_executors import _executors, _map_tasks_run, _wait
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -240,24 +240,44 @@ def test_every_kind_of_shuffle_through_the_daemons(daemons, kinds_by_sort, tmp_p
     want = kinds_by_sort
     extra = dict(service_conf(ds, key), **{"spark.sluice.service.reduceAtDaemon": at_daemon})
     s = session("local[2]", SLUICE, tmp_path / "service", extra=extra)
-    reduced_by = {}
+    reduced_by, step = {}, {}
 
-    def reduced_reads():
-        return sum(d.stats()["reduced_reads"] for d in ds)
+    def reduced():
+        return [sum(d.stats()[f] for d in ds)
+                for f in ("reduced_reads", "reduced_in", "reduced_out")]
 
     def seen(name):
         nonlocal last
-        now = reduced_reads()
-        reduced_by[name], last = now - last, now
+        now = reduced()
+        # The step's reads reduced at the daemons, their records in and out,
+        # and the stages it ran.
+        ids = [st.stageId() for st in stage_data(s)]
+        step[name] = ([a - b for a, b in zip(now, last)],
+                      [i for i in ids if i > step_last[0]])
+        reduced_by[name], last = now[0] - last[0], now
+        step_last[0] = max(ids, default=step_last[0])
 
     try:
         counts = _metrics(s)
         before, daemons_before = counts(), [d.stats() for d in ds]
-        last = reduced_reads()
+        last, step_last = reduced(), [max((st.stageId() for st in stage_data(s)), default=-1)]
         got = kinds(s, offloaded=True, seen=seen)
         after, daemons_after = counts(), [d.stats() for d in ds]
+        # Spark's records written and read (its UI's) for the offloaded
+        # aggregate's stages: a read the daemons reduced delivers the results,
+        # so the reduce stage reads the daemons' records out, and the map stage
+        # wrote what they took in; a plain read, every record written.
+        (_, took_here, gave_here), ids = step["offloaded"]
+        stages = [st for st in stage_data(s) if st.stageId() in ids]
+        written = sum(st.shuffleWriteRecords() for st in stages)
+        read = sum(st.shuffleReadRecords() for st in stages)
     finally:
         s.stop()
+    assert written > 0, [str(st) for st in stages]
+    if at_daemon == "false":
+        assert read == written, (read, written)
+    else:
+        assert (written, read) == (took_here, gave_here), (written, read, took_here, gave_here)
     for name in want:
         assert got[name] == want[name], name
     pushed, kept, reads = (a - b for a, b in zip(after, before))

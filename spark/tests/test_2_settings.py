@@ -9,7 +9,7 @@ import time
 import pytest
 import workloads
 from bench import LINE
-from conftest import SLUICE, session, short_of_memory, sluice_metrics
+from conftest import SLUICE, session, short_of_memory, sluice_metrics, stage_data
 from clusters import settled
 
 
@@ -312,14 +312,7 @@ def stage_spills(spark):
     """(memory, disk) bytes spilled that Spark's status store reports for
     each stage of the session, in stage order: what its UI shows as Spill
     (Memory) and Spill (Disk)."""
-    jsc = spark.sparkContext._jsc.sc()
-    jsc.listenerBus().waitUntilEmpty()
-    jvm = spark.sparkContext._jvm
-    stages = jsc.statusStore().stageList(
-        jvm.java.util.ArrayList(), False, False,
-        spark.sparkContext._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
-    by_id = sorted((stages.apply(i) for i in range(stages.size())), key=lambda st: st.stageId())
-    return [(st.memoryBytesSpilled(), st.diskBytesSpilled()) for st in by_id]
+    return [(st.memoryBytesSpilled(), st.diskBytesSpilled()) for st in stage_data(spark)]
 
 
 def test_sql_order_by_reduce_side_spills_when_spark_grants_too_little(tmp_path):

@@ -10,6 +10,7 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Random;
 import org.apache.spark.SparkConf;
 import org.apache.spark.api.java.JavaPairRDD;
 import org.apache.spark.api.java.JavaSparkContext;
@@ -118,5 +119,63 @@ class SpillTest {
     } finally {
       sc.stop();
     }
+  }
+
+  /**
+   * A record larger than the execution memory Spark grants the task is handed over all the same
+   * and spilled at once: Spark's memory-spilled metric counts the whole of it, as Spark's sorters
+   * count the size of what they spill, not only the part Spark granted.
+   */
+  @Test
+  void recordsSparkGrantsTooLittleForCountAsMemorySpilled() throws IOException {
+    SparkConf small =
+        new SparkConf()
+            .set("spark.testing.memory", String.valueOf(32L << 20))
+            .set("spark.testing.reservedMemory", "0");
+    JavaSparkContext sc =
+        SparkContexts.start(SluiceShuffleManager.class.getName(), SparkContexts.scratch(), small);
+    try {
+      StageTotals totals = StageTotals.watch(sc);
+      // One map task of three records of 24 MiB of random bytes each: each more than all of
+      // Spark's execution memory (about 19 MiB), so Spark grants a hand-over less than it takes;
+      // nothing for lz4 to compress.
+      long count =
+          sc.parallelize(List.of(0), 1)
+              .flatMapToPair(x -> randomRecords(3, 24 << 20))
+              .partitionBy(new org.apache.spark.HashPartitioner(2))
+              .count();
+      assertEquals(3, count);
+      StageTotals.Totals map = totals.stages(sc).values().iterator().next();
+      assertTrue(map.diskBytesSpilled > 24L << 20, "the records were spilled: " + map);
+      // Incompressible records take on disk what they took in memory, and a little framing.
+      assertTrue(
+          map.memoryBytesSpilled >= map.diskBytesSpilled * 95 / 100,
+          "memory spilled counts every record spilled: " + map);
+      assertTrue(
+          map.peakExecutionMemory >= 24L << 20,
+          "the peak counts what the engine held: " + map);
+    } finally {
+      sc.stop();
+    }
+  }
+
+  /** {@code n} records of {@code bytes} random bytes, made one at a time. */
+  static Iterator<Tuple2<Integer, byte[]>> randomRecords(int n, int bytes) {
+    Random r = new Random(42);
+    return new Iterator<Tuple2<Integer, byte[]>>() {
+      int i;
+
+      @Override
+      public boolean hasNext() {
+        return i < n;
+      }
+
+      @Override
+      public Tuple2<Integer, byte[]> next() {
+        byte[] b = new byte[bytes];
+        r.nextBytes(b);
+        return new Tuple2<>(i++, b);
+      }
+    };
   }
 }

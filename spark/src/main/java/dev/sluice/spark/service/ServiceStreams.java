@@ -131,6 +131,11 @@ public final class ServiceStreams
   /** Of those, the blocks its present connection carried. */
   private long connectionBlocks;
 
+  /** Nanoseconds spent waiting on the daemons so far, and the whole milliseconds reported. */
+  private long waitNanos;
+
+  private long waitReported;
+
   private boolean done;
   /**
    * The failure thrown once, thrown again by every later call: a caller that catches it and reads
@@ -204,6 +209,18 @@ public final class ServiceStreams
     throw ServiceStreams.<RuntimeException>unchecked(e);
   }
 
+  /**
+   * Counts the wait since {@code t0} as fetch wait: the whole milliseconds of all the waits so far,
+   * as Spark reports it, so that each block's sub-millisecond wait adds up instead of rounding to
+   * nothing.
+   */
+  private void waited(long t0) {
+    waitNanos += System.nanoTime() - t0;
+    long ms = waitNanos / 1_000_000;
+    metrics.incFetchWaitTime(ms - waitReported);
+    waitReported = ms;
+  }
+
   @SuppressWarnings("unchecked")
   private static <E extends Throwable> E unchecked(Throwable e) throws E {
     throw (E) e;
@@ -229,7 +246,7 @@ public final class ServiceStreams
             resume(e);
             continue;
           } finally {
-            metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
+            waited(t0);
           }
           if (b != null) {
             readBlocks++;
@@ -277,7 +294,7 @@ public final class ServiceStreams
         order.start(lo, hi);
         ServiceNative.readStart(
             c, shuffle, assignment.generation, lo, hi, maps, attempts, reduce, 0L);
-        metrics.incFetchWaitTime((System.nanoTime() - t0) / 1_000_000);
+        waited(t0);
         dev.sluice.spark.metrics.SluiceMetrics.SERVICE_READS.incrementAndGet();
       } catch (IOException e) {
         long c;

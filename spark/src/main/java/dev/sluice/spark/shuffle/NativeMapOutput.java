@@ -85,12 +85,22 @@ public final class NativeMapOutput extends MemoryConsumer {
   private File dataTmp;
   private long[] lengths;
   private long[] checksums = new long[0];
-  /** Execution memory held for the engine's output: bytes handed over since the last spill. */
+  /**
+   * Execution memory Spark granted for the engine's output since the last spill: {@link #inMemory}
+   * or less, where Spark granted less than a hand-over took (which then spills at once).
+   */
   private long held;
 
   /**
-   * The most {@link #held} was, reported once as the task's peak execution memory when the output
-   * ends ({@link #abort}), as Spark's own shuffle writers report their sorters' peak.
+   * Bytes handed over since the last spill, which the engine holds in memory until it writes them
+   * out: what a spill reports as memory spilled, as Spark's sorters report the size of what they
+   * spill.
+   */
+  private long inMemory;
+
+  /**
+   * The most {@link #inMemory} was, reported once as the task's peak execution memory when the
+   * output ends ({@link #abort}), as Spark's own shuffle writers report their sorters' peak.
    */
   private long peak;
 
@@ -276,7 +286,8 @@ public final class NativeMapOutput extends MemoryConsumer {
       throw spillFailure;
     }
     held += got;
-    peak = Math.max(peak, held);
+    inMemory += bytes;
+    peak = Math.max(peak, inMemory);
     handedOver += bytes;
     try {
       SluiceNative.mapProduce(task, b, bytes, count);
@@ -337,7 +348,6 @@ public final class NativeMapOutput extends MemoryConsumer {
       throw spillFailure;
     }
     File f = SparkEnv.get().blockManager().diskBlockManager().createTempShuffleBlock()._2();
-    long t0 = System.nanoTime();
     long[] segments;
     try {
       segments = SluiceNative.mapSpill(task, f.getAbsolutePath(), settings.output);
@@ -365,13 +375,15 @@ public final class NativeMapOutput extends MemoryConsumer {
         unpushed.add(new Spill(f, segments));
       }
     }
-    metrics.incWriteTime(System.nanoTime() - t0);
     SluiceMetrics.MAP_SPILLS.incrementAndGet();
     SluiceMetrics.SPILL_BYTES.addAndGet(bytes);
-    long freed = held;
-    // What Spark's own sorters report for a spill: the memory it freed, the bytes it wrote.
-    context.taskMetrics().incMemoryBytesSpilled(freed);
+    // What Spark's own sorters report for a spill: the size in memory of what it wrote out, the
+    // bytes it wrote; not its time as shuffle write time, which is the final output's alone (their
+    // spills write through metrics of their own).
+    context.taskMetrics().incMemoryBytesSpilled(inMemory);
     context.taskMetrics().incDiskBytesSpilled(bytes);
+    inMemory = 0;
+    long freed = held;
     if (freed > 0) {
       freeMemory(freed);
       held = 0;
@@ -392,7 +404,6 @@ public final class NativeMapOutput extends MemoryConsumer {
    */
   public MapStatus commit() throws IOException {
     flush();
-    long t0 = System.nanoTime();
     File dataFile = resolver.getDataFile(shuffleId, mapId);
     dataTmp = resolver.createTempFile(dataFile);
     long rowChecksum = 0;
@@ -401,6 +412,9 @@ public final class NativeMapOutput extends MemoryConsumer {
       early.await();
       context.killTaskIfInterrupted();
     }
+    // Write time is the data file's: not the wait for the early pushes (the network's), as the
+    // push at the end is not counted either.
+    long t0 = System.nanoTime();
     try {
       if (rows != null) {
         rowChecksum = rows.value(rows.inEngine ? SluiceNative.mapRowChecksums(task) : null);

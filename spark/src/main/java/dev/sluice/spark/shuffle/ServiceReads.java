@@ -203,8 +203,9 @@ public final class ServiceReads<K, C> implements ShuffleReader<K, C> {
             if (!hasNext()) {
               throw new java.util.NoSuchElementException();
             }
+            Product2<K, C> r = (Product2<K, C>) current.next();
             metrics.incRecordsRead(1);
-            return (Product2<K, C>) current.next();
+            return r;
           }
         };
     return new InterruptibleIterator<>(context, records);
