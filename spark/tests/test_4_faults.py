@@ -268,6 +268,21 @@ def nodes_named(plan, name):
     return found
 
 
+def _native_aggregate_metrics(s):
+    """A decimal sum of more than 18 digits by key, which Sluice runs as its
+    native aggregate: its answer checked, its node's SQL metrics by name."""
+    agg = (s.range(0, 10000, 1, 4).selectExpr("id % 10 as k", "cast(id as decimal(20, 2)) as v")
+           .groupBy("k").sum("v"))
+    assert sorted((r[0], int(r[1])) for r in agg.collect()) == [
+        (k, 4_995_000 + 1000 * k) for k in range(10)]
+    nodes = nodes_named(agg._jdf.queryExecution().executedPlan(), "SluiceAggregate")
+    assert len(nodes) == 1, nodes
+    m = nodes[0].metrics()
+    return {name: m.apply(name).value() for name in (
+        "shuffleRecordsWritten", "shuffleBytesWritten", "recordsRead", "localBytesRead",
+        "remoteBytesRead")}
+
+
 def test_sql_exchange_data_size_is_spark_s(tmp_path):
     # Adaptive execution plans joins from the exchange's "data size": Sluice
     # must report the bytes Spark's own writer reports (the rows' sizes), in
@@ -291,8 +306,16 @@ def test_sql_exchange_data_size_is_spark_s(tmp_path):
             exchanges = nodes_named(ordered._jdf.queryExecution().executedPlan(), name)
             assert len(exchanges) == 1, exchanges
             sorted_sizes[manager] = exchanges[0].metrics().apply("dataSize").value()
+            if manager == SLUICE:
+                aggregate_metrics = _native_aggregate_metrics(s)
         finally:
             s.stop()
+    # The native aggregate's node shows its shuffle's metrics as the exchange
+    # it stands for would: every partial written read once, every byte too.
+    m = aggregate_metrics
+    assert m["shuffleRecordsWritten"] > 0 and m["shuffleBytesWritten"] > 0, m
+    assert m["recordsRead"] == m["shuffleRecordsWritten"], m
+    assert m["localBytesRead"] + m["remoteBytesRead"] == m["shuffleBytesWritten"], m
     assert sizes[SLUICE] == sizes["sort"] == 8 * 24, sizes
     # Each row: an 8-byte null bitset word, the long, the string's offset and
     # length word, and its 1-3 characters padded to a word.

@@ -3,13 +3,16 @@ package dev.sluice.spark.ops;
 import dev.sluice.spark.api.Agg;
 import dev.sluice.spark.shuffle.Coverage;
 import org.apache.spark.Partitioner;
+import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.rdd.RDD;
-import org.apache.spark.rdd.ShuffledRDD;
+import org.apache.spark.serializer.Serializer;
+import org.apache.spark.shuffle.ShuffleWriteProcessor;
 import org.apache.spark.sql.errors.QueryExecutionErrors;
 import org.apache.spark.unsafe.Platform;
 import org.apache.spark.unsafe.hash.Murmur3_x86_32;
+import scala.Option;
 import scala.Tuple2;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
@@ -55,32 +58,57 @@ public final class SqlAggregates {
   }
 
   /**
-   * {@code agg} over the values of each key of {@code pairs}, into {@code partitions} partitions;
-   * an {@code exact} sum fails on overflow (Spark SQL's ANSI mode) instead of wrapping.
+   * The shuffle of {@code agg} over the values of each key of {@code pairs}, into {@code
+   * partitions} partitions; an {@code exact} sum fails on overflow (Spark SQL's ANSI mode) instead
+   * of wrapping. Its map tasks report their writes through {@code writes} (a SQL node's metrics).
    */
-  @SuppressWarnings({"unchecked", "rawtypes"})
-  public static RDD<Tuple2<Object, Object>> aggregate(
-      RDD<Tuple2<Object, Object>> pairs, int partitions, Agg agg, int valueType, boolean exact) {
-    ClassTag<Object> any = ClassTag$.MODULE$.Any();
-    ShuffledRDD shuffled =
-        new ShuffledRDD(pairs, new SqlHashPartitioner(partitions), any, any, any);
-    shuffled.setSerializer(new SluiceOpSerializer(new OpSpec(agg, valueType, exact, true)));
-    return (RDD<Tuple2<Object, Object>>) (RDD) shuffled;
+  public static ShuffleDependency<Object, Object, Object> aggregate(
+      RDD<Tuple2<Object, Object>> pairs,
+      int partitions,
+      Agg agg,
+      int valueType,
+      boolean exact,
+      ShuffleWriteProcessor writes) {
+    return dependency(
+        pairs,
+        new SqlHashPartitioner(partitions),
+        new SluiceOpSerializer(new OpSpec(agg, valueType, exact, true)),
+        writes);
   }
 
   /**
-   * The lanes {@code lanes} of each {@link LaneRecord} of {@code pairs} (each carries its lanes'
-   * inputs), into {@code partitions} partitions placed as the records say; results come back as
-   * (the key's bytes, the lanes' state) pairs.
+   * The shuffle of the lanes {@code lanes} of each {@link LaneRecord} of {@code pairs} (each
+   * carries its lanes' inputs), into {@code partitions} partitions placed as the records say;
+   * results come back as (the key's bytes, the lanes' state) pairs.
+   */
+  public static ShuffleDependency<Object, Object, Object> aggregateLanes(
+      RDD<Tuple2<Object, Object>> pairs, int partitions, Lane[] lanes, ShuffleWriteProcessor writes) {
+    return dependency(
+        pairs, new GroupKeyPartitioner(partitions), new SluiceOpSerializer(new OpSpec(lanes)), writes);
+  }
+
+  /**
+   * The shuffle of {@code pairs} as a {@code ShuffledRDD} would declare it, its writes reported
+   * through {@code writes}.
    */
   @SuppressWarnings({"unchecked", "rawtypes"})
-  public static RDD<Tuple2<Object, Object>> aggregateLanes(
-      RDD<Tuple2<Object, Object>> pairs, int partitions, Lane[] lanes) {
+  private static ShuffleDependency<Object, Object, Object> dependency(
+      RDD<Tuple2<Object, Object>> pairs,
+      Partitioner partitioner,
+      Serializer serializer,
+      ShuffleWriteProcessor writes) {
     ClassTag<Object> any = ClassTag$.MODULE$.Any();
-    ShuffledRDD shuffled =
-        new ShuffledRDD(pairs, new GroupKeyPartitioner(partitions), any, any, any);
-    shuffled.setSerializer(new SluiceOpSerializer(new OpSpec(lanes)));
-    return (RDD<Tuple2<Object, Object>>) (RDD) shuffled;
+    return new ShuffleDependency<>(
+        (RDD) pairs,
+        partitioner,
+        serializer,
+        Option.empty(),
+        Option.empty(),
+        false,
+        writes,
+        any,
+        any,
+        any);
   }
 
   /** A partitioner into a number of partitions, equal to another of its class and count. */

@@ -7,6 +7,7 @@ import org.apache.spark.Partition;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
+import org.apache.spark.executor.TempShuffleReadMetrics;
 import org.apache.spark.rdd.RDD;
 import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
 import scala.Product2;
@@ -25,6 +26,16 @@ public final class RangeShuffledRDD<K, C> extends RDD<Product2<K, C>> {
 
   private final ShuffleDependency<K, ?, C> dependency;
   private final int[] bounds;
+  private final Reporting reporting;
+
+  /** Where a task's read metrics go besides the task's own: a SQL node's metrics, say. */
+  public interface Reporting extends java.io.Serializable {
+    /** The reporter a task reads through, given the task's own read metrics. */
+    ShuffleReadMetricsReporter reporter(TempShuffleReadMetrics task);
+
+    /** The task's own read metrics alone. */
+    Reporting TASK = task -> task;
+  }
 
   /** One partition of the reads: a range of the shuffle's partitions. */
   private record Range(int index) implements Partition {}
@@ -34,6 +45,11 @@ public final class RangeShuffledRDD<K, C> extends RDD<Product2<K, C>> {
    * 0, rises strictly and ends at the dependency's partition count.
    */
   public RangeShuffledRDD(ShuffleDependency<K, ?, C> dependency, int[] bounds) {
+    this(dependency, bounds, Reporting.TASK);
+  }
+
+  /** As above, each task's read metrics reported through {@code reporting} too. */
+  public RangeShuffledRDD(ShuffleDependency<K, ?, C> dependency, int[] bounds, Reporting reporting) {
     super(
         dependency.rdd().context(),
         Scala.seq(List.<Dependency<?>>of(dependency)),
@@ -51,6 +67,7 @@ public final class RangeShuffledRDD<K, C> extends RDD<Product2<K, C>> {
     }
     this.dependency = dependency;
     this.bounds = bounds.clone();
+    this.reporting = reporting;
   }
 
   @Override
@@ -66,7 +83,8 @@ public final class RangeShuffledRDD<K, C> extends RDD<Product2<K, C>> {
   @SuppressWarnings("unchecked")
   public Iterator<Product2<K, C>> compute(Partition split, TaskContext context) {
     int i = split.index();
-    ShuffleReadMetricsReporter metrics = context.taskMetrics().createTempShuffleReadMetrics();
+    ShuffleReadMetricsReporter metrics =
+        reporting.reporter(context.taskMetrics().createTempShuffleReadMetrics());
     return (Iterator<Product2<K, C>>)
         (Iterator<?>)
             SparkEnv.get()

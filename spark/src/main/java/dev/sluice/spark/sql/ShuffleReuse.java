@@ -9,14 +9,12 @@ import java.util.function.Supplier;
 import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkContext;
-import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.execution.SQLExecution$;
 import scala.Option;
-import scala.Tuple2;
 import scala.collection.immutable.Seq;
 import scala.runtime.AbstractPartialFunction;
 
@@ -31,8 +29,8 @@ import scala.runtime.AbstractPartialFunction;
  * each would run its own map stage over the whole table. Here a node asks for its shuffle by a key
  * that says what the shuffle computes (its child's canonical plan and the map side's work with
  * attributes replaced by their positions); within one SQL execution (Spark's execution id, which
- * its subqueries share) equal keys get the same shuffled RDD, so its map stage runs once and each
- * node reads it, and the entries of an execution are dropped when Spark reports its end ({@link
+ * its subqueries share) equal keys get the same shuffle, so its map stage runs once and each node
+ * reads it, and the entries of an execution are dropped when Spark reports its end ({@link
  * ExecutionEnds}). The map stage of a shared shuffle runs on its own, once ({@link
  * Shuffle#materialize}).
  */
@@ -54,16 +52,16 @@ public final class ShuffleReuse {
    * that reads the shuffle later finds its map outputs written.
    */
   static final class Shuffle {
-    final RDD<Tuple2<Object, Object>> rdd;
+    private final ShuffleDependency<Object, Object, Object> dependency;
     private Option<MapOutputStatistics> stats;
 
-    Shuffle(RDD<Tuple2<Object, Object>> rdd) {
-      this.rdd = rdd;
+    Shuffle(ShuffleDependency<Object, Object, Object> dependency) {
+      this.dependency = dependency;
     }
 
-    /** The dependency the reads of {@link #rdd} follow. */
-    ShuffleDependency<?, ?, ?> dependency() {
-      return (ShuffleDependency<?, ?, ?>) rdd.dependencies().head();
+    /** The shuffle's dependency, which each node's reads follow. */
+    ShuffleDependency<Object, Object, Object> dependency() {
+      return dependency;
     }
 
     /**
@@ -72,11 +70,10 @@ public final class ShuffleReuse {
      */
     synchronized Option<MapOutputStatistics> materialize() {
       if (stats == null) {
-        ShuffleDependency<?, ?, ?> dep = dependency();
         stats =
-            dep.rdd().partitions().length == 0
+            dependency.rdd().partitions().length == 0
                 ? Option.empty()
-                : Option.apply(AdaptiveCoalesce.mapStage(dep));
+                : Option.apply(AdaptiveCoalesce.mapStage(dependency));
       }
       return stats;
     }
@@ -88,7 +85,7 @@ public final class ShuffleReuse {
    * a running SQL execution each call makes its own.
    */
   static Shuffle shared(
-      SparkContext sc, Object key, Supplier<RDD<Tuple2<Object, Object>>> make) {
+      SparkContext sc, Object key, Supplier<ShuffleDependency<Object, Object, Object>> make) {
     String id = sc.getLocalProperty(SQLExecution$.MODULE$.EXECUTION_ID_KEY());
     if (id == null || !ExecutionEnds.running(id)) {
       return new Shuffle(make.get());

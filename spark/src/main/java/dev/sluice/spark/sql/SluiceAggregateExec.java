@@ -11,10 +11,12 @@ import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Objects;
+import java.util.stream.IntStream;
 import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.rdd.RDD;
+import org.apache.spark.shuffle.ShuffleWriteProcessor;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Attribute;
 import org.apache.spark.sql.catalyst.expressions.AttributeSet;
@@ -32,6 +34,8 @@ import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection;
 import org.apache.spark.sql.catalyst.plans.physical.UnknownPartitioning;
 import org.apache.spark.sql.execution.SparkPlan;
+import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
+import org.apache.spark.sql.execution.metric.SQLMetric;
 import org.apache.spark.unsafe.types.UTF8String;
 import scala.Option;
 import scala.Tuple2;
@@ -107,6 +111,13 @@ public final class SluiceAggregateExec extends LinePlan {
 
   /** The aggregated rows, made once (on the driver; later actions reuse the shuffle). */
   private transient RDD<InternalRow> aggregated;
+
+  /**
+   * The node's shuffle metrics, as those of the exchange it stands for (made on first use: Spark's
+   * tree operations make many copies of a node that never run): the writes of the shuffle it made
+   * (an equal node's, where it reads that one's, {@link ShuffleReuse}) and its own reads.
+   */
+  private transient ExchangeMetrics metrics;
 
   /** Whether this copy's made attributes are bound by position ({@link #doCanonicalize}). */
   private transient boolean madeBound;
@@ -215,6 +226,18 @@ public final class SluiceAggregateExec extends LinePlan {
     return new UnknownPartitioning(ranges.size());
   }
 
+  private synchronized ExchangeMetrics exchangeMetrics() {
+    if (metrics == null) {
+      metrics = new ExchangeMetrics(sparkContext());
+    }
+    return metrics;
+  }
+
+  @Override
+  public scala.collection.immutable.Map<String, SQLMetric> metrics() {
+    return exchangeMetrics().shuffle();
+  }
+
   @Override
   public synchronized RDD<InternalRow> doExecute() {
     if (aggregated == null) {
@@ -262,8 +285,10 @@ public final class SluiceAggregateExec extends LinePlan {
         sparkContext(),
         shuffleKey(),
         () -> {
+          ShuffleWriteProcessor writes =
+              ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(exchangeMetrics().write);
           if (form instanceof LaneAggregate l) {
-            return SqlAggregates.aggregateLanes(pairs(l::map), numPartitions, l.lanes());
+            return SqlAggregates.aggregateLanes(pairs(l::map), numPartitions, l.lanes(), writes);
           }
           Spec s = (Spec) form;
           return SqlAggregates.aggregate(
@@ -271,7 +296,8 @@ public final class SluiceAggregateExec extends LinePlan {
               numPartitions,
               PreAggregator.engineAgg(s),
               PreAggregator.engineValueType(s),
-              s.exact());
+              s.exact(),
+              writes);
         });
   }
 
@@ -297,15 +323,14 @@ public final class SluiceAggregateExec extends LinePlan {
     } else if (coalescable && stats.isDefined()) {
       b = AdaptiveCoalesce.bounds(conf(), sparkContext(), stats.get(), numPartitions);
     } else {
-      return shuffle.rdd;
+      b = IntStream.rangeClosed(0, numPartitions).toArray();
     }
-    if (b.length - 1 == numPartitions) {
-      return shuffle.rdd;
-    }
-    if (bounds.isEmpty()) {
+    if (bounds.isEmpty() && b.length - 1 != numPartitions) {
       coalesced = Arrays.stream(b).boxed().toList();
     }
-    return (RDD) new RangeShuffledRDD<>((ShuffleDependency) shuffle.dependency(), b);
+    return (RDD)
+        new RangeShuffledRDD<>(
+            (ShuffleDependency) shuffle.dependency(), b, exchangeMetrics().reads());
   }
 
   /**
