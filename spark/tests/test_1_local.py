@@ -101,6 +101,42 @@ def test_a_union_of_unlike_children_lets_native_aggregates_coalesce(local):
         assert max(tasks) < 100, tasks
 
 
+def test_joined_native_aggregates_of_empty_inputs(local):
+    # Two native aggregates whose inputs have no partitions at all, joined by
+    # their key (a sort-merge join: an empty RDD's size is unknown, so large):
+    # no map task ran, and Spark's coalescing of shuffles read together gives
+    # such shuffles one empty range; the aggregates cannot read that, and the
+    # join stays on their declared partitions. An empty answer, as under the
+    # sort shuffle, inner and full outer.
+    settings = {"spark.sql.shuffle.partitions": "200", "spark.sluice.sqlAggregate": "true",
+                "spark.sql.autoBroadcastJoinThreshold": "-1"}
+    with session_conf(local, settings):
+        empty = local.createDataFrame(local.sparkContext.emptyRDD(), "k long, v long")
+        left = empty.groupBy("k").agg(F.sum("v").alias("a"))
+        right = empty.groupBy("k").agg(F.sum("v").alias("b"))
+        for how in ("inner", "full_outer"):
+            joined = left.join(right, "k", how)
+            assert joined.collect() == [], how
+            final = joined._jdf.queryExecution().executedPlan().toString()
+            assert final.count("SluiceAggregate") >= 2, final
+
+
+def test_a_sort_keeps_the_partition_count_a_user_asked_for(local):
+    # repartitionByRange(10, ...) under an ORDER BY of the same columns is one
+    # exchange, which Sluice's native sort runs: adaptive execution never
+    # coalesces a count the user gave (REPARTITION_BY_NUM), and neither does
+    # the native sort (it read all of it as one partition: the rows right,
+    # the partitions, and so the files a write makes, not).
+    settings = {"spark.sql.shuffle.partitions": "200"}
+    with session_conf(local, settings):
+        df = local.range(0, 20000, numPartitions=4).repartitionByRange(10, "id").orderBy("id")
+        sizes = df.rdd.glom().map(len).collect()
+        assert len(sizes) == 10 and sum(sizes) == 20000, sizes
+        assert [r.id for r in df.collect()] == list(range(20000))
+        final = df._jdf.queryExecution().executedPlan().toString()
+        assert "SluiceSortExchange" in final, final
+
+
 def test_adaptive_execution_counts_the_shuffles_of_sluices_nodes(local):
     # ORDER BY ... LIMIT over an aggregate of five groups: once the
     # aggregate's exchange has run, adaptive execution knows the limit

@@ -213,10 +213,25 @@ final class JoinCoalesce extends Rule<SparkPlan> implements AQEShuffleReadRule {
         keys.put(m, ready.shuffleKey());
       }
     }
+    if (stats.stream().allMatch(Option::isEmpty)) {
+      // No member ran a map task (inputs of no partitions): Spark's coalescing reads such shuffles
+      // as one empty range, [0, 0), which a native aggregate's reads, covering all its partitions,
+      // cannot take. They stay uncut, as many empty partitions.
+      return;
+    }
+    int partitions = counts.iterator().next();
     Seq<Seq<ShufflePartitionSpec>> specs =
         AdaptiveCoalesce.coalesce(conf(), group.get(0).sparkContext(), stats);
-    if (specs.isEmpty() || specs.head().size() == counts.iterator().next()) {
+    if (specs.isEmpty() || specs.head().size() == partitions) {
       return;
+    }
+    for (int i = 0; i < group.size(); i++) {
+      int[] b = AdaptiveCoalesce.bounds(specs.apply(i));
+      if (b[0] != 0 || b[b.length - 1] != partitions) {
+        // Ranges that leave partitions out (none seen from Spark's coalescing when any member has
+        // statistics): not a cut the nodes' reads can take.
+        return;
+      }
     }
     for (int i = 0; i < group.size(); i++) {
       cuts.put(group.get(i), specs.apply(i));
