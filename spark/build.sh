@@ -94,8 +94,8 @@ build_from_pyspark() {
   # The example and benchmark jobs go to their own jar, as Maven puts them.
   mv "$out/classes/dev/sluice/spark/examples" "$out/examples/"
   cp -r spark/src/main/resources/META-INF spark/target/native/native "$out/classes/"
-  sed "s/\${spark.version}/$version/" spark/src/main/resources/sluice-build.properties \
-    > "$out/classes/sluice-build.properties"
+  sed -e "s/\${spark.version}/$version/" -e "s/\${scala.binary.version}/${SCALA[$line]}/" \
+    spark/src/main/resources/sluice-build.properties > "$out/classes/sluice-build.properties"
   jar --create --file "spark/target/sluice-spark-${line}_${SCALA[$line]}.jar" -C "$out/classes" .
   mkdir -p "$out/examples/dev/sluice/spark" && mv "$out/examples/examples" "$out/examples/dev/sluice/spark/"
   jar --create --file "spark/target/sluice-spark-examples-${line}_${SCALA[$line]}.jar" -C "$out/examples" .

@@ -13,7 +13,21 @@ class SparkLineTest {
   void theJarNamesTheSparkItIsCompiledAgainst() {
     // Maven filled the resource from pom.xml's spark.version: the Spark on this class path.
     assertEquals(org.apache.spark.package$.MODULE$.SPARK_VERSION(), SparkLine.builtFor());
+    assertEquals(SparkLine.line(SparkLine.runningScala()), SparkLine.builtForScala());
     assertNull(SparkLine.mismatchReason(), "the tests run on the jar's own line");
+  }
+
+  @Test
+  void aSparkOfAnotherScalaFallsBack() {
+    // Spark 3.5 is published for Scala 2.12 and 2.13; the jar runs only on its own.
+    assertNull(SparkLine.mismatchReason("3.5.7", "3.5.7", "2.12.18", "2.12"));
+    String why = SparkLine.mismatchReason("3.5.7", "3.5.7", "2.13.8", "2.12");
+    assertNotNull(why);
+    assertTrue(why.contains("built for Spark 3.5 on Scala 2.12"), why);
+    assertTrue(why.endsWith("this Spark runs Scala 2.13.8"), why);
+    // Another Spark line is the reason first.
+    assertTrue(
+        SparkLine.mismatchReason("4.1.1", "3.5.7", "2.13.16", "2.12").endsWith("Spark 4.1.1"));
   }
 
   @Test
