@@ -121,6 +121,34 @@ def test_joined_native_aggregates_of_empty_inputs(local):
             assert final.count("SluiceAggregate") >= 2, final
 
 
+def test_native_aggregates_coalesce_as_adaptive_execution_does(local):
+    # A native aggregate cuts its reads by the same settings as Spark's own
+    # coalescing: with a minimum partition count set, that count is the
+    # floor whatever parallelismFirst says, and the minimum partition size
+    # (1 MiB) still merges small partitions, so a few kilobytes read in as
+    # many partitions as Spark's own aggregate of them reads.
+    minimum = "spark.sql.adaptive.coalescePartitions.minPartitionNum"
+    for first in ("true", "false"):
+        settings = {"spark.sql.shuffle.partitions": "200", "spark.sluice.sqlAggregate": "true",
+                    "spark.sql.adaptive.coalescePartitions.parallelismFirst": first}
+        counts = {}
+        with session_conf(local, settings):
+            local.conf.set(minimum, "7")
+            try:
+                for native in ("true", "false"):
+                    local.conf.set("spark.sluice.sqlAggregate", native)
+                    df = (local.range(0, 20000, numPartitions=4)
+                          .selectExpr("id % 500 as k", "cast(id as decimal(20, 2)) as v")
+                          .groupBy("k").sum("v"))
+                    assert df.count() == 500
+                    counts[native] = df.rdd.getNumPartitions()
+                    plan = df._jdf.queryExecution().executedPlan().toString()
+                    assert ("SluiceAggregate" in plan) == (native == "true"), plan
+            finally:
+                local.conf.unset(minimum)
+        assert counts["true"] == counts["false"], (first, counts)
+
+
 def test_a_sort_keeps_the_partition_count_a_user_asked_for(local):
     # repartitionByRange(10, ...) under an ORDER BY of the same columns is one
     # exchange, which Sluice's native sort runs: adaptive execution never

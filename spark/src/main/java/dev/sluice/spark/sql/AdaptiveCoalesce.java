@@ -63,17 +63,16 @@ final class AdaptiveCoalesce {
    */
   static Seq<Seq<ShufflePartitionSpec>> coalesce(
       SQLConf conf, SparkContext sc, List<Option<MapOutputStatistics>> stats) {
+    // As CoalesceShufflePartitions (Spark 3.2 on): a minimum count set is taken as it is, else the
+    // default parallelism where parallelism comes first, else 1; the minimum size always holds.
     Option<Object> minNumber = conf.getConf(SQLConf.COALESCE_PARTITIONS_MIN_PARTITION_NUM());
     boolean parallelismFirst =
         (Boolean) conf.getConf(SQLConf.COALESCE_PARTITIONS_PARALLELISM_FIRST());
     int minPartitions =
-        parallelismFirst
-            ? minNumber.isDefined() ? (Integer) minNumber.get() : sc.defaultParallelism()
-            : 1;
-    long minSize =
         minNumber.isDefined()
-            ? 0L
-            : (Long) conf.getConf(SQLConf.COALESCE_PARTITIONS_MIN_PARTITION_SIZE());
+            ? (Integer) minNumber.get()
+            : parallelismFirst ? sc.defaultParallelism() : 1;
+    long minSize = (Long) conf.getConf(SQLConf.COALESCE_PARTITIONS_MIN_PARTITION_SIZE());
     long advisory = (Long) conf.getConf(SQLConf.ADVISORY_PARTITION_SIZE_IN_BYTES());
     List<Option<Seq<ShufflePartitionSpec>>> none = new ArrayList<>();
     stats.forEach(x -> none.add(Option.empty()));
