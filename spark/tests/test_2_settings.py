@@ -827,6 +827,14 @@ def test_sql_repartition_skips_spark_s_sort_only_for_a_determinate_input(tmp_pat
             if native == "true":
                 assert rr.unsortedShuffles() == unsorted + 1, "the determinate input was sorted"
                 assert rr.sortedShuffles() == sorted_ + 1, "the shuffle read was not sorted"
+                # A cached table of a range (its plan adaptive execution's own
+                # with it on) passes as the range does.
+                cached = df.cache()
+                assert cached.count() == 20000
+                before = rr.unsortedShuffles()
+                assert sorted(cached.repartition(4).collect()) == sorted(df.collect())
+                assert rr.unsortedShuffles() == before + 1, "the cached range was sorted"
+                cached.unpersist(True)
             else:
                 assert (rr.unsortedShuffles(), rr.sortedShuffles()) == (unsorted, sorted_)
             if native == "true" and LINE not in ("3.5", "4.0"):
