@@ -7,6 +7,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import workloads
+from bench import LINE
 from conftest import SLUICE, session, sluice_metrics
 
 
@@ -147,6 +148,24 @@ def test_native_aggregates_coalesce_as_adaptive_execution_does(local):
             finally:
                 local.conf.unset(minimum)
         assert counts["true"] == counts["false"], (first, counts)
+
+
+@pytest.mark.skipif(LINE == "3.5", reason="collations came with Spark 4.0")
+def test_collated_strings_are_grouped_and_ordered_by_spark(local):
+    # A string of a collation other than UTF-8 binary groups and orders by
+    # that collation ('a' and 'A' one group under UTF8_LCASE), not by bytes:
+    # the native aggregate and sort, which key by bytes, leave it to Spark.
+    rows = local.createDataFrame([("a", 1), ("A", 2), ("b", 3), ("B", 4), ("a ", 5)],
+                                 "s string, v long")
+    c = rows.selectExpr("collate(s, 'UTF8_LCASE') as s", "cast(v as decimal(20, 2)) as v")
+    with session_conf(local, {"spark.sql.shuffle.partitions": "5"}):
+        agg = c.groupBy("s").agg(F.sum("v").alias("t"))
+        got = sorted((r.s.lower(), int(r.t)) for r in agg.collect())
+        assert got == [("a", 3), ("a ", 5), ("b", 7)], got
+        assert "SluiceAggregate" not in agg._jdf.queryExecution().executedPlan().toString()
+        ordered = c.orderBy("s", "v")
+        assert [r.v for r in ordered.collect()] == [1, 2, 5, 3, 4]
+        assert "SluiceSortExchange" not in ordered._jdf.queryExecution().executedPlan().toString()
 
 
 def test_a_sort_keeps_the_partition_count_a_user_asked_for(local):
