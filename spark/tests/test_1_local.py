@@ -102,6 +102,45 @@ def test_a_union_of_unlike_children_lets_native_aggregates_coalesce(local):
         assert max(tasks) < 100, tasks
 
 
+def final_nodes(df, name):
+    """The nodes named `name` of `df`'s executed plan, through adaptive
+    execution's final plan and its query stages."""
+    todo, found = [df._jdf.queryExecution().executedPlan()], []
+    while todo:
+        n = todo.pop()
+        kind = n.nodeName()
+        if kind == name:
+            found.append(n)
+        if kind == "AdaptiveSparkPlan":
+            todo.append(n.executedPlan())
+        elif "QueryStage" in kind:
+            todo.append(n.plan())
+        children = n.children()
+        todo.extend(children.apply(i) for i in range(children.size()))
+    return found
+
+
+def test_joined_native_aggregates_show_their_shuffles_in_the_sql_tab(local):
+    # Two native aggregates joined by their key, adaptive execution on: the
+    # join's coalescing runs each one's map stage on a copy of the node, and
+    # the node left in the plan shows that shuffle's writes, and its reads,
+    # as the exchange it stands for would.
+    settings = {"spark.sql.shuffle.partitions": "50", "spark.sluice.sqlAggregate": "true",
+                "spark.sql.autoBroadcastJoinThreshold": "-1"}
+    with session_conf(local, settings):
+        rows = local.range(0, 20000, numPartitions=4)
+        left = rows.selectExpr("id % 100 as k", "id as v").groupBy("k").agg(F.sum("v").alias("a"))
+        right = rows.selectExpr("id % 50 as k", "id as v").groupBy("k").agg(F.sum("v").alias("b"))
+        joined = left.join(right, "k")
+        assert len(joined.collect()) == 50
+        nodes = final_nodes(joined, "SluiceAggregate")
+        assert len(nodes) == 2, joined._jdf.queryExecution().executedPlan().toString()
+        for n in nodes:
+            m = n.metrics()
+            written, read = (m.apply(k).value() for k in ("shuffleRecordsWritten", "recordsRead"))
+            assert written > 0 and read == written, (n.toString(), written, read)
+
+
 def test_joined_native_aggregates_of_empty_inputs(local):
     # Two native aggregates whose inputs have no partitions at all, joined by
     # their key (a sort-merge join: an empty RDD's size is unknown, so large):

@@ -82,9 +82,15 @@ public final class SqlAggregates {
    * results come back as (the key's bytes, the lanes' state) pairs.
    */
   public static ShuffleDependency<Object, Object, Object> aggregateLanes(
-      RDD<Tuple2<Object, Object>> pairs, int partitions, Lane[] lanes, ShuffleWriteProcessor writes) {
+      RDD<Tuple2<Object, Object>> pairs,
+      int partitions,
+      Lane[] lanes,
+      ShuffleWriteProcessor writes) {
     return dependency(
-        pairs, new GroupKeyPartitioner(partitions), new SluiceOpSerializer(new OpSpec(lanes)), writes);
+        pairs,
+        new GroupKeyPartitioner(partitions),
+        new SluiceOpSerializer(new OpSpec(lanes)),
+        writes);
   }
 
   /**

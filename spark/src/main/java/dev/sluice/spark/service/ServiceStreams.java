@@ -210,9 +210,9 @@ public final class ServiceStreams
   }
 
   /**
-   * Counts the wait since {@code t0} as fetch wait: the whole milliseconds of all the waits so far,
-   * as Spark reports it, so that each block's sub-millisecond wait adds up instead of rounding to
-   * nothing.
+   * Counts the wait since {@code t0} as fetch wait, in whole milliseconds as Spark reports it, but
+   * of all the waits so far: a read waits once per block, often for less than a millisecond,
+   * which Spark's per-wait truncation would count as nothing (its fetches wait once per segment).
    */
   private void waited(long t0) {
     waitNanos += System.nanoTime() - t0;

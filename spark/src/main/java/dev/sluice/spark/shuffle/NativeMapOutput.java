@@ -396,6 +396,7 @@ public final class NativeMapOutput extends MemoryConsumer {
       freeMemory(held);
       held = 0;
     }
+    inMemory = 0;
   }
 
   /**

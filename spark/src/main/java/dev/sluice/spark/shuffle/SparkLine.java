@@ -77,7 +77,13 @@ public final class SparkLine {
   static String mismatchReason(
       String running, String builtFor, String runningScala, String builtForScala) {
     String spark = mismatchReason(running, builtFor);
-    if (spark != null || line(runningScala).equals(builtForScala)) {
+    if (spark != null
+        || runningScala == null
+        || runningScala.isEmpty()
+        || builtForScala == null
+        || line(runningScala).equals(builtForScala)) {
+      // A Scala version this JVM cannot tell (an assembly without Scala's library.properties)
+      // is not taken for another.
       return spark;
     }
     return "this Sluice jar is built for Spark "

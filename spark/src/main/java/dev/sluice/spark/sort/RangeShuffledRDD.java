@@ -1,8 +1,12 @@
 package dev.sluice.spark.sort;
 
 import dev.sluice.spark.shim.Scala;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Set;
 import org.apache.spark.Dependency;
+import org.apache.spark.MapOutputTrackerMaster;
 import org.apache.spark.Partition;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkEnv;
@@ -49,7 +53,8 @@ public final class RangeShuffledRDD<K, C> extends RDD<Product2<K, C>> {
   }
 
   /** As above, each task's read metrics reported through {@code reporting} too. */
-  public RangeShuffledRDD(ShuffleDependency<K, ?, C> dependency, int[] bounds, Reporting reporting) {
+  public RangeShuffledRDD(
+      ShuffleDependency<K, ?, C> dependency, int[] bounds, Reporting reporting) {
     super(
         dependency.rdd().context(),
         Scala.seq(List.<Dependency<?>>of(dependency)),
@@ -77,6 +82,20 @@ public final class RangeShuffledRDD<K, C> extends RDD<Product2<K, C>> {
       parts[i] = new Range(i);
     }
     return parts;
+  }
+
+  /**
+   * The hosts that hold much of a task's partitions, as Spark's own shuffled RDDs prefer them
+   * (the map output tracker's choice per partition, {@code spark.shuffle.reduceLocality.enabled}).
+   */
+  @Override
+  public scala.collection.immutable.Seq<String> getPreferredLocations(Partition split) {
+    MapOutputTrackerMaster tracker = (MapOutputTrackerMaster) SparkEnv.get().mapOutputTracker();
+    Set<String> hosts = new LinkedHashSet<>();
+    for (int r = bounds[split.index()]; r < bounds[split.index() + 1]; r++) {
+      hosts.addAll(Scala.asJava(tracker.getPreferredLocationsForShuffle(dependency, r)));
+    }
+    return Scala.seq(new ArrayList<>(hosts));
   }
 
   @Override

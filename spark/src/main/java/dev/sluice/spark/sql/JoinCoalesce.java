@@ -26,8 +26,6 @@ import org.apache.spark.sql.execution.adaptive.BroadcastQueryStageExec;
 import org.apache.spark.sql.execution.adaptive.CoalesceShufflePartitions;
 import org.apache.spark.sql.execution.adaptive.QueryStageExec;
 import org.apache.spark.sql.execution.adaptive.ShuffleQueryStageExec;
-import org.apache.spark.sql.execution.exchange.ENSURE_REQUIREMENTS$;
-import org.apache.spark.sql.execution.exchange.REPARTITION_BY_COL$;
 import org.apache.spark.sql.execution.exchange.ShuffleOrigin;
 import org.apache.spark.sql.execution.exchange.ValidateRequirements;
 import org.apache.spark.sql.execution.joins.CartesianProductExec;
@@ -74,9 +72,7 @@ final class JoinCoalesce extends Rule<SparkPlan> implements AQEShuffleReadRule {
    */
   @Override
   public Seq<ShuffleOrigin> supportedShuffleOrigins() {
-    List<ShuffleOrigin> origins =
-        List.of(ENSURE_REQUIREMENTS$.MODULE$, REPARTITION_BY_COL$.MODULE$);
-    return Scala.seq(origins);
+    return Scala.seq(AdaptiveCoalesce.COALESCED_ORIGINS);
   }
 
   @Override
@@ -191,7 +187,7 @@ final class JoinCoalesce extends Rule<SparkPlan> implements AQEShuffleReadRule {
       if (m instanceof ShuffleQueryStageExec s) {
         ShuffleOrigin origin = s.shuffle().shuffleOrigin();
         if (!s.isMaterialized()
-            || !(origin == ENSURE_REQUIREMENTS$.MODULE$ || origin == REPARTITION_BY_COL$.MODULE$)
+            || !AdaptiveCoalesce.coalesces(origin)
             || ((SparkPlan) s.shuffle()).outputPartitioning() == SinglePartition$.MODULE$) {
           return;
         }
@@ -248,7 +244,10 @@ final class JoinCoalesce extends Rule<SparkPlan> implements AQEShuffleReadRule {
         new ApplyColumnarRulesAndInsertTransitions(Sessions.columnarRules(session), false)
             .apply(a.child());
     child = new CollapseCodegenStages(new AtomicInteger(0)).apply(child);
-    return (SluiceAggregateExec) a.withNewChildren(Scala.seq(List.of(child)));
+    SluiceAggregateExec ready =
+        (SluiceAggregateExec) a.withNewChildren(Scala.seq(List.of(child)));
+    // Its map stage runs now, for the node that stays in the plan: its writes show there.
+    return ready.sharingMetrics(a);
   }
 
   /** {@code p} with each member of {@code cuts} reading in its ranges. */

@@ -21,10 +21,7 @@ import org.apache.spark.sql.catalyst.plans.physical.RangePartitioning;
 import org.apache.spark.sql.execution.ProjectExec;
 import org.apache.spark.sql.execution.SortExec;
 import org.apache.spark.sql.execution.SparkPlan;
-import org.apache.spark.sql.execution.exchange.ENSURE_REQUIREMENTS$;
-import org.apache.spark.sql.execution.exchange.REPARTITION_BY_COL$;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec;
-import org.apache.spark.sql.execution.exchange.ShuffleOrigin;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.BooleanType;
 import org.apache.spark.sql.types.ByteType;
@@ -116,10 +113,7 @@ public final class NativeSortRule extends SluiceRule {
     // Its reads are coalesced where adaptive execution would coalesce the exchange's: one Spark
     // placed for the sort, or a range repartition by columns alone; a user's count of partitions
     // (repartitionByRange(n, ...)) is kept, as Spark keeps it.
-    ShuffleOrigin origin = exchange.shuffleOrigin();
-    boolean coalescable =
-        !pinned
-            && (origin == ENSURE_REQUIREMENTS$.MODULE$ || origin == REPARTITION_BY_COL$.MODULE$);
+    boolean coalescable = !pinned && AdaptiveCoalesce.coalesces(exchange.shuffleOrigin());
     return new SluiceSortExchangeExec(
         Scala.seq(sort.sortOrder()), range.numPartitions(), input, key, coalescable, output.size());
   }

@@ -11,7 +11,6 @@ import java.util.Arrays;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Objects;
-import java.util.stream.IntStream;
 import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.api.java.function.FlatMapFunction;
@@ -114,10 +113,11 @@ public final class SluiceAggregateExec extends LinePlan {
 
   /**
    * The node's shuffle metrics, as those of the exchange it stands for (made on first use: Spark's
-   * tree operations make many copies of a node that never run): the writes of the shuffle it made
-   * (an equal node's, where it reads that one's, {@link ShuffleReuse}) and its own reads.
+   * tree operations make many copies of a node that never run; a copy of this node shares them):
+   * the writes of the shuffle it made (an equal node's, where it reads that one's, {@link
+   * ShuffleReuse}) and its own reads.
    */
-  private transient ExchangeMetrics metrics;
+  private transient volatile ExchangeMetrics metrics;
 
   /** Whether this copy's made attributes are bound by position ({@link #doCanonicalize}). */
   private transient boolean madeBound;
@@ -226,11 +226,28 @@ public final class SluiceAggregateExec extends LinePlan {
     return new UnknownPartitioning(ranges.size());
   }
 
-  private synchronized ExchangeMetrics exchangeMetrics() {
-    if (metrics == null) {
-      metrics = new ExchangeMetrics(sparkContext());
+  /**
+   * The node's metrics, made once (under a lock of their own: {@link #doExecute} holds the node's
+   * while its map stage runs, and the UI's plan description asks for them meanwhile).
+   */
+  private ExchangeMetrics exchangeMetrics() {
+    ExchangeMetrics m = metrics;
+    if (m == null) {
+      synchronized (ExchangeMetrics.class) {
+        m = metrics;
+        if (m == null) {
+          m = new ExchangeMetrics(sparkContext());
+          metrics = m;
+        }
+      }
     }
-    return metrics;
+    return m;
+  }
+
+  /** This copy of {@code other}, showing {@code other}'s metrics: one node to Spark's UI. */
+  SluiceAggregateExec sharingMetrics(SluiceAggregateExec other) {
+    metrics = other.exchangeMetrics();
+    return this;
   }
 
   @Override
@@ -323,7 +340,7 @@ public final class SluiceAggregateExec extends LinePlan {
     } else if (coalescable && stats.isDefined()) {
       b = AdaptiveCoalesce.bounds(conf(), sparkContext(), stats.get(), numPartitions);
     } else {
-      b = IntStream.rangeClosed(0, numPartitions).toArray();
+      b = AdaptiveCoalesce.identity(numPartitions);
     }
     if (bounds.isEmpty() && b.length - 1 != numPartitions) {
       coalesced = Arrays.stream(b).boxed().toList();
@@ -380,20 +397,23 @@ public final class SluiceAggregateExec extends LinePlan {
             new Cut(List.copyOf(list), key));
     // The same node for adaptive execution: the logical link it maps stages back by.
     cut.copyTagsFrom(this);
-    return cut;
+    return cut.sharingMetrics(this);
   }
 
   @Override
   protected SparkPlan withChildren(List<SparkPlan> newChildren) {
-    return new SluiceAggregateExec(
-        inputs,
-        resultExpressions,
-        numPartitions,
-        partitioning,
-        newChildren.get(0),
-        form,
-        coalescable,
-        cut);
+    SluiceAggregateExec copy =
+        new SluiceAggregateExec(
+            inputs,
+            resultExpressions,
+            numPartitions,
+            partitioning,
+            newChildren.get(0),
+            form,
+            coalescable,
+            cut);
+    copy.metrics = metrics;
+    return copy;
   }
 
   @Override

@@ -25,6 +25,8 @@ class SparkLineTest {
     assertNotNull(why);
     assertTrue(why.contains("built for Spark 3.5 on Scala 2.12"), why);
     assertTrue(why.endsWith("this Spark runs Scala 2.13.8"), why);
+    // A Scala version the JVM cannot tell is not another one.
+    assertNull(SparkLine.mismatchReason("3.5.7", "3.5.7", "", "2.12"));
     // Another Spark line is the reason first.
     assertTrue(
         SparkLine.mismatchReason("4.1.1", "3.5.7", "2.13.16", "2.12").endsWith("Spark 4.1.1"));
