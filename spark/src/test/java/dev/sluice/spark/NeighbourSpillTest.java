@@ -11,7 +11,6 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentLinkedQueue;
-import org.apache.spark.SparkConf;
 import org.apache.spark.TaskContext;
 import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.memory.MemoryConsumer;
@@ -100,14 +99,9 @@ class NeighbourSpillTest {
 
   @Test
   void anotherConsumerOfTheTaskGetsTheMapOutputsMemory() throws IOException {
-    SparkConf small =
-        new SparkConf()
-            // As SpillTest: about 19 MiB of execution memory, half of it for each of two tasks
-            // at a time, each of which writes about 22 MiB of serialized output.
-            .set("spark.testing.memory", String.valueOf(32L << 20))
-            .set("spark.testing.reservedMemory", "0");
-    JavaSparkContext sc =
-        SparkContexts.start(SluiceShuffleManager.class.getName(), SparkContexts.scratch(), small);
+    // As SpillTest: about 19 MiB of execution memory, half of it for each of two tasks at a
+    // time, each of which writes about 22 MiB of serialized output.
+    JavaSparkContext sc = SpillTest.smallMemory();
     try {
       GRANTS.clear();
       List<Integer> tasks = new ArrayList<>();

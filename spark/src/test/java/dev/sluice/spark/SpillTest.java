@@ -56,17 +56,23 @@ class SpillTest {
     };
   }
 
-  @Test
-  void mapOutputSpillsAndEveryRecordArrivesOnce() throws IOException {
+  /**
+   * A Sluice context whose memory manager has 32 MiB and no reserve: about 19 MiB of execution and
+   * storage memory, at most half of it for each of two concurrent tasks.
+   */
+  static JavaSparkContext smallMemory() throws IOException {
     SparkConf small =
         new SparkConf()
-            // 32 MiB for the memory manager, no reserve: about 19 MiB of execution and storage
-            // memory, at most half of it for each of two concurrent tasks, each of which writes
-            // about 22 MiB of serialized output.
             .set("spark.testing.memory", String.valueOf(32L << 20))
             .set("spark.testing.reservedMemory", "0");
-    JavaSparkContext sc =
-        SparkContexts.start(SluiceShuffleManager.class.getName(), SparkContexts.scratch(), small);
+    return SparkContexts.start(
+        SluiceShuffleManager.class.getName(), SparkContexts.scratch(), small);
+  }
+
+  @Test
+  void mapOutputSpillsAndEveryRecordArrivesOnce() throws IOException {
+    // Each of two concurrent tasks writes about 22 MiB of serialized output.
+    JavaSparkContext sc = smallMemory();
     try {
       List<Integer> tasks = new ArrayList<>();
       for (int t = 0; t < TASKS; t++) {
@@ -128,12 +134,7 @@ class SpillTest {
    */
   @Test
   void recordsSparkGrantsTooLittleForCountAsMemorySpilled() throws IOException {
-    SparkConf small =
-        new SparkConf()
-            .set("spark.testing.memory", String.valueOf(32L << 20))
-            .set("spark.testing.reservedMemory", "0");
-    JavaSparkContext sc =
-        SparkContexts.start(SluiceShuffleManager.class.getName(), SparkContexts.scratch(), small);
+    JavaSparkContext sc = smallMemory();
     try {
       StageTotals totals = StageTotals.watch(sc);
       // One map task of three records of 24 MiB of random bytes each: each more than all of
