@@ -36,7 +36,7 @@ import scala.runtime.AbstractPartialFunction;
  */
 public final class ShuffleReuse {
   /** Shuffles by execution id, then by key. */
-  private static final Map<String, Map<Object, Shuffle>> BY_EXECUTION = new ConcurrentHashMap<>();
+  private static final Map<String, Map<Object, Once>> BY_EXECUTION = new ConcurrentHashMap<>();
 
   private ShuffleReuse() {}
 
@@ -81,8 +81,7 @@ public final class ShuffleReuse {
 
   /**
    * The shuffle of {@code key} in the current SQL execution: one made earlier by an equal key, or
-   * {@code make}'s (made without holding a lock: making it may plan nested native nodes). Outside
-   * a running SQL execution each call makes its own.
+   * {@code make}'s ({@link Once}). Outside a running SQL execution each call makes its own.
    */
   static Shuffle shared(
       SparkContext sc, Object key, Supplier<ShuffleDependency<Object, Object, Object>> make) {
@@ -90,19 +89,41 @@ public final class ShuffleReuse {
     if (id == null || !ExecutionEnds.running(id)) {
       return new Shuffle(make.get());
     }
-    Map<Object, Shuffle> shuffles = BY_EXECUTION.get(id);
+    Map<Object, Once> shuffles = BY_EXECUTION.get(id);
     if (shuffles == null) {
       // Outside the map's update: the call may drop an old context's entries.
       ExecutionEnds.at(sc, id, () -> BY_EXECUTION.remove(id));
       shuffles = BY_EXECUTION.computeIfAbsent(id, k -> new ConcurrentHashMap<>());
     }
-    Shuffle known = shuffles.get(key);
-    if (known != null) {
-      return known;
+    return once(shuffles, key, make);
+  }
+
+  /** The shuffle of {@code key} in {@code shuffles}, made by the first caller. */
+  static Shuffle once(
+      Map<Object, Once> shuffles,
+      Object key,
+      Supplier<ShuffleDependency<Object, Object, Object>> make) {
+    return shuffles.computeIfAbsent(key, k -> new Once()).get(make);
+  }
+
+  /**
+   * One key's shuffle, made once: a {@code ShuffleDependency} registers its shuffle as it is
+   * built, so two equal nodes racing (one below a broadcast planned on another thread) must not
+   * both build one. The first caller makes it under this entry's lock and a concurrent one waits
+   * for it; a make that fails leaves the entry empty for the next caller. The lock is the entry's,
+   * not the map's: making a shuffle plans its node's child, whose own native nodes ask for their
+   * shuffles here, and their keys differ from this one (a child's plan is smaller than its
+   * parent's), so no thread waits for an entry it holds.
+   */
+  static final class Once {
+    private Shuffle shuffle;
+
+    synchronized Shuffle get(Supplier<ShuffleDependency<Object, Object, Object>> make) {
+      if (shuffle == null) {
+        shuffle = new Shuffle(make.get());
+      }
+      return shuffle;
     }
-    Shuffle made = new Shuffle(make.get());
-    Shuffle first = shuffles.putIfAbsent(key, made);
-    return first != null ? first : made;
   }
 
   /** Executions whose shuffles are held (for tests). */
