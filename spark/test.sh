@@ -12,8 +12,8 @@
 #
 #   bash spark/test.sh [--extended]
 #
-# CI runs the default tier: 23 to 44 minutes on two cores, as fast as the
-# machine is (the Spark part 19 to 36 of them), over the 30 CI is meant to
+# CI runs the default tier: 21 to 44 minutes on two cores, as fast as the
+# machine is (the Spark part 17 to 36 of them), over the 30 CI is meant to
 # take on the slower machines.
 # --extended adds what is left out of it for time: the pytest tests marked
 # `extended` (the TPC-H
