@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import workloads
-from bench import LINE
+from bench import DEFAULT_LINE, LINE
 from conftest import SLUICE, session, sluice_metrics
 
 
@@ -187,6 +187,39 @@ def test_native_aggregates_coalesce_as_adaptive_execution_does(local):
             finally:
                 local.conf.unset(minimum)
         assert counts["true"] == counts["false"], (first, counts)
+
+
+def test_a_native_aggregate_below_a_nested_loop_join_reads_as_spark_s(local):
+    # From Spark 4.0, adaptive execution cuts the shuffles below a
+    # broadcast nested loop join or a cartesian product (each streamed row
+    # meets every row of the other side) to the minimum partition size, not
+    # the advisory size, for more tasks; a native aggregate there would cut
+    # its reads to the advisory size. It leaves such an aggregate to Spark on
+    # those lines, and the join runs in as many tasks as under Spark's own.
+    # With parallelism not first, a few megabytes under the 64 MiB advisory
+    # size read as one partition on 3.5 under either manager (Spark's and
+    # the engine's shuffles differ in size, so only that case compares
+    # exactly), as several of 1 MiB from 4.0.
+    settings = {"spark.sql.shuffle.partitions": "200", "spark.sluice.sqlAggregate": "true",
+                "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false"}
+    bands = local.range(0, 10).selectExpr("cast(id * 4000 as decimal(20, 2)) as lo",
+                                          "cast(id * 4000 + 4000 as decimal(20, 2)) as hi")
+    counts = {}
+    with session_conf(local, settings):
+        for native in ("true", "false"):
+            local.conf.set("spark.sluice.sqlAggregate", native)
+            agg = (local.range(0, 400000, numPartitions=4)
+                   .selectExpr("id % 100000 as k", "cast(id % 10000 as decimal(20, 2)) as v")
+                   .groupBy("k").agg(F.sum("v").alias("s")))
+            joined = agg.join(F.broadcast(bands), (agg.s >= bands.lo) & (agg.s < bands.hi))
+            assert joined.count() == 100000
+            counts[native] = joined.rdd.getNumPartitions()
+            plan = joined._jdf.queryExecution().executedPlan().toString()
+            assert "BroadcastNestedLoopJoin" in plan, plan
+            shrinks = (LINE or DEFAULT_LINE) != "3.5"
+            assert ("SluiceAggregate" in plan) == (native == "true" and not shrinks), plan
+    assert counts["true"] == counts["false"], counts
+    assert (counts["false"] > 1) == shrinks, counts
 
 
 @pytest.mark.skipif(LINE == "3.5", reason="collations came with Spark 4.0")

@@ -33,4 +33,12 @@ public final class LineShim extends EarlierLines {
             minPartitionBytes);
     return Scala.map(coalesced, Scala::seq);
   }
+
+  /**
+   * Whether adaptive execution cuts the shuffles below a broadcast nested loop join or a cartesian
+   * product to the minimum partition size rather than the advisory size (Spark 4.0 on; not 3.5).
+   */
+  public static boolean smallerTargetsBelowExplodingJoins() {
+    return false;
+  }
 }

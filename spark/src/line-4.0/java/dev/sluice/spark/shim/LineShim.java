@@ -25,4 +25,13 @@ public final class LineShim extends EarlierLines {
     return ShufflePartitionsUtil$.MODULE$.coalescePartitions(
         stats, specs, advisoryBytes, minPartitions, minPartitionBytes);
   }
+
+  /**
+   * Whether adaptive execution cuts the shuffles below a broadcast nested loop join or a cartesian
+   * product to the minimum partition size rather than the advisory size (Spark 4.0 on, {@code
+   * CoalesceShufflePartitions.isExplodingJoin}).
+   */
+  public static boolean smallerTargetsBelowExplodingJoins() {
+    return true;
+  }
 }

@@ -60,4 +60,13 @@ abstract class LaterLines {
     boolean on = SQLConf.get().shuffleOrderIndependentChecksumEnabled() || fullRetry();
     return UnsafeRowChecksum$.MODULE$.createUnsafeRowChecksums(on ? partitions : 0);
   }
+
+  /**
+   * Whether adaptive execution cuts the shuffles below a broadcast nested loop join or a cartesian
+   * product to the minimum partition size rather than the advisory size (Spark 4.0 on, {@code
+   * CoalesceShufflePartitions.isExplodingJoin}).
+   */
+  public static boolean smallerTargetsBelowExplodingJoins() {
+    return true;
+  }
 }

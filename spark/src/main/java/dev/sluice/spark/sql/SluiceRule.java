@@ -3,6 +3,7 @@ package dev.sluice.spark.sql;
 import dev.sluice.spark.SluiceShuffleManager;
 import dev.sluice.spark.api.SluiceSetting;
 import dev.sluice.spark.metrics.SluiceMetrics;
+import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;
 import java.util.ArrayList;
 import java.util.List;
@@ -19,6 +20,8 @@ import org.apache.spark.sql.catalyst.rules.Rule;
 import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnionExec;
 import org.apache.spark.sql.execution.exchange.Exchange;
+import org.apache.spark.sql.execution.joins.BroadcastNestedLoopJoinExec;
+import org.apache.spark.sql.execution.joins.CartesianProductExec;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.collection.immutable.Seq;
@@ -80,7 +83,7 @@ abstract class SluiceRule extends Rule<SparkPlan> {
         || cleanupWithoutAdaptive()) {
       return plan;
     }
-    return rewrite(plan, finalStagePinned(), true);
+    return rewrite(plan, finalStagePinned(), true, false);
   }
 
   /**
@@ -115,29 +118,52 @@ abstract class SluiceRule extends Rule<SparkPlan> {
 
   /**
    * {@code plan} with its children rewritten, then itself offered to {@link #replace}; {@code
-   * finalStage} while no exchange is above it. Pinned besides what {@link #pinsChild} pins: every
-   * node where adaptive execution is off when the plan is made (nothing is coalesced then, nor
-   * later when the plan runs), and in the final stage a node whose partition count a repartition
-   * ending the query fixes ({@link FixedPartitions}).
+   * finalStage} while no exchange is above it, {@code exploding} while a join that meets each row
+   * with every row of its other side is above it in its stage ({@link #leftToSpark}). Pinned
+   * besides what {@link #pinsChild} pins: every node where adaptive execution is off when the plan
+   * is made (nothing is coalesced then, nor later when the plan runs), and in the final stage a
+   * node whose partition count a repartition ending the query fixes ({@link FixedPartitions}).
    */
-  private SparkPlan rewrite(SparkPlan plan, boolean pinned, boolean finalStage) {
+  private SparkPlan rewrite(SparkPlan plan, boolean pinned, boolean finalStage, boolean exploding) {
     boolean pin =
         pinned
             || !conf().adaptiveExecutionEnabled()
             || (finalStage && FixedPartitions.fixed(plan));
     boolean childFinal = finalStage && !(plan instanceof Exchange);
+    boolean childExploding = !(plan instanceof Exchange) && (exploding || explodes(plan));
     List<SparkPlan> children = new ArrayList<>();
     boolean changed = false;
     scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
     for (int i = 0; it.hasNext(); i++) {
       SparkPlan c = it.next();
-      SparkPlan n = rewrite(c, pinsChild(plan, i, pin), childFinal);
+      SparkPlan n = rewrite(c, pinsChild(plan, i, pin), childFinal, childExploding);
       changed |= n != c;
       children.add(n);
     }
     SparkPlan node = changed ? plan.withNewChildren(Scala.seq(children)) : plan;
+    if (leftToSpark(exploding)) {
+      return node;
+    }
     SparkPlan replaced = replace(node, pin);
     return replaced == node ? node : adopt(replaced, node, getClass().getSimpleName());
+  }
+
+  /**
+   * Whether a node {@code exploding} (below a broadcast nested loop join or a cartesian product in
+   * its stage) stays Spark's: from Spark 4.0 adaptive execution cuts the shuffles there to the
+   * minimum partition size rather than the advisory size, for more tasks where each row meets
+   * every row of the other side, and a native node, which cuts its reads itself, would read them in
+   * fewer.
+   */
+  private boolean leftToSpark(boolean exploding) {
+    return exploding
+        && conf().adaptiveExecutionEnabled()
+        && LineShim.smallerTargetsBelowExplodingJoins();
+  }
+
+  /** Whether {@code plan} meets each row of one side with every row of the other. */
+  static boolean explodes(SparkPlan plan) {
+    return plan instanceof BroadcastNestedLoopJoinExec || plan instanceof CartesianProductExec;
   }
 
   /**
