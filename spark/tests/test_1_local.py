@@ -200,26 +200,39 @@ def test_a_native_aggregate_below_a_nested_loop_join_reads_as_spark_s(local):
     # size read as one partition on 3.5 under either manager (Spark's and
     # the engine's shuffles differ in size, so only that case compares
     # exactly), as several of 1 MiB from 4.0.
+    # A sort-merge join above such a join cuts both its sides' shuffles so:
+    # the aggregate joined to the band join's output stays Spark's too.
     settings = {"spark.sql.shuffle.partitions": "200", "spark.sluice.sqlAggregate": "true",
-                "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false"}
+                "spark.sql.adaptive.coalescePartitions.parallelismFirst": "false",
+                "spark.sql.autoBroadcastJoinThreshold": "-1"}
     bands = local.range(0, 10).selectExpr("cast(id * 4000 as decimal(20, 2)) as lo",
                                           "cast(id * 4000 + 4000 as decimal(20, 2)) as hi")
+    shrinks = (LINE or DEFAULT_LINE) != "3.5"
+
+    def summed(v):
+        return (local.range(0, 400000, numPartitions=4)
+                .selectExpr("id % 100000 as k", f"cast({v} as decimal(20, 2)) as v")
+                .groupBy("k").agg(F.sum("v").alias("s")))
+
     counts = {}
     with session_conf(local, settings):
         for native in ("true", "false"):
             local.conf.set("spark.sluice.sqlAggregate", native)
-            agg = (local.range(0, 400000, numPartitions=4)
-                   .selectExpr("id % 100000 as k", "cast(id % 10000 as decimal(20, 2)) as v")
-                   .groupBy("k").agg(F.sum("v").alias("s")))
+            agg = summed("id % 10000")
             joined = agg.join(F.broadcast(bands), (agg.s >= bands.lo) & (agg.s < bands.hi))
-            assert joined.count() == 100000
-            counts[native] = joined.rdd.getNumPartitions()
-            plan = joined._jdf.queryExecution().executedPlan().toString()
-            assert "BroadcastNestedLoopJoin" in plan, plan
-            shrinks = (LINE or DEFAULT_LINE) != "3.5"
-            assert ("SluiceAggregate" in plan) == (native == "true" and not shrinks), plan
-    assert counts["true"] == counts["false"], counts
-    assert (counts["false"] > 1) == shrinks, counts
+            both = joined.join(summed("id % 7").withColumnRenamed("s", "t"), "k")
+            for name, df, aggregates in (("band", joined, 1), ("merged", both, 2)):
+                assert df.count() == 100000
+                counts[native, name] = df.rdd.getNumPartitions()
+                plan = df._jdf.queryExecution().executedPlan().toString()
+                final = plan.split("== Initial Plan ==")[0]
+                assert "BroadcastNestedLoopJoin" in final, plan
+                native_ones = aggregates if native == "true" and not shrinks else 0
+                assert final.count("SluiceAggregate ") == native_ones, plan
+            assert "SortMergeJoin" in final, plan
+    for name in ("band", "merged"):
+        assert counts["true", name] == counts["false", name], counts
+        assert (counts["false", name] > 1) == shrinks, counts
 
 
 @pytest.mark.skipif(LINE == "3.5", reason="collations came with Spark 4.0")

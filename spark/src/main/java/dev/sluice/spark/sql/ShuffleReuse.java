@@ -3,7 +3,9 @@ package dev.sluice.spark.sql;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.function.BiFunction;
 import java.util.function.Supplier;
 import org.apache.spark.MapOutputStatistics;
@@ -36,7 +38,8 @@ import scala.runtime.AbstractPartialFunction;
  */
 public final class ShuffleReuse {
   /** Shuffles by execution id, then by key. */
-  private static final Map<String, Map<Object, Once>> BY_EXECUTION = new ConcurrentHashMap<>();
+  private static final Map<String, Map<Object, CompletableFuture<Shuffle>>> BY_EXECUTION =
+      new ConcurrentHashMap<>();
 
   private ShuffleReuse() {}
 
@@ -81,7 +84,7 @@ public final class ShuffleReuse {
 
   /**
    * The shuffle of {@code key} in the current SQL execution: one made earlier by an equal key, or
-   * {@code make}'s ({@link Once}). Outside a running SQL execution each call makes its own.
+   * {@code make}'s ({@link #once}). Outside a running SQL execution each call makes its own.
    */
   static Shuffle shared(
       SparkContext sc, Object key, Supplier<ShuffleDependency<Object, Object, Object>> make) {
@@ -89,7 +92,7 @@ public final class ShuffleReuse {
     if (id == null || !ExecutionEnds.running(id)) {
       return new Shuffle(make.get());
     }
-    Map<Object, Once> shuffles = BY_EXECUTION.get(id);
+    Map<Object, CompletableFuture<Shuffle>> shuffles = BY_EXECUTION.get(id);
     if (shuffles == null) {
       // Outside the map's update: the call may drop an old context's entries.
       ExecutionEnds.at(sc, id, () -> BY_EXECUTION.remove(id));
@@ -98,32 +101,45 @@ public final class ShuffleReuse {
     return once(shuffles, key, make);
   }
 
-  /** The shuffle of {@code key} in {@code shuffles}, made by the first caller. */
+  /**
+   * The shuffle of {@code key} in {@code shuffles}, made once: a {@code ShuffleDependency} registers
+   * its shuffle as it is built, so two equal nodes racing (one below a broadcast planned on another
+   * thread) must not both build one. The first caller makes it and a concurrent one waits for it
+   * (interruptibly: a cancelled query's thread stops waiting); a make that fails hands its failure
+   * to those waiting and leaves the key to the next caller. Making a shuffle plans its node's
+   * child, whose own native nodes ask here for keys that differ from this one (a child's plan is
+   * smaller than its parent's), so no caller waits for a shuffle its own making needs.
+   */
   static Shuffle once(
-      Map<Object, Once> shuffles,
+      Map<Object, CompletableFuture<Shuffle>> shuffles,
       Object key,
       Supplier<ShuffleDependency<Object, Object, Object>> make) {
-    return shuffles.computeIfAbsent(key, k -> new Once()).get(make);
+    CompletableFuture<Shuffle> mine = new CompletableFuture<>();
+    CompletableFuture<Shuffle> known = shuffles.putIfAbsent(key, mine);
+    if (known == null) {
+      try {
+        Shuffle made = new Shuffle(make.get());
+        mine.complete(made);
+        return made;
+      } catch (Throwable t) { // Scala code may throw a checked exception undeclared
+        shuffles.remove(key, mine);
+        mine.completeExceptionally(t);
+        throw ShuffleReuse.<RuntimeException>rethrow(t);
+      }
+    }
+    try {
+      return known.get();
+    } catch (ExecutionException e) {
+      throw ShuffleReuse.<RuntimeException>rethrow(e.getCause());
+    } catch (InterruptedException e) {
+      throw ShuffleReuse.<RuntimeException>rethrow(e);
+    }
   }
 
-  /**
-   * One key's shuffle, made once: a {@code ShuffleDependency} registers its shuffle as it is
-   * built, so two equal nodes racing (one below a broadcast planned on another thread) must not
-   * both build one. The first caller makes it under this entry's lock and a concurrent one waits
-   * for it; a make that fails leaves the entry empty for the next caller. The lock is the entry's,
-   * not the map's: making a shuffle plans its node's child, whose own native nodes ask for their
-   * shuffles here, and their keys differ from this one (a child's plan is smaller than its
-   * parent's), so no thread waits for an entry it holds.
-   */
-  static final class Once {
-    private Shuffle shuffle;
-
-    synchronized Shuffle get(Supplier<ShuffleDependency<Object, Object, Object>> make) {
-      if (shuffle == null) {
-        shuffle = new Shuffle(make.get());
-      }
-      return shuffle;
-    }
+  /** Rethrows {@code t} unchanged, checked or not (the failure of the caller that made it). */
+  @SuppressWarnings("unchecked")
+  private static <E extends Throwable> E rethrow(Throwable t) throws E {
+    throw (E) t;
   }
 
   /** Executions whose shuffles are held (for tests). */

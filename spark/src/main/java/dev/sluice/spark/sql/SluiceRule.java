@@ -119,7 +119,8 @@ abstract class SluiceRule extends Rule<SparkPlan> {
   /**
    * {@code plan} with its children rewritten, then itself offered to {@link #replace}; {@code
    * finalStage} while no exchange is above it, {@code exploding} while a join that meets each row
-   * with every row of its other side is above it in its stage ({@link #leftToSpark}). Pinned
+   * with every row of its other side is above it in its stage, or below a join above it that zips
+   * the partitions of its side with another's ({@link #leftToSpark}). Pinned
    * besides what {@link #pinsChild} pins: every node where adaptive execution is off when the plan
    * is made (nothing is coalesced then, nor later when the plan runs), and in the final stage a
    * node whose partition count a repartition ending the query fixes ({@link FixedPartitions}).
@@ -130,7 +131,9 @@ abstract class SluiceRule extends Rule<SparkPlan> {
             || !conf().adaptiveExecutionEnabled()
             || (finalStage && FixedPartitions.fixed(plan));
     boolean childFinal = finalStage && !(plan instanceof Exchange);
-    boolean childExploding = !(plan instanceof Exchange) && (exploding || explodes(plan));
+    boolean childExploding =
+        !(plan instanceof Exchange)
+            && (exploding || explodes(plan) || (zipsChildren(plan) && explodesInStage(plan)));
     List<SparkPlan> children = new ArrayList<>();
     boolean changed = false;
     scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
@@ -164,6 +167,37 @@ abstract class SluiceRule extends Rule<SparkPlan> {
   /** Whether {@code plan} meets each row of one side with every row of the other. */
   static boolean explodes(SparkPlan plan) {
     return plan instanceof BroadcastNestedLoopJoinExec || plan instanceof CartesianProductExec;
+  }
+
+  /**
+   * Whether {@code plan} or a node below it in its stage (above the next exchange) {@link
+   * #explodes}: adaptive execution cuts all the shuffles that such a join's zipped partitions
+   * come from to the smaller size, those of its other side too.
+   */
+  static boolean explodesInStage(SparkPlan plan) {
+    if (explodes(plan)) {
+      return true;
+    }
+    if (plan instanceof Exchange) {
+      return false;
+    }
+    scala.collection.Iterator<SparkPlan> it = plan.children().iterator();
+    while (it.hasNext()) {
+      if (explodesInStage(it.next())) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  /** Whether {@code plan} zips partitions of several children one to one ({@link #pinsChild}). */
+  static boolean zipsChildren(SparkPlan plan) {
+    for (int i = 0; i < plan.children().size(); i++) {
+      if (pinsChild(plan, i, false)) {
+        return true;
+      }
+    }
+    return false;
   }
 
   /**
