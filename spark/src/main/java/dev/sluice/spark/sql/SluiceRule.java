@@ -120,10 +120,10 @@ abstract class SluiceRule extends Rule<SparkPlan> {
    * {@code plan} with its children rewritten, then itself offered to {@link #replace}; {@code
    * finalStage} while no exchange is above it, {@code exploding} while a join that meets each row
    * with every row of its other side is above it in its stage, or below a join above it that zips
-   * the partitions of its side with another's ({@link #leftToSpark}). Pinned
-   * besides what {@link #pinsChild} pins: every node where adaptive execution is off when the plan
-   * is made (nothing is coalesced then, nor later when the plan runs), and in the final stage a
-   * node whose partition count a repartition ending the query fixes ({@link FixedPartitions}).
+   * the partitions of its side with another's ({@link #leftToSpark}). Pinned besides what {@link
+   * #pinsChild} pins: every node where adaptive execution is off when the plan is made (nothing is
+   * coalesced then, nor later when the plan runs), and in the final stage a node whose partition
+   * count a repartition ending the query fixes ({@link FixedPartitions}).
    */
   private SparkPlan rewrite(SparkPlan plan, boolean pinned, boolean finalStage, boolean exploding) {
     boolean pin =
