@@ -155,10 +155,11 @@ final class AdaptiveCoalesce {
 
   /**
    * Rethrows a checked exception unchanged (a failed map stage's exception, which Spark's callers
-   * and PySpark match on), where the overridden method cannot declare it.
+   * and PySpark match on; a shared shuffle's failure, to those waiting for it), where the method
+   * cannot declare it.
    */
   @SuppressWarnings("unchecked")
-  private static <E extends Throwable> E rethrow(Throwable t) throws E {
+  static <E extends Throwable> E rethrow(Throwable t) throws E {
     throw (E) t;
   }
 }

@@ -124,22 +124,16 @@ public final class ShuffleReuse {
       } catch (Throwable t) { // Scala code may throw a checked exception undeclared
         shuffles.remove(key, mine);
         mine.completeExceptionally(t);
-        throw ShuffleReuse.<RuntimeException>rethrow(t);
+        throw AdaptiveCoalesce.<RuntimeException>rethrow(t);
       }
     }
     try {
       return known.get();
     } catch (ExecutionException e) {
-      throw ShuffleReuse.<RuntimeException>rethrow(e.getCause());
+      throw AdaptiveCoalesce.<RuntimeException>rethrow(e.getCause());
     } catch (InterruptedException e) {
-      throw ShuffleReuse.<RuntimeException>rethrow(e);
+      throw AdaptiveCoalesce.<RuntimeException>rethrow(e);
     }
-  }
-
-  /** Rethrows {@code t} unchanged, checked or not (the failure of the caller that made it). */
-  @SuppressWarnings("unchecked")
-  private static <E extends Throwable> E rethrow(Throwable t) throws E {
-    throw (E) t;
   }
 
   /** Executions whose shuffles are held (for tests). */
