@@ -910,3 +910,27 @@ def shuffles_go_as_a_query_ends(s, adaptive):
             time.sleep(0.1)
         assert not stored_shuffles(s) - before, (before, stored_shuffles(s))
         assert kept <= stored_shuffles(s), ("a query without cleanup lost its shuffles", first)
+
+
+def test_a_streaming_checkpoint_continues_when_sluice_is_switched_on_and_off(tmp_path, reference):
+    # A streaming query's state lives in its checkpoint, partitioned by Spark's
+    # hash of the stateful operators' keys; turning Sluice on for a running
+    # query, or off again, must find each key's state where the other manager
+    # left it. One file a run: the sort shuffle, then Sluice, then the sort
+    # shuffle again, on one checkpoint, give what one run of all three files
+    # gave under the sort shuffle (a key's state looked up in the wrong
+    # partition would be missing: wrong totals, windows and joins).
+    assert workloads.STREAM_FILES == 3
+    appended = collections.defaultdict(list)
+    for i, manager in enumerate(("sort", SLUICE, "sort")):
+        s = session("local[2]", manager, tmp_path / f"run-{i}")
+        try:
+            before = sluice_metrics(s)
+            got = workloads.streaming(s, root=tmp_path / "stream", files=[i])
+            if manager == SLUICE:
+                assert sluice_metrics(s)["map_outputs"] > before["map_outputs"]
+        finally:
+            s.stop()
+        appended["windows"] += got["windows"]
+    assert got["totals"] == reference["streaming"]["totals"]
+    assert sorted(appended["windows"]) == reference["streaming"]["windows"]

@@ -25,7 +25,7 @@ EXTENDED = pytest.mark.extended
     "name",
     ["terasort", pytest.param("wordcount", marks=EXTENDED), "reduce_by_key",
      pytest.param("join", marks=EXTENDED), "sql_join", "sql_order_by", "sql_aggregate",
-     "sql_aggregate_lanes"],
+     "sql_aggregate_lanes", pytest.param("streaming", marks=EXTENDED)],
 )
 def test_local_cluster_matches_sort_shuffle(cluster, reference, name):
     assert workloads.ALL[name](cluster) == reference[name]

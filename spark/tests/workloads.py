@@ -304,6 +304,108 @@ def sql_order_by(spark, scale=1):
     return out
 
 
+# Structured Streaming: the files of a directory read one per micro-batch.
+STREAM_FILES = 3
+STREAM_ROWS = 800  # rows a file
+
+
+def _stream_file(src, i):
+    """File i of the stream: rows with event times within minute i, its
+    modification time i seconds after a fixed instant, so that the source
+    takes the files in order whenever they were written."""
+    import datetime
+    import json
+    import os
+
+    rnd = random.Random(100 + i)
+    start = datetime.datetime(2026, 1, 1) + datetime.timedelta(minutes=i)
+    rows = []
+    for _ in range(STREAM_ROWS):
+        rows.append(json.dumps({
+            "k": rnd.randrange(60),
+            "s": f"s{rnd.randrange(40):02d}",
+            "d": f"{rnd.randrange(-10**6, 10**6) / 100:.2f}",
+            "ts": (start + datetime.timedelta(milliseconds=rnd.randrange(60000))).isoformat(),
+            "v": rnd.randrange(10**9),
+        }))
+    path = src / f"part-{i:03d}.json"
+    path.write_text("\n".join(rows))
+    os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def streaming(spark, scale=1, root=None, files=None):
+    """Structured Streaming's stateful operators over a file source, one file a
+    micro-batch: an aggregate kept in the state store (decimal sums, counts,
+    averages; each batch sorted by the sum, which Sluice sorts natively:
+    complete mode), and a stream-stream join within a time band with a
+    windowed aggregate above it, both bounded by watermarks (append mode).
+    Each stateful operator's state is partitioned by Spark's hash of its
+    keys, read through the shuffle Sluice runs, so a checkpoint written under
+    one shuffle manager continues under the other.
+
+    `root` holds the source files and the checkpoints (a temporary directory,
+    deleted after, by default); `files` are the file numbers written into the
+    source before the run (all of them by default). Returns, per query, the
+    rows of its last batch (complete mode, in order) or of all its batches
+    (append mode, as a multiset)."""
+    import pathlib
+    import shutil
+    import tempfile
+
+    from pyspark.sql import functions as F, types as T
+
+    own = root is None
+    root = pathlib.Path(tempfile.mkdtemp(prefix="sluice-stream-") if own else root)
+    src = root / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    for i in range(STREAM_FILES) if files is None else files:
+        _stream_file(src, i)
+    schema = T.StructType([
+        T.StructField("k", T.IntegerType()), T.StructField("s", T.StringType()),
+        T.StructField("d", T.DecimalType(12, 2)), T.StructField("ts", T.TimestampType()),
+        T.StructField("v", T.LongType())])
+
+    def source():
+        return spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(src))
+
+    def run(name, df, mode):
+        batches = {}
+
+        def each(batch, batch_id):
+            batches[batch_id] = [tuple(str(v) for v in r) for r in batch.collect()]
+
+        q = (df.writeStream.outputMode(mode).foreachBatch(each).trigger(availableNow=True)
+             .option("checkpointLocation", str(root / f"checkpoint-{name}")).start())
+        q.awaitTermination()
+        if mode == "complete":
+            return batches[max(batches)] if batches else []
+        return sorted(r for rows in batches.values() for r in rows)
+
+    s = source()
+    totals = (s.groupBy("s").agg(F.sum("d").alias("sd"), F.count("*").alias("c"),
+                                 F.avg("v").alias("av"))
+              .orderBy(F.col("sd").desc(), "s"))
+    left = source().withWatermark("ts", "10 seconds").select("k", "ts", "v")
+    right = (source().withWatermark("ts", "10 seconds")
+             .select(F.col("k").alias("rk"), F.col("ts").alias("rts"), F.col("d").alias("rd")))
+    band = left.join(right, F.expr(
+        "k = rk AND rts BETWEEN ts - interval 2 seconds AND ts + interval 2 seconds"))
+    windows = (band.groupBy(F.window("ts", "20 seconds"), "k")
+               .agg(F.sum("rd").alias("sd"), F.max("v").alias("mv"), F.count("*").alias("c")))
+    # Few state store partitions (each a store per operator per batch).
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "3")
+    try:
+        return {
+            "totals": run("totals", totals, "complete"),
+            "windows": run("windows", windows, "append"),
+        }
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+        if own:
+            shutil.rmtree(root, ignore_errors=True)
+
+
 ALL = {
     "hibench_sort": hibench_sort,
     "terasort": terasort,
@@ -319,4 +421,5 @@ ALL = {
     "sql_aggregate": sql_aggregate,
     "sql_aggregate_lanes": sql_aggregate_lanes,
     "sql_order_by": sql_order_by,
+    "streaming": streaming,
 }
