@@ -33,6 +33,8 @@ def session_conf(spark, settings):
 
 @pytest.mark.parametrize("name", list(workloads.ALL))
 def test_local_matches_sort_shuffle(local, reference, name):
+    if name == "sql_variant" and local.version.startswith("3."):
+        pytest.skip("Spark 3.5 has no VARIANT type")
     before = sluice_metrics(local)
     got = workloads.ALL[name](local)
     after = sluice_metrics(local)

@@ -304,6 +304,40 @@ def sql_order_by(spark, scale=1):
     return out
 
 
+def sql_variant(spark, scale=1):
+    """Spark 4's VARIANT values (semi-structured JSON) carried through a
+    repartition, a join, a window and a global sort by a field read out of
+    them, and grouped by such a field; strings of a case-insensitive
+    collation grouped (equal under it, unequal as bytes). None before 4.0,
+    which has neither."""
+    if spark.version.startswith("3."):
+        return None
+    spark.sql(f"""CREATE OR REPLACE TEMP VIEW variants AS SELECT id, id % 13 AS k,
+        parse_json(concat('{{"a":', id % 101, ',"b":"x', id % 7, '","c":[', id % 3,
+                          ',{{"d":', id / 3.0, '}}]}}')) AS j,
+        concat(if(id % 2 = 0, 'a', 'A'), id % 5) COLLATE UTF8_LCASE AS s
+        FROM range({20000 * scale})""")
+    queries = {
+        "carried": "SELECT k, to_json(j) FROM (SELECT * FROM variants DISTRIBUTE BY k)",
+        "grouped": "SELECT k, count(*), max(variant_get(j, '$.a', 'int')), "
+                   "sum(variant_get(j, '$.c[1].d', 'decimal(20, 4)')), to_json(max_by(j, id)) "
+                   "FROM variants GROUP BY k",
+        "by_field": "SELECT variant_get(j, '$.b', 'string'), count(*), min(id) "
+                    "FROM variants GROUP BY 1",
+        "joined": "SELECT a.k, count(*), sum(variant_get(b.j, '$.a', 'long')) FROM variants a "
+                  "JOIN variants b ON variant_get(a.j, '$.a', 'int') * 7 = b.id GROUP BY a.k",
+        "window": "SELECT k, id, to_json(lag(j) OVER (PARTITION BY k ORDER BY id)) FROM variants",
+        "collated": "SELECT lower(s), count(*) FROM variants GROUP BY s",
+    }
+    out = {name: sorted(tuple(str(v) for v in r) for r in spark.sql(q).collect())
+           for name, q in queries.items()}
+    # In order: a total order (the field, then the unique id).
+    out["sorted"] = [tuple(str(v) for v in r) for r in spark.sql(
+        "SELECT id, to_json(j) FROM variants "
+        "ORDER BY variant_get(j, '$.b', 'string') DESC, id").collect()]
+    return out
+
+
 # Structured Streaming: the files of a directory read one per micro-batch.
 STREAM_FILES = 3
 STREAM_ROWS = 800  # rows a file
@@ -421,5 +455,6 @@ ALL = {
     "sql_aggregate": sql_aggregate,
     "sql_aggregate_lanes": sql_aggregate_lanes,
     "sql_order_by": sql_order_by,
+    "sql_variant": sql_variant,
     "streaming": streaming,
 }
