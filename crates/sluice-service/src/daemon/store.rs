@@ -85,6 +85,10 @@ pub const COMMIT_ENTRIES: u64 = 2;
 /// hash set, with the set's slack: about 40 bytes).
 pub const DROP_ENTRIES: u64 = 1;
 
+// A drop that frees a single staged section has room for its record
+// (`Store::drop_attempt`).
+const _: () = assert!(DROP_ENTRIES <= 1);
+
 /// How long a map attempt's staged chunks stay with no push before the
 /// daemon drops them ([`Store::expire_staged`]): an attempt whose task
 /// ended without dropping them (its executor lost, its drop never sent).
@@ -474,9 +478,14 @@ impl Store {
     /// [`ErrorCode::MissingCommit`], a push of it [`ErrorCode::BadRequest`]
     /// and a commit [`ErrorCode::CommitMismatch`]: chunks the attempt had in flight on
     /// another connection when its drop came are not staged again. That
-    /// record costs [`DROP_ENTRIES`]; where the bookkeeping has no room for
-    /// it, the drop still frees what the attempt held, unrecorded (chunks
-    /// staged after it go after [`STAGED_IDLE_LIMIT`]).
+    /// record costs [`DROP_ENTRIES`], taken after what the attempt held is
+    /// freed: the bookkeeping never passes the budget, so a drop that frees
+    /// a staged section or a commit always has room for it. Only the drop of
+    /// an attempt that holds nothing here can find the bookkeeping full; it
+    /// is answered unrecorded (a flood of drops under fresh attempt ids
+    /// holds no memory), a late chunk of it is slowed down while the
+    /// bookkeeping stays full, and one staged once room is freed is counted
+    /// and goes after [`STAGED_IDLE_LIMIT`].
     pub(crate) fn drop_attempt(
         &mut self,
         app: &str,

@@ -610,6 +610,51 @@ mod tests {
     }
 
     #[test]
+    fn a_drop_that_frees_anything_is_recorded_even_with_the_bookkeeping_full() {
+        // The bookkeeping never passes the budget, so a drop that frees at
+        // least one entry (a staged section or a commit) always has room
+        // for its record; only a drop of an attempt that holds nothing here
+        // can find none, and a chunk of that attempt coming after it finds
+        // none either until something is let go.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let budget = 100 * ENTRY_BYTES;
+        let mut s = Store::new(vec![dir.path().to_path_buf()], budget, Duration::from_secs(60));
+        s.open_app(APP, Duration::from_secs(60));
+        s.register(APP, 0, 1, 2).expect("register");
+        let empty = |n: u64| -> Vec<Section> {
+            (0..n).map(|_| Section { partition: 0, records: 0, data: Vec::new() }).collect()
+        };
+        let id = |map, attempt| ChunkId { shuffle: 0, generation: 1, map, attempt, seq: 0, crc: 0 };
+        acked(s.push(APP, &id(0, 1), &mut empty(100 - SHUFFLE_ENTRIES - 1)).expect("push"));
+        acked(s.push(APP, &id(1, 1), &mut empty(1)).expect("push"));
+        assert_eq!(s.stats().bookkeeping_bytes, budget, "full");
+        // Nothing here to free: the drop is answered, unrecorded, and its
+        // late chunk is slowed down, not staged.
+        s.drop_attempt(APP, 0, 1, 5, 9).expect("drop");
+        assert_eq!(s.stats().bookkeeping_bytes, budget);
+        let late = s.push(APP, &id(5, 9), &mut empty(1)).expect("push");
+        assert!(matches!(late, Pushed::Reply(Message::SlowDown { .. })), "{late:?}");
+        // One section freed: the record takes its place.
+        s.drop_attempt(APP, 0, 1, 1, 1).expect("drop");
+        assert_eq!(s.stats().bookkeeping_bytes, budget);
+        let err = s.push(APP, &id(1, 1), &mut empty(1)).expect_err("a dropped attempt's chunk");
+        assert_eq!(err.0, ErrorCode::BadRequest, "{err:?}");
+        assert!(err.1.contains("was dropped"), "{}", err.1);
+        // A larger attempt's drop: its sections go, one record stays.
+        s.drop_attempt(APP, 0, 1, 0, 1).expect("drop");
+        let kept = SHUFFLE_ENTRIES + 2 * DROP_ENTRIES;
+        assert_eq!(s.stats().bookkeeping_bytes, kept * ENTRY_BYTES);
+        // With room again, the unrecorded attempt's late chunk is staged,
+        // counted, and let go after the idle limit like any attempt's
+        // whose task ended without a drop.
+        acked(s.push(APP, &id(5, 9), &mut empty(1)).expect("push"));
+        assert_eq!(s.stats().bookkeeping_bytes, (kept + 1) * ENTRY_BYTES);
+        let later = std::time::Instant::now() + super::super::STAGED_IDLE_LIMIT;
+        assert_eq!(s.expire_staged(later), 1);
+        assert_eq!(s.stats().bookkeeping_bytes, kept * ENTRY_BYTES);
+    }
+
+    #[test]
     fn commits_and_registrations_are_charged_and_refused_past_the_budget() {
         // Empty commits under fresh attempt ids and registrations under
         // fresh shuffle ids carry no data, but each is kept: charged, and
