@@ -104,6 +104,19 @@ def test_a_union_of_unlike_children_lets_native_aggregates_coalesce(local):
         assert max(tasks) < 100, tasks
 
 
+def joined_aggregates_native(spark):
+    """Whether a native aggregate a join zips is planned on this Spark: one
+    with `CoalescedHashPartitioning` (3.5.1 and 4.0 on, SPARK-45592), so that
+    it can report reading coalesced ranges of its partitions. On 3.5.0 such
+    an aggregate stays Spark's."""
+    try:
+        spark._jvm.org.apache.spark.util.Utils.classForName(
+            "org.apache.spark.sql.catalyst.plans.physical.CoalescedHashPartitioning", False, False)
+        return True
+    except Exception:  # noqa: BLE001 - py4j's error for a class this Spark lacks
+        return False
+
+
 def final_nodes(df, name):
     """The nodes named `name` of `df`'s executed plan, through adaptive
     execution's final plan and its query stages."""
@@ -136,7 +149,8 @@ def test_joined_native_aggregates_show_their_shuffles_in_the_sql_tab(local):
         joined = left.join(right, "k")
         assert len(joined.collect()) == 50
         nodes = final_nodes(joined, "SluiceAggregate")
-        assert len(nodes) == 2, joined._jdf.queryExecution().executedPlan().toString()
+        native = 2 if joined_aggregates_native(local) else 0
+        assert len(nodes) == native, joined._jdf.queryExecution().executedPlan().toString()
         for n in nodes:
             m = n.metrics()
             written, read = (m.apply(k).value() for k in ("shuffleRecordsWritten", "recordsRead"))
@@ -160,7 +174,10 @@ def test_joined_native_aggregates_of_empty_inputs(local):
             joined = left.join(right, "k", how)
             assert joined.collect() == [], how
             final = joined._jdf.queryExecution().executedPlan().toString()
-            assert final.count("SluiceAggregate") >= 2, final
+            if joined_aggregates_native(local):
+                assert final.count("SluiceAggregate") >= 2, final
+            else:
+                assert "SluiceAggregate" not in final, final
 
 
 def test_native_aggregates_coalesce_as_adaptive_execution_does(local):
@@ -230,6 +247,8 @@ def test_a_native_aggregate_below_a_nested_loop_join_reads_as_spark_s(local):
                 final = plan.split("== Initial Plan ==")[0]
                 assert "BroadcastNestedLoopJoin" in final, plan
                 native_ones = aggregates if native == "true" and not shrinks else 0
+                if name == "merged" and not joined_aggregates_native(local):
+                    native_ones = 0
                 assert final.count("SluiceAggregate ") == native_ones, plan
             assert "SortMergeJoin" in final, plan
     for name in ("band", "merged"):

@@ -129,6 +129,18 @@ public final class NativeAggregateRule extends SluiceRule {
       LOG.debug("Sluice: aggregate stays in Spark SQL (an expression only Spark evaluates)");
       return fin;
     }
+    if (pinned
+        && !CoalescedHash.AVAILABLE
+        && conf().adaptiveExecutionEnabled()
+        && conf().coalesceShufflePartitionsEnabled()) {
+      // Spark 3.5.0: a join (or a repartition ending the query) relies on this aggregate's
+      // partitions, and the node cannot say that it reads coalesced ranges of them (Spark's own
+      // read there claims a hash partitioning of fewer partitions); adaptive execution would
+      // undo the coalescing of the join's sides ({@link JoinCoalesce}), which Spark's own
+      // aggregate gets.
+      LOG.debug("Sluice: aggregate stays in Spark SQL (joined, and no coalesced hash partitioning)");
+      return fin;
+    }
     if (!everyShape() && !AggregateCost.paysNatively(partial)) {
       LOG.debug("Sluice: aggregate stays in Spark SQL (auto: {})", AggregateCost.WHY_SPARK);
       return fin;

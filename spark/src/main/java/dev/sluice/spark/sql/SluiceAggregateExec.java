@@ -26,8 +26,6 @@ import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.catalyst.expressions.NamedExpression;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection;
 import org.apache.spark.sql.catalyst.expressions.UnsafeProjection$;
-import org.apache.spark.sql.catalyst.plans.physical.CoalescedBoundary;
-import org.apache.spark.sql.catalyst.plans.physical.CoalescedHashPartitioning;
 import org.apache.spark.sql.catalyst.plans.physical.HashPartitioning;
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning;
 import org.apache.spark.sql.catalyst.plans.physical.PartitioningCollection;
@@ -204,26 +202,23 @@ public final class SluiceAggregateExec extends LinePlan {
     if (bounds.isEmpty()) {
       return partitioning;
     }
-    List<CoalescedBoundary> ranges = new ArrayList<>();
-    for (int i = 0; i + 1 < bounds.size(); i++) {
-      ranges.add(new CoalescedBoundary(bounds.get(i), bounds.get(i + 1)));
-    }
-    return coalesced(partitioning, ranges);
+    return coalesced(partitioning, bounds);
   }
 
   /**
-   * {@code p} read in {@code ranges}, as Spark's coalesced shuffle read reports it: a hash
-   * partitioning keeps its placement in fewer partitions (each of a collection too), anything else
-   * is only as many partitions.
+   * {@code p} read in the ranges between consecutive {@code bounds}, as Spark's coalesced shuffle
+   * read reports it: a hash partitioning keeps its placement in fewer partitions (each of a
+   * collection too) where Spark can say so ({@link CoalescedHash}), anything else is only as many
+   * partitions.
    */
-  private static Partitioning coalesced(Partitioning p, List<CoalescedBoundary> ranges) {
-    if (p instanceof HashPartitioning h) {
-      return new CoalescedHashPartitioning(h, Scala.seq(ranges));
+  private static Partitioning coalesced(Partitioning p, List<Integer> bounds) {
+    if (p instanceof HashPartitioning h && CoalescedHash.AVAILABLE) {
+      return CoalescedHash.of(h, bounds);
     }
     if (p instanceof PartitioningCollection c) {
-      return new PartitioningCollection(Scala.map(c.partitionings(), x -> coalesced(x, ranges)));
+      return new PartitioningCollection(Scala.map(c.partitionings(), x -> coalesced(x, bounds)));
     }
-    return new UnknownPartitioning(ranges.size());
+    return new UnknownPartitioning(bounds.size() - 1);
   }
 
   /**
