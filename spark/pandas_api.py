@@ -6,7 +6,7 @@ every aggregate shape native), and the pandas frames they give must be equal.
 pandas-on-Spark plans what pandas users write, not what SQL users write:
 a default index attached as a distributed sequence, group-bys keyed by a
 column list with the index carried, `nunique` and `value_counts`, windows
-over the index's order (`cumsum`, `rank`, `shift`, `diff`), `pivot_table`,
+over the index's order (`cumsum`, `rank`, `diff`), `pivot_table`,
 `drop_duplicates` keeping the first row by index, `merge` and index-aligned
 arithmetic between frames (a full outer join on the index), `sort_values`
 with `head`, `describe`'s approximate percentiles, `groupby().apply` and
@@ -38,9 +38,9 @@ def frames(spark, rows):
     values, so every sum and mean is exact whatever order rows meet in; the
     second's `s` matches two rows of the first's each."""
     a = spark.sql(
-        f"SELECT id, cast(id % 97 AS int) AS k, cast(id % 5 AS int) AS c, "
-        f"concat('s', cast(id % 1013 AS string)) AS s, "
-        f"CASE WHEN id % 17 = 0 THEN NULL ELSE cast((id * 7919) % 100003 AS bigint) END AS v "
+        "SELECT id, cast(id % 97 AS int) AS k, cast(id % 5 AS int) AS c, "
+        "concat('s', cast(id % 1013 AS string)) AS s, "
+        "CASE WHEN id % 17 = 0 THEN NULL ELSE cast((id * 7919) % 100003 AS bigint) END AS v "
         f"FROM range({rows})").pandas_api()
     b = spark.sql(
         "SELECT cast(id % 97 AS int) AS k, cast(id % 3 AS int) AS c, "
@@ -73,7 +73,7 @@ def operations(ps):
         "drop_duplicates": lambda a, b: a.drop_duplicates(subset=["k", "c"]).to_pandas(),
         "groupby cumsum": lambda a, b: a.groupby("k")["v"].cumsum().to_pandas(),
         "groupby rank": lambda a, b: a.groupby("c")["v"].rank(method="min").to_pandas(),
-        "groupby shift diff": lambda a, b: a.groupby("k")[["v"]].diff().to_pandas(),
+        "groupby diff": lambda a, b: a.groupby("k")[["v"]].diff().to_pandas(),
         "pivot_table": lambda a, b: a.pivot_table(
             index=["k"], columns="c", values="v", aggfunc="sum").to_pandas(),
         "merge": lambda a, b: a.merge(b[["s", "w"]], on="s", how="left").sort_values(
