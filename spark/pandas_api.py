@@ -24,11 +24,10 @@ this); a venv beside pyspark:
 import argparse
 import json
 import pathlib
-import shutil
-import subprocess
 import sys
-import tempfile
 import warnings
+
+import per_manager
 
 HERE = pathlib.Path(__file__).resolve().parent
 
@@ -143,20 +142,9 @@ def main():
     if args.manager:
         run_one(args.manager, pathlib.Path(args.root), args.rows, only, args.master)
         return 0
-    answers = {}
-    for manager in ("sort", "sluice"):
-        root = pathlib.Path(tempfile.mkdtemp(prefix=f"sluice-pandas-{manager}-"))
-        try:
-            done = subprocess.run(
-                [sys.executable, __file__, "--manager", manager, "--root", str(root),
-                 "--rows", str(args.rows), "--only", args.only, "--master", args.master],
-                capture_output=True, text=True)
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-        if done.returncode != 0:
-            sys.stderr.write(done.stderr[-4000:])
-            sys.exit(f"the {manager} run failed")
-        answers[manager] = json.loads(done.stdout.strip().splitlines()[-1])
+    answers = per_manager.answers(
+        __file__, ["--rows", str(args.rows), "--only", args.only, "--master", args.master],
+        "sluice-pandas")
     outputs = answers["sluice"].pop("sluice map outputs", None)
     failed = 0
     for name, rows in answers["sort"].items():

@@ -25,10 +25,10 @@ import argparse
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
+
+import per_manager
 
 HERE = pathlib.Path(__file__).resolve().parent
 M2 = pathlib.Path.home() / ".m2" / "repository"
@@ -148,16 +148,7 @@ def main():
                  "jars are built for Spark 4.0")
     failed = 0
     for fmt in args.formats.split(","):
-        answers = {}
-        for manager in ("sort", "sluice"):
-            root = pathlib.Path(tempfile.mkdtemp(prefix=f"sluice-{fmt}-{manager}-"))
-            try:
-                done = subprocess.run(
-                    [sys.executable, __file__, "--formats", fmt, "--manager", manager,
-                     "--root", str(root)], check=True, capture_output=True, text=True)
-            finally:
-                shutil.rmtree(root, ignore_errors=True)
-            answers[manager] = json.loads(done.stdout.strip().splitlines()[-1])
+        answers = per_manager.answers(__file__, ["--formats", fmt], f"sluice-{fmt}")
         outputs = answers["sluice"].pop("sluice map outputs")
         for name, rows in answers["sort"].items():
             same = rows == answers["sluice"][name]
