@@ -19,6 +19,9 @@ this); a venv beside pyspark:
     /tmp/venv-pd/bin/pip install pyspark==4.1.1 pandas==2.2.3 pyarrow==25.0.1
     /tmp/venv-pd/bin/python spark/pandas_api.py [--rows 200000] [--only NAME,...] \
         [--master 'local-cluster[2,1,1024]']
+
+On Spark 3.5 (its jar: `spark/build.sh --line 3.5`, then `SLUICE_LINE=3.5`),
+pyspark==3.5.9 pandas==2.0.3 pyarrow==14.0.2 numpy==1.26.4.
 """
 
 import argparse
