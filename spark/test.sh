@@ -22,7 +22,8 @@
 # line's jar running natively there, the map statuses of 4.1 and later carrying the row
 # checksums Spark's writers compute, the pip package installed into a fresh
 # venv beside pyspark 3.5, 4.1 and 4.2, a pyspark per line from PyPI in
-# spark/.venv-spark-LINE, the jars on Java 21 and 25 (a JDK from PyPI); executors that come and go in
+# spark/.venv-spark-LINE, the jars on Java 21 and 25 (a JDK from PyPI) and
+# under ZGC and Shenandoah; executors that come and go in
 # standalone clusters on loopback: the external shuffle service under dynamic
 # allocation, decommissioning, a kill mid-commit, speculative SQL map tasks;
 # a 512 MiB SQL row in an 8 GiB driver) and Spark SQL's adaptive execution

