@@ -26,8 +26,9 @@
 # under ZGC and Shenandoah; executors that come and go in
 # standalone clusters on loopback: the external shuffle service under dynamic
 # allocation, decommissioning, a kill mid-commit, speculative SQL map tasks;
-# a 512 MiB SQL row in an 8 GiB driver) and Spark SQL's adaptive execution
-# suite and SQLQueryTestSuite's PostgreSQL ports with Sluice's SQL rules on
+# a 512 MiB SQL row in an 8 GiB driver), Spark SQL's adaptive execution
+# suite and SQLQueryTestSuite's PostgreSQL ports with Sluice's SQL rules on,
+# and GraphX's suites and 41 of MLlib's under Sluice and its rules
 # (spark/suites/run.sh --extended).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -9,16 +9,20 @@
 # DataFrameWindowFunctionsSuite, SQLWindowFunctionSuite, JoinSuite, DataFrameSetOperationsSuite,
 # SubquerySuite, ExchangeSuite, PlannerSuite and SQLQueryTestSuite (the golden files of
 # aggregates and windows, SluiceSQLQueryTestSuite.FILES) by default (CI), and
-# RulesAdaptiveQueryExecSuite (AdaptiveQueryExecSuite again, with the rules on) with --extended
-# or when named (outside CI for time). Tests on the one exclusion list (Exclusions.java) are
-# left out, each with its reason printed.
+# RulesAdaptiveQueryExecSuite (AdaptiveQueryExecSuite again, with the rules on), GraphX (every
+# suite of GraphX's test jar) and MLlib (41 suites of MLlib's test jar that shuffle) with
+# --extended or when named (outside CI for time). Tests on the one exclusion list
+# (Exclusions.java) are left out, each with its reason printed. GraphX and MLlib run unwrapped,
+# Sluice and its rules chosen as for --class (in a JVM apart from the wrapped suites), and the
+# group's last suite checks that Sluice carried the group; their test jars are 4.1.0's on the
+# 4.1 line (4.1.1's are not served), and are not served for 4.2.
 #
 #   bash spark/suites/run.sh [--control] [--extended] [--line L] [--prepare] [--sql-files REGEX]
 #       [--class CLASS ...] [-z TEST_NAME_PART ...] [SUITE ...]
 #
 # --prepare installs what the suites need (the venv and its pyspark, Spark's test jars, the golden
 # files) and runs nothing (spark/lines.sh, before a line's tests run in two lanes at once).
-# --extended runs RulesAdaptiveQueryExecSuite after the thirteen CI runs (what
+# --extended runs RulesAdaptiveQueryExecSuite, GraphX and MLlib after the thirteen CI runs (what
 # `bash spark/test.sh --extended` runs), SQLQueryTestSuite's PostgreSQL ports and every
 # configuration the files name (CI leaves out CODEGEN_ONLY and two broadcast-join settings; see
 # SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves out of CI.
@@ -38,9 +42,9 @@
 # tests of 4.1's suites; one whose test came after an older line is not looked for there
 # (SuiteLines). On 3.5 the default is the twelve runs other than SQLQueryTestSuite.
 # MapStatusEndToEndSuite (Spark 4.1's row checksums; run when named) runs on 4.1 and 4.2.
-# SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, ...: the names above);
-# the default is the thirteen CI runs. Spark's runtime jars come from pyspark (spark/.venv, installed by
-# spark/test.sh); the Sluice jar from spark/build.sh.
+# SUITE is a short name (ShuffleSuite, AdaptiveQueryExecSuite, JoinSuite, GraphX, MLlib, ...: the
+# names above); the default is the thirteen CI runs. Spark's runtime jars come from pyspark
+# (spark/.venv, installed by spark/test.sh); the Sluice jar from spark/build.sh.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -48,7 +52,33 @@ root=$PWD
 ci_suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite
   DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite JoinSuite
   DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite SQLQueryTestSuite)
-extended_suites=(RulesAdaptiveQueryExecSuite)
+extended_suites=(RulesAdaptiveQueryExecSuite GraphX MLlib)
+# GraphX: every suite of GraphX's test jar; MLlib: the suites of MLlib's that shuffle (ALS, trees
+# and forests, clustering, LDA and power iteration (GraphX underneath), frequent patterns,
+# distributed matrices, ranking and binary metrics, indexers and discretizers, cross validation,
+# correlation, two local-cluster suites), Scala suites only. Each group's last suite is a Sluice
+# wrapper (spark/suites/src-ml) that checks afterwards that Sluice carried the group.
+graphx_suites=(EdgeRDDSuite EdgeSuite GraphLoaderSuite GraphOpsSuite GraphSuite VertexRDDSuite
+  impl.EdgePartitionSuite impl.VertexPartitionSuite lib.ConnectedComponentsSuite
+  lib.LabelPropagationSuite lib.PageRankSuite lib.SVDPlusPlusSuite lib.ShortestPathsSuite
+  lib.StronglyConnectedComponentsSuite lib.TriangleCountSuite util.GraphGeneratorsSuite
+  util.PeriodicGraphCheckpointerSuite)
+mllib_suites=(ml.classification.GBTClassifierSuite ml.classification.RandomForestClassifierSuite
+  ml.clustering.BisectingKMeansSuite ml.clustering.KMeansSuite ml.clustering.LDASuite
+  ml.clustering.PowerIterationClusteringSuite ml.evaluation.RankingEvaluatorSuite
+  ml.feature.CountVectorizerSuite ml.feature.QuantileDiscretizerSuite ml.feature.StringIndexerSuite
+  ml.feature.Word2VecSuite ml.fpm.FPGrowthSuite ml.fpm.PrefixSpanSuite
+  ml.recommendation.ALSCleanerSuite ml.regression.GBTRegressorSuite
+  ml.regression.RandomForestRegressorSuite ml.stat.CorrelationSuite ml.tree.impl.RandomForestSuite
+  ml.tuning.CrossValidatorSuite mllib.clustering.BisectingKMeansSuite
+  mllib.clustering.KMeansClusterSuite mllib.clustering.KMeansSuite mllib.clustering.LDASuite
+  mllib.clustering.PowerIterationClusteringSuite mllib.evaluation.BinaryClassificationMetricsSuite
+  mllib.evaluation.RankingMetricsSuite mllib.feature.Word2VecSuite mllib.fpm.AssociationRulesSuite
+  mllib.fpm.FPGrowthSuite mllib.fpm.PrefixSpanSuite mllib.linalg.distributed.BlockMatrixSuite
+  mllib.linalg.distributed.CoordinateMatrixSuite mllib.linalg.distributed.IndexedRowMatrixSuite
+  mllib.linalg.distributed.RowMatrixClusterSuite mllib.linalg.distributed.RowMatrixSuite
+  mllib.rdd.MLPairRDDFunctionsSuite mllib.rdd.RDDFunctionsSuite mllib.recommendation.ALSSuite
+  mllib.stat.CorrelationSuite mllib.tree.RandomForestSuite)
 control=0
 line=""
 prepare=0
@@ -67,11 +97,22 @@ while [ $# -gt 0 ]; do
     --prepare) prepare=1 ;;
     --sql-files) sql_files="$2"; shift ;;
     --class) any_classes+=("$2"); shift ;;
-    -h|--help) sed -n '2,43p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
   shift
 done
+# MLlib's and GraphX's test jars of the line (none of 4.2 is served here).
+declare -A ml_versions=([4.1]=4.1.0 [3.5]=3.5.7 [4.0]=4.0.1)
+declare -A pmml_versions=([4.1]=1.7.1 [3.5]=1.4.8 [4.0]=1.7.1)
+ml_line=${line:-4.1}
+if [ -z "${ml_versions[$ml_line]:-}" ]; then
+  [ "$extended" = 0 ] || echo "the GraphX and MLlib runs are left out on Spark $line: no test jars of them are served" >&2
+  for s in "${suites[@]}"; do
+    [[ "$s" != GraphX && "$s" != MLlib ]] || { echo "$s: no test jars of Spark $line's MLlib and GraphX are served" >&2; exit 2; }
+  done
+  extended_suites=(RulesAdaptiveQueryExecSuite)
+fi
 # On 3.5 (Scala 2.12) the CI runs are all but SQLQueryTestSuite, whose wrapper is 2.13's.
 if [ "$line" = 3.5 ]; then
   for i in "${!ci_suites[@]}"; do
@@ -123,10 +164,35 @@ if [ ! -f "$resources/.complete" ]; then
   (cd "$resources" && unzip -q -o "$lib"/spark-sql_$scala-*-tests.jar 'sql-tests/*' 'test-data/*')
   touch "$resources/.complete"
 fi
+ml=0
+for s in "${suites[@]}"; do [[ "$s" != GraphX && "$s" != MLlib ]] || ml=1; done
+if [ "$ml" = 1 ]; then
+  # MLlib's and GraphX's test jars (the profile ml) and their data files, unpacked ahead of the
+  # jars as SQLQueryTestSuite's are (SVDPlusPlusSuite reads als-test.data by path).
+  lib_ml=$root/spark/suites/target/lib-ml$tag
+  if [ ! -f "$lib_ml/.complete" ]; then
+    rm -rf "$lib_ml"
+    (cd spark/suites && flock target/.maven.lock \
+      mvn -q -B -Pml dependency:copy-dependencies -DoutputDirectory="$lib_ml" \
+      ${line:+-Dspark.version=$version} -Dscala.binary.version=$scala \
+      -Dml.tests.version="${ml_versions[$ml_line]}" -Dpmml.version="${pmml_versions[$ml_line]}" \
+      -DincludeArtifactIds=spark-mllib-local_$scala,spark-mllib_$scala,spark-graphx_$scala,pmml-model)
+    touch "$lib_ml/.complete"
+  fi
+  resources_ml=$root/spark/suites/target/resources-ml$tag
+  if [ ! -f "$resources_ml/.complete" ]; then
+    rm -rf "$resources_ml" && mkdir -p "$resources_ml"
+    for j in "$lib_ml"/*-tests.jar; do
+      (cd "$resources_ml" && unzip -q -o "$j" -x '*.class' 'META-INF/*')
+    done
+    touch "$resources_ml/.complete"
+  fi
+fi
 [ "$prepare" = 0 ] || exit 0
 
 # pyspark's runtime jars first (the line's Spark and its Scala), then the test jars.
 cp="$spark_home/jars/*:$resources:$lib/*"
+[ "$ml" = 0 ] || cp="$cp:$resources_ml:$lib_ml/*"
 if [ "$control" = 0 ]; then
   [ -f "$jar" ] || bash spark/build.sh "${build[@]}"
   classes=$root/spark/suites/target/classes$tag
@@ -137,13 +203,18 @@ if [ "$control" = 0 ]; then
   # collections.
   later=() skip=()
   [[ "$line" == 3.5 || "$line" == 4.0 ]] || later=(spark/suites/src-4.1-on)
+  [ "$ml" = 0 ] || later+=(spark/suites/src-ml)
   [ "$line" = 3.5 ] && skip=(-not -name SluiceSQLQueryTestSuite.java)
   javac -nowarn -d "$classes" -cp "$cp" \
     $(find spark/suites/src "${later[@]}" -name '*.java' "${skip[@]}")
   cp="$classes:$cp"
 fi
 
+# Wrapped suites set Sluice in their own SparkConf; unwrapped ones (GraphX, MLlib, --class) run
+# in a JVM of their own whose Spark defaults choose Sluice and its rules, so that those defaults
+# do not reach the wrapped suites (AdaptiveQueryExecSuite runs without the rules).
 run_suites=()
+unwrapped_suites=()
 for s in "${suites[@]}"; do
   case "$s" in
     ShuffleSuite)
@@ -168,20 +239,32 @@ for s in "${suites[@]}"; do
       [ "$control" = 1 ] && { echo "SQLQueryTestSuite has no --control run" >&2; exit 2; }
       [ "$line" != 3.5 ] || { echo "SQLQueryTestSuite runs on 4.0 and later" >&2; exit 2; }
       c=dev.sluice.spark.suites.SluiceSQLQueryTestSuite ;;
+    GraphX|MLlib)
+      # Unwrapped, Sluice chosen as for --class (below); the group's last suite checks.
+      if [ "$s" = GraphX ]; then
+        for g in "${graphx_suites[@]}"; do unwrapped_suites+=(-s "org.apache.spark.graphx.$g" "${only[@]}"); done
+        [ "$control" = 1 ] && c=org.apache.spark.graphx.PregelSuite || c=dev.sluice.spark.suites.SluicePregelSuite
+      else
+        for g in "${mllib_suites[@]}"; do unwrapped_suites+=(-s "org.apache.spark.$g" "${only[@]}"); done
+        [ "$control" = 1 ] && c=org.apache.spark.ml.recommendation.ALSSuite || c=dev.sluice.spark.suites.SluiceALSSuite
+      fi
+      unwrapped_suites+=(-s "$c" "${only[@]}")
+      continue ;;
     *) echo "unknown suite $s" >&2; exit 2 ;;
   esac
   run_suites+=(-s "$c" "${only[@]}")
 done
 
 for c in "${any_classes[@]}"; do
-  run_suites+=(-s "$c" "${only[@]}")
+  unwrapped_suites+=(-s "$c" "${only[@]}")
 done
 
 manager=()
 [ "$control" = 1 ] || manager=(-Dspark.shuffle.manager=dev.sluice.spark.SluiceShuffleManager)
-if [ "$control" = 0 ] && [ ${#any_classes[@]} -gt 0 ]; then
+unwrapped_manager=("${manager[@]}")
+if [ "$control" = 0 ]; then
   # What the wrappers set in their SparkConf (SuiteChecks.sluiceSql), for unwrapped suites.
-  manager+=(-Dspark.sql.extensions=dev.sluice.spark.sql.SluiceSqlExtensions
+  unwrapped_manager+=(-Dspark.sql.extensions=dev.sluice.spark.sql.SluiceSqlExtensions
     -Dspark.sluice.sqlAggregate=true)
 fi
 
@@ -194,29 +277,39 @@ export SPARK_TESTING=1 SPARK_LOCAL_IP=127.0.0.1 SPARK_HOME="$spark_home" SPARK_S
 export PYSPARK_PYTHON="$root/$py"
 cd "$work"
 mkdir -p target/tmp
-java -Xmx4g -Xss4m -XX:ReservedCodeCacheSize=256m \
-  -XX:+IgnoreUnrecognizedVMOptions \
-  --add-opens=java.base/java.lang=ALL-UNNAMED \
-  --add-opens=java.base/java.lang.invoke=ALL-UNNAMED \
-  --add-opens=java.base/java.lang.reflect=ALL-UNNAMED \
-  --add-opens=java.base/java.io=ALL-UNNAMED \
-  --add-opens=java.base/java.net=ALL-UNNAMED \
-  --add-opens=java.base/java.nio=ALL-UNNAMED \
-  --add-opens=java.base/java.util=ALL-UNNAMED \
-  --add-opens=java.base/java.util.concurrent=ALL-UNNAMED \
-  --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED \
-  --add-opens=java.base/jdk.internal.ref=ALL-UNNAMED \
-  --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
-  --add-opens=java.base/sun.nio.cs=ALL-UNNAMED \
-  --add-opens=java.base/sun.security.action=ALL-UNNAMED \
-  --add-opens=java.base/sun.util.calendar=ALL-UNNAMED \
-  -Djdk.reflect.useDirectMethodHandle=false \
-  -Dio.netty.tryReflectionSetAccessible=true \
-  -Dspark.testing=1 -Dspark.test.home="$spark_home" -Dspark.ui.enabled=false \
-  -Dspark.ui.showConsoleProgress=false -Dspark.unsafe.exceptionOnMemoryLeak=true \
-  -Djava.io.tmpdir="$work/target/tmp" -Dlog4j.configurationFile="file:$root/spark/suites/log4j2.properties" \
-  -Dsluice.suites.log="$root/spark/suites/target/unit-tests.log" \
-  -Dsluice.suites.sqlTests="$resources/sql-tests" -Dsluice.suites.extended=$all_dims \
-  ${sql_files:+"-Dsluice.suites.sqlFiles=$sql_files"} \
-  "${manager[@]}" \
-  -cp "$cp" org.scalatest.tools.Runner -oDF "${run_suites[@]}"
+# run_jvm MANAGER_ARGS... -- RUNNER_ARGS...: one ScalaTest run in a JVM of its own.
+run_jvm() {
+  local props=()
+  while [ "$1" != -- ]; do props+=("$1"); shift; done
+  shift
+  java -Xmx4g -Xss4m -XX:ReservedCodeCacheSize=256m \
+    -XX:+IgnoreUnrecognizedVMOptions \
+    --add-opens=java.base/java.lang=ALL-UNNAMED \
+    --add-opens=java.base/java.lang.invoke=ALL-UNNAMED \
+    --add-opens=java.base/java.lang.reflect=ALL-UNNAMED \
+    --add-opens=java.base/java.io=ALL-UNNAMED \
+    --add-opens=java.base/java.net=ALL-UNNAMED \
+    --add-opens=java.base/java.nio=ALL-UNNAMED \
+    --add-opens=java.base/java.util=ALL-UNNAMED \
+    --add-opens=java.base/java.util.concurrent=ALL-UNNAMED \
+    --add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED \
+    --add-opens=java.base/jdk.internal.ref=ALL-UNNAMED \
+    --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
+    --add-opens=java.base/sun.nio.cs=ALL-UNNAMED \
+    --add-opens=java.base/sun.security.action=ALL-UNNAMED \
+    --add-opens=java.base/sun.util.calendar=ALL-UNNAMED \
+    -Djdk.reflect.useDirectMethodHandle=false \
+    -Dio.netty.tryReflectionSetAccessible=true \
+    -Dspark.testing=1 -Dspark.test.home="$spark_home" -Dspark.ui.enabled=false \
+    -Dspark.ui.showConsoleProgress=false -Dspark.unsafe.exceptionOnMemoryLeak=true \
+    -Djava.io.tmpdir="$work/target/tmp" -Dlog4j.configurationFile="file:$root/spark/suites/log4j2.properties" \
+    -Dsluice.suites.log="$root/spark/suites/target/unit-tests.log" \
+    -Dsluice.suites.sqlTests="$resources/sql-tests" -Dsluice.suites.extended=$all_dims \
+    ${sql_files:+"-Dsluice.suites.sqlFiles=$sql_files"} \
+    "${props[@]}" \
+    -cp "$cp" org.scalatest.tools.Runner -oDF "$@"
+}
+rc=0
+[ ${#run_suites[@]} = 0 ] || run_jvm "${manager[@]}" -- "${run_suites[@]}" || rc=$?
+[ ${#unwrapped_suites[@]} = 0 ] || run_jvm "${unwrapped_manager[@]}" -- "${unwrapped_suites[@]}" || rc=$?
+exit $rc
