@@ -12,9 +12,7 @@ public class SluiceALSSuite extends org.apache.spark.ml.recommendation.ALSSuite 
     try {
       super.afterAll();
     } finally {
-      SuiteChecks.requireSystemManager();
-      SuiteChecks.checkAfterSuite("the MLlib suites", true);
-      SuiteChecks.checkRulesFired("the MLlib suites", 0);
+      SuiteChecks.checkUnwrappedGroup("the MLlib suites", true);
     }
   }
 }

@@ -11,8 +11,7 @@ public class SluicePregelSuite extends org.apache.spark.graphx.PregelSuite {
     try {
       super.afterAll();
     } finally {
-      SuiteChecks.requireSystemManager();
-      SuiteChecks.checkAfterSuite("the GraphX suites", true);
+      SuiteChecks.checkUnwrappedGroup("the GraphX suites", false);
     }
   }
 }

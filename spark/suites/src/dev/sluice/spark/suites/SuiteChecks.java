@@ -72,6 +72,19 @@ public final class SuiteChecks {
     }
   }
 
+  /**
+   * Checks, after the last suite of a group run unwrapped in a JVM of its own ({@code run.sh
+   * GraphX}, {@code MLlib}), that the JVM's Spark defaults selected Sluice, that Sluice wrote the
+   * group's map outputs and, where {@code rulesPlanned}, that its SQL rules planned native nodes.
+   */
+  public static void checkUnwrappedGroup(String group, boolean rulesPlanned) {
+    requireSystemManager();
+    checkAfterSuite(group, true);
+    if (rulesPlanned) {
+      checkRulesFired(group, 0);
+    }
+  }
+
   /** Fails unless this JVM's Spark defaults select Sluice. */
   public static void requireSystemManager() {
     String set = System.getProperty(MANAGER_KEY);
