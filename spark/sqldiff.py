@@ -5,8 +5,9 @@ The rules replace Spark's aggregates, sorts and exchanges with native nodes
 where the plan has shapes they accept. This script writes queries the rules
 were not tuned on, from a seed: aggregates by one to several keys of every
 type the engine groups (integers, booleans, dates, timestamps, decimals,
-strings) with counts, sums, averages, minima and maxima of integers,
-decimals, dates and timestamps, nulls in every column, DISTINCT
+strings, and expressions of them) with counts, sums, averages, minima and
+maxima of integers, decimals, dates and timestamps, nulls in every column,
+DISTINCT
 aggregates, ROLLUP, CUBE and GROUPING SETS, HAVING, windows over
 aggregates, self-joins of an aggregated CTE, UNION ALL below an aggregate,
 aggregates below a UNION ALL below an aggregate,
@@ -27,10 +28,12 @@ each query at the same time, so the times printed are not a benchmark), and
 the two answers must be the same multiset of rows (doubles to 12 significant
 digits, as spark/tpch.py compares), in the same order where the query
 orders by every column (ORDER BY ALL) or ends its ORDER BY with the
-fourth table's unique id. A query whose answer is an error must fail under
-both. Any difference is printed with its SQL and the rows each answer has
-that the other lacks, and fails the run (exit 1); --only ID,ID runs just
-those queries of the seed again.
+fourth table's unique id, and no node of Sluice's executed plan may read an
+attribute that neither its children give nor it makes (Spark's
+`missingInput`, which Spark's own suites check on every answer). A query
+whose answer is an error must fail under both. Any difference is printed
+with its SQL and the rows each answer has that the other lacks, and fails
+the run (exit 1); --only ID,ID runs just those queries of the seed again.
 Sluice's session runs with spark.sluice.sqlAggregate=true: every aggregate
 shape the engine computes, where its default takes only the faster ones.
 
@@ -131,6 +134,10 @@ ORDS = [c for c, (_, kind) in COLUMNS.items() if kind == "ord"]
 # and expressions it computes into a column first.
 SORT_EXPRS = ("v_int % 7", "length(v_str)", "-v_dbl", "CAST(v_dec AS DOUBLE)", "k_str || v_str",
               "v_dec38 * 2", "k_date + 3", "CAST(v_tiny AS SMALLINT) * 3")
+# Grouping expressions (an aggregate's output then names the expression's
+# alias, not a column of its input).
+KEY_EXPRS = ("k_int % 7", "k_long DIV 1000", "upper(k_str)", "year(k_date)", "k_dec * 2",
+             "NOT k_bool", "v_tiny % 3", "date_trunc('MONTH', k_ts)")
 # The tables' data as written by generate(); a new version writes new files.
 DATA_VERSION = 4
 
@@ -267,10 +274,15 @@ class Gen:
 
     def aggregate(self):
         keys = self.keys()
+        group = list(keys)
+        if self.r.random() < 0.3:
+            e = self.r.choice(KEY_EXPRS)
+            keys.append(f"{e} AS e0")
+            group.append(e)
         aggs = [self.agg(f"a{i}") for i in range(self.r.randint(1, 4))]
         having = f" HAVING count(*) > {self.r.randint(1, 5)}" if self.r.random() < 0.2 else ""
         return (f"SELECT {', '.join(keys + aggs)} FROM {self.table()}{self.where()} "
-                f"GROUP BY {', '.join(keys)}{having}")
+                f"GROUP BY {', '.join(group)}{having}")
 
     def global_aggregate(self):
         aggs = [self.agg(f"a{i}") for i in range(self.r.randint(1, 3))]
@@ -556,6 +568,30 @@ def error_class(text):
     return m.group(1) if m else re.sub(r"\d+", "N", text)
 
 
+def missing_inputs(plan):
+    """The nodes of an executed plan (adaptive execution's final plan, through
+    its query stages, reused exchanges and subqueries) that read attributes
+    neither their children give nor they make themselves (Spark's
+    `QueryPlan.missingInput`, which Spark's own suites check), as text."""
+    found, todo = [], [plan]
+    while todo:
+        p = todo.pop()
+        kind = p.getClass().getSimpleName()
+        if kind == "AdaptiveSparkPlanExec":
+            todo.append(p.executedPlan())
+            continue
+        if kind.endswith("QueryStageExec"):
+            todo.append(p.plan())
+            continue
+        if not p.missingInput().isEmpty():
+            found.append(f"{p.nodeName()} reads {p.missingInput().toString()}")
+        for seq in (p.children(), p.subqueries()):
+            it = seq.iterator()
+            while it.hasNext():
+                todo.append(it.next())
+    return found
+
+
 class Worker:
     """One manager's session answering the parent's queries (one JSON line
     each on stdin, one back)."""
@@ -580,10 +616,12 @@ class Worker:
         except Exception as e:  # noqa: BLE001  (the error is the answer)
             return {"error": str(e).strip().split("\n")[0][:300]}
         seconds = time.perf_counter() - t
-        plan = df._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
+        executed = df._jdf.queryExecution().executedPlan()
+        plan = executed.toString().split("== Initial Plan ==")[0]
         answer = ([repr(tuple(value(v) for v in r)) for r in rows] if cmd.get("ordered")
                   else canonical(rows))
-        return {"answer": answer, "native": plan.count("Sluice"), "seconds": seconds}
+        return {"answer": answer, "native": plan.count("Sluice"), "seconds": seconds,
+                "missing": missing_inputs(executed)}
 
     def serve(self, out):
         try:
@@ -685,6 +723,9 @@ def differing(ref, mine, most=8):
     if "error" in ref or "error" in mine:
         return (f"  sort: {ref.get('error', 'an answer')}\n"
                 f"  sluice: {mine.get('error', 'an answer')}")
+    if ref["answer"] == mine["answer"]:
+        return "  the same answer, but Sluice's plan has nodes with missing inputs:\n" + "\n".join(
+            f"    {m}" for m in mine["missing"])
     only_ref = collections.Counter(ref["answer"]) - collections.Counter(mine["answer"])
     only_mine = collections.Counter(mine["answer"]) - collections.Counter(ref["answer"])
     if not only_ref and not only_mine:
@@ -730,10 +771,12 @@ def compare(a, qs):
                     print(f"FAILED UNDER BOTH: query {q['id']} ({q['shape']}, "
                           f"{q['partitions']} partitions): {q['sql']}\n  sort: {ref['error']}\n"
                           f"  sluice: {mine['error']}", flush=True)
-            elif ref["answer"] != mine["answer"]:
+            elif ref["answer"] != mine["answer"] or (mine["missing"] and not ref["missing"]):
                 differ.append((q, ref, mine))
     for q, ref, mine in differ:
-        print(f"DIFFERENT ANSWER: query {q['id']} ({q['shape']}, {q['partitions']} partitions): "
+        same = ref.get("answer", 0) == mine.get("answer", 1)
+        what = "MISSING INPUTS" if same else "DIFFERENT ANSWER"
+        print(f"{what}: query {q['id']} ({q['shape']}, {q['partitions']} partitions): "
               f"{q['sql']}\n" + differing(ref, mine), flush=True)
     print(f"{len(qs)} queries (seed {a.seed}, {a.rows} rows a table): {native} ran native nodes "
           f"under Sluice, {errors} failed under a manager, {len(differ)} different answers, "

@@ -835,6 +835,11 @@ def test_sql_repartition_skips_spark_s_sort_only_for_a_determinate_input(tmp_pat
                 assert sorted(cached.repartition(4).collect()) == sorted(df.collect())
                 assert rr.unsortedShuffles() == before + 1, "the cached range was sorted"
                 cached.unpersist(True)
+                # Read twice in one query, the repartitioned rows are dealt once,
+                # as Spark reuses its own equal exchanges.
+                before = rr.unsortedShuffles()
+                assert sorted(out.union(out).collect()) == sorted(df.collect() * 2)
+                assert rr.unsortedShuffles() == before + 1, "the equal exchanges dealt twice"
             else:
                 assert (rr.unsortedShuffles(), rr.sortedShuffles()) == (unsorted, sorted_)
             if native == "true" and LINE not in ("3.5", "4.0"):

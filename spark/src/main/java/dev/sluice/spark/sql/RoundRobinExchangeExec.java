@@ -91,34 +91,53 @@ public final class RoundRobinExchangeExec extends LinePlan {
     return metrics.all();
   }
 
+  /**
+   * The rows dealt, the shuffle made once per query for equal nodes ({@link ShuffleReuse}): a
+   * repartitioned CTE that a query reads twice, or a multi-table insert from one repartitioned
+   * source, deals its rows once, as Spark's reuse of its own equal exchanges does.
+   */
   @Override
+  @SuppressWarnings("unchecked")
   public synchronized RDD<InternalRow> doExecute() {
     if (shuffled == null) {
-      RDD<InternalRow> input = child.execute();
-      boolean determinate =
-          StableOrder.proven(child)
-              && input.outputDeterministicLevel() == DeterministicLevel.DETERMINATE();
-      // Spark reads the setting while it builds the dependency, on this thread: the session's
-      // settings with the sort off, for this one call.
-      SQLConf settings = SQLConf.get().clone();
-      if (determinate) {
-        settings.setConfString(SQLConf.SORT_BEFORE_REPARTITION().key(), "false");
-      }
-      ShuffleDependency<Object, InternalRow, InternalRow> dep =
-          SQLConf.withExistingConf(
-              settings,
-              () ->
-                  LineShim.prepareShuffleDependency(
-                      input,
-                      Scala.seq(child.output()),
-                      outputPartitioning(),
-                      new UnsafeRowSerializer(child.output().size(), metrics.dataSize),
-                      metrics.write));
-      (determinate ? UNSORTED : SORTED).incrementAndGet();
+      ShuffleDependency<?, ?, ?> dep =
+          ShuffleReuse.shared(
+                  sparkContext(),
+                  List.of("round robin", numPartitions, child.canonicalized()),
+                  () -> (ShuffleDependency<Object, Object, Object>) (Object) dependency())
+              .dependency();
       QueryCleanup.track(this, dep.shuffleId());
-      shuffled = new ShuffledRowRDD(dep, metrics.read);
+      shuffled =
+          new ShuffledRowRDD(
+              (ShuffleDependency<Object, InternalRow, InternalRow>) dep, metrics.read);
     }
     return shuffled;
+  }
+
+  /** Spark's dependency of the exchange, with the sort off where the input order is stable. */
+  private ShuffleDependency<Object, InternalRow, InternalRow> dependency() {
+    RDD<InternalRow> input = child.execute();
+    boolean determinate =
+        StableOrder.proven(child)
+            && input.outputDeterministicLevel() == DeterministicLevel.DETERMINATE();
+    // Spark reads the setting while it builds the dependency, on this thread: the session's
+    // settings with the sort off, for this one call.
+    SQLConf settings = SQLConf.get().clone();
+    if (determinate) {
+      settings.setConfString(SQLConf.SORT_BEFORE_REPARTITION().key(), "false");
+    }
+    ShuffleDependency<Object, InternalRow, InternalRow> dep =
+        SQLConf.withExistingConf(
+            settings,
+            () ->
+                LineShim.prepareShuffleDependency(
+                    input,
+                    Scala.seq(child.output()),
+                    outputPartitioning(),
+                    new UnsafeRowSerializer(child.output().size(), metrics.dataSize),
+                    metrics.write));
+    (determinate ? UNSORTED : SORTED).incrementAndGet();
+    return dep;
   }
 
   @Override

@@ -181,14 +181,23 @@ public final class SluiceAggregateExec extends LinePlan {
   }
 
   /**
-   * The attributes the node makes itself, which its result expressions read beside its child's
-   * columns (the aggregate's results, as {@code HashAggregateExec} declares them): without them
-   * Spark's plan check finds the result expressions' inputs missing.
+   * The attributes the node makes itself, as {@code HashAggregateExec} declares them: those its
+   * result expressions read beside its child's columns (the aggregate's results), and its output
+   * columns that are not its child's (the aliases of its results and of grouping expressions,
+   * {@code GROUP BY key % 5}), which its partitioning names. Without them Spark's plan check finds
+   * the node's inputs missing.
    */
   @Override
   public AttributeSet producedAttributes() {
-    Seq<Attribute> made = form instanceof LaneAggregate l ? l.produced() : inputs;
-    return AttributeSet$.MODULE$.apply(Scala.map(made, a -> (Expression) a));
+    List<Expression> made = new ArrayList<>();
+    (form instanceof LaneAggregate l ? l.produced() : inputs).foreach(made::add);
+    AttributeSet columns = child.outputSet();
+    for (Attribute a : Scala.asJava(output())) {
+      if (!columns.contains(a)) {
+        made.add(a);
+      }
+    }
+    return AttributeSet$.MODULE$.apply(Scala.seq(made));
   }
 
   @Override
