@@ -10,11 +10,12 @@
 # SubquerySuite, ExchangeSuite, PlannerSuite and SQLQueryTestSuite (the golden files of
 # aggregates and windows, SluiceSQLQueryTestSuite.FILES) by default (CI), and
 # RulesAdaptiveQueryExecSuite (AdaptiveQueryExecSuite again, with the rules on), GraphX (every
-# suite of GraphX's test jar) and MLlib (41 suites of MLlib's test jar that shuffle) with
-# --extended or when named (outside CI for time). Tests on the one exclusion list
-# (Exclusions.java) are left out, each with its reason printed. GraphX and MLlib run unwrapped,
-# Sluice and its rules chosen as for --class (in a JVM apart from the wrapped suites), and the
-# group's last suite checks that Sluice carried the group; their test jars are 4.1.0's on the
+# suite of GraphX's test jar), MLlib (41 suites of MLlib's test jar that shuffle) and Hive (21
+# suites of Spark SQL's Hive module over Hive tables) with --extended or when named (outside CI
+# for time). Tests on the one exclusion list (Exclusions.java) are left out, each with its
+# reason printed. GraphX, MLlib and Hive run unwrapped, Sluice and its rules chosen as for
+# --class (in JVMs apart from the wrapped suites; Hive in one of its own), and the group's last
+# suite checks that Sluice carried the group; GraphX's and MLlib's test jars are 4.1.0's on the
 # 4.1 line (4.1.1's are not served), and are not served for 4.2.
 #
 #   bash spark/suites/run.sh [--control] [--extended] [--line L] [--prepare] [--sql-files REGEX]
@@ -22,8 +23,8 @@
 #
 # --prepare installs what the suites need (the venv and its pyspark, Spark's test jars, the golden
 # files) and runs nothing (spark/lines.sh, before a line's tests run in two lanes at once).
-# --extended runs RulesAdaptiveQueryExecSuite, GraphX and MLlib after the thirteen CI runs (what
-# `bash spark/test.sh --extended` runs), SQLQueryTestSuite's PostgreSQL ports and every
+# --extended runs RulesAdaptiveQueryExecSuite, GraphX, MLlib and Hive after the thirteen CI runs
+# (what `bash spark/test.sh --extended` runs), SQLQueryTestSuite's PostgreSQL ports and every
 # configuration the files name (CI leaves out CODEGEN_ONLY and two broadcast-join settings; see
 # SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves out of CI.
 # --sql-files REGEX: SQLQueryTestSuite runs every golden file whose path under inputs/ matches
@@ -52,7 +53,7 @@ root=$PWD
 ci_suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite
   DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite JoinSuite
   DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite SQLQueryTestSuite)
-extended_suites=(RulesAdaptiveQueryExecSuite GraphX MLlib)
+extended_suites=(RulesAdaptiveQueryExecSuite GraphX MLlib Hive)
 # GraphX: every suite of GraphX's test jar; MLlib: the suites of MLlib's that shuffle (ALS, trees
 # and forests, clustering, LDA and power iteration (GraphX underneath), frequent patterns,
 # distributed matrices, ranking and binary metrics, indexers and discretizers, cross validation,
@@ -79,6 +80,22 @@ mllib_suites=(ml.classification.GBTClassifierSuite ml.classification.RandomFores
   mllib.linalg.distributed.RowMatrixClusterSuite mllib.linalg.distributed.RowMatrixSuite
   mllib.rdd.MLPairRDDFunctionsSuite mllib.rdd.RDDFunctionsSuite mllib.recommendation.ALSSuite
   mllib.stat.CorrelationSuite mllib.tree.RandomForestSuite)
+# Hive: Spark SQL's suites over Hive tables (TestHive, a Derby metastore) whose plans shuffle:
+# aggregates with Hive's UDAFs, Spark's typed imperative aggregates and the sort-based fallback
+# forced early, windows, bucketed tables written and joined, inserts into partitioned tables.
+# Names under org.apache.spark.sql; the last is a Sluice wrapper (spark/suites/src-hive).
+# HiveSQLInsertTestSuite runs late: from 4.2 on, a test of it leaves TestHive's session with a
+# limit of 3 dynamic partitions (SPARK-54853), under which later inserts of more fail.
+hive_suites=(hive.execution.HashAggregationQueryWithControlledFallbackSuite
+  hive.execution.ObjectHashAggregateSuite hive.execution.HashUDAQuerySuite
+  hive.execution.HashUDAQueryWithControlledFallbackSuite hive.execution.HiveUDAFSuite
+  hive.execution.WindowQuerySuite hive.execution.HiveWindowFunctionQuerySuite
+  hive.execution.SQLQuerySuite hive.execution.HiveQuerySuite hive.execution.SQLMetricsSuite
+  hive.InsertSuite hive.CachedTableSuite hive.QueryPartitionSuite
+  sources.BucketedReadWithHiveSupportSuite sources.BucketedWriteWithHiveSupportSuite
+  sources.DisableUnnecessaryBucketedScanWithHiveSupportSuite hive.orc.HiveOrcQuerySuite
+  hive.HiveParquetSuite hive.execution.HiveUDFSuite hive.HiveSQLInsertTestSuite
+  hive.execution.HashAggregationQuerySuite)
 control=0
 line=""
 prepare=0
@@ -97,7 +114,7 @@ while [ $# -gt 0 ]; do
     --prepare) prepare=1 ;;
     --sql-files) sql_files="$2"; shift ;;
     --class) any_classes+=("$2"); shift ;;
-    -h|--help) sed -n '2,47p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
   shift
@@ -111,7 +128,7 @@ if [ -z "${ml_versions[$ml_line]:-}" ]; then
   for s in "${suites[@]}"; do
     [[ "$s" != GraphX && "$s" != MLlib ]] || { echo "$s: no test jars of Spark $line's MLlib and GraphX are served" >&2; exit 2; }
   done
-  extended_suites=(RulesAdaptiveQueryExecSuite)
+  extended_suites=(RulesAdaptiveQueryExecSuite Hive)
 fi
 # On 3.5 (Scala 2.12) the CI runs are all but SQLQueryTestSuite, whose wrapper is 2.13's.
 if [ "$line" = 3.5 ]; then
@@ -188,11 +205,41 @@ if [ "$ml" = 1 ]; then
     touch "$resources_ml/.complete"
   fi
 fi
+hive=0
+for s in "${suites[@]}"; do [ "$s" != Hive ] || hive=1; done
+if [ "$hive" = 1 ]; then
+  # The Hive module's test jar (the profile hive) and its data and golden files, unpacked ahead
+  # of the jar: TestHive reads them by path (TestHive.getHiveFile).
+  lib_hive=$root/spark/suites/target/lib-hive$tag
+  if [ ! -f "$lib_hive/.complete" ]; then
+    rm -rf "$lib_hive"
+    hive_version=$(basename "$(ls "$spark_home"/jars/hive-common-*.jar)" .jar)
+    (cd spark/suites && flock target/.maven.lock \
+      mvn -q -B -Phive dependency:copy-dependencies -DoutputDirectory="$lib_hive" \
+      ${line:+-Dspark.version=$version} -Dscala.binary.version=$scala \
+      -Dhive.version="${hive_version#hive-common-}" \
+      -DincludeArtifactIds=spark-hive_$scala,hive-llap-common,hive-llap-client)
+    touch "$lib_hive/.complete"
+  fi
+  resources_hive=$root/spark/suites/target/resources-hive$tag
+  if [ ! -f "$resources_hive/.complete" ]; then
+    rm -rf "$resources_hive" && mkdir -p "$resources_hive"
+    (cd "$resources_hive" && unzip -q -o "$lib_hive"/spark-hive_$scala-*-tests.jar -x '*.class' 'META-INF/*')
+    touch "$resources_hive/.complete"
+  fi
+  # The Hive suites' Spark home: pyspark's, and the golden answers of HiveComparisonTest where
+  # Spark's source tree has them (sql/hive/src/test/resources; pyspark's own sql/ is Python).
+  home_hive=$root/spark/suites/target/home-hive$tag
+  rm -rf "$home_hive" && mkdir -p "$home_hive/sql/hive/src/test"
+  for f in "$spark_home"/*; do [ "$(basename "$f")" = sql ] || ln -s "$f" "$home_hive/"; done
+  ln -s "$resources_hive" "$home_hive/sql/hive/src/test/resources"
+fi
 [ "$prepare" = 0 ] || exit 0
 
 # pyspark's runtime jars first (the line's Spark and its Scala), then the test jars.
 cp="$spark_home/jars/*:$resources:$lib/*"
 [ "$ml" = 0 ] || cp="$cp:$resources_ml:$lib_ml/*"
+[ "$hive" = 0 ] || cp="$cp:$resources_hive:$lib_hive/*"
 if [ "$control" = 0 ]; then
   [ -f "$jar" ] || bash spark/build.sh "${build[@]}"
   classes=$root/spark/suites/target/classes$tag
@@ -204,6 +251,7 @@ if [ "$control" = 0 ]; then
   later=() skip=()
   [[ "$line" == 3.5 || "$line" == 4.0 ]] || later=(spark/suites/src-4.1-on)
   [ "$ml" = 0 ] || later+=(spark/suites/src-ml)
+  [ "$hive" = 0 ] || later+=(spark/suites/src-hive)
   [ "$line" = 3.5 ] && skip=(-not -name SluiceSQLQueryTestSuite.java)
   javac -nowarn -d "$classes" -cp "$cp" \
     $(find spark/suites/src "${later[@]}" -name '*.java' "${skip[@]}")
@@ -215,6 +263,7 @@ fi
 # do not reach the wrapped suites (AdaptiveQueryExecSuite runs without the rules).
 run_suites=()
 unwrapped_suites=()
+hive_run=()
 for s in "${suites[@]}"; do
   case "$s" in
     ShuffleSuite)
@@ -249,6 +298,17 @@ for s in "${suites[@]}"; do
         [ "$control" = 1 ] && c=org.apache.spark.ml.recommendation.ALSSuite || c=dev.sluice.spark.suites.SluiceALSSuite
       fi
       unwrapped_suites+=(-s "$c" "${only[@]}")
+      continue ;;
+    Hive)
+      # Unwrapped as GraphX and MLlib, in a JVM of its own: TestHive's SparkContext is one per
+      # JVM and lives until the JVM ends, where the other suites start and stop their own.
+      # A suite with a Sluice wrapper in src-hive (the last's checks, the exclusions) runs as it.
+      for g in "${hive_suites[@]}"; do
+        c=org.apache.spark.sql.$g
+        wrapper=spark/suites/src-hive/dev/sluice/spark/suites/Sluice${g##*.}.java
+        [ "$control" = 1 ] || [ ! -f "$wrapper" ] || c=dev.sluice.spark.suites.Sluice${g##*.}
+        hive_run+=(-s "$c" "${only[@]}")
+      done
       continue ;;
     *) echo "unknown suite $s" >&2; exit 2 ;;
   esac
@@ -312,4 +372,12 @@ run_jvm() {
 rc=0
 [ ${#run_suites[@]} = 0 ] || run_jvm "${manager[@]}" -- "${run_suites[@]}" || rc=$?
 [ ${#unwrapped_suites[@]} = 0 ] || run_jvm "${unwrapped_manager[@]}" -- "${unwrapped_suites[@]}" || rc=$?
+# DEFAULT_ARTIFACT_REPOSITORY: the jars of Hive UDFs that the Hive suites download (HiveTestJars)
+# come from Maven Central itself, not from the mirror Spark names by default. Spark 3.5's Hive
+# suites look for their golden answers and test jars under src/test/resources of the working
+# folder (later lines, in the Spark home).
+[ ${#hive_run[@]} = 0 ] || { mkdir -p src/test && ln -sfn "$resources_hive" src/test/resources; }
+[ ${#hive_run[@]} = 0 ] ||
+  DEFAULT_ARTIFACT_REPOSITORY=https://repo.maven.apache.org/maven2/ \
+    run_jvm "${unwrapped_manager[@]}" -Dspark.test.home="$home_hive" -- "${hive_run[@]}" || rc=$?
 exit $rc
