@@ -7,8 +7,7 @@ were not tuned on, from a seed: aggregates by one to several keys of every
 type the engine groups (integers, booleans, dates, timestamps, decimals,
 strings, and expressions of them) with counts, sums, averages, minima and
 maxima of integers, decimals, dates and timestamps, nulls in every column,
-DISTINCT
-aggregates, ROLLUP, CUBE and GROUPING SETS, HAVING, windows over
+DISTINCT aggregates, ROLLUP, CUBE and GROUPING SETS, HAVING, windows over
 aggregates, self-joins of an aggregated CTE, UNION ALL below an aggregate,
 aggregates below a UNION ALL below an aggregate,
 joins below an aggregate, ORDER BY with LIMIT, global sorts of raw rows by
