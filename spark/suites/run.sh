@@ -131,10 +131,14 @@ if [ -z "${ml_versions[$ml_line]:-}" ]; then
   extended_suites=(RulesAdaptiveQueryExecSuite Hive)
 fi
 # On 3.5 (Scala 2.12) the CI runs are all but SQLQueryTestSuite, whose wrapper is 2.13's.
+# Its Hive run is left out of --extended (run when named): five of its tests register a UDTF
+# class from the test jar's TestUDTF.jar and fail (two of them checked under plain Spark 3.5
+# here: they fail alike).
 if [ "$line" = 3.5 ]; then
   for i in "${!ci_suites[@]}"; do
     [ "${ci_suites[$i]}" != SQLQueryTestSuite ] || unset "ci_suites[$i]"
   done
+  extended_suites=(RulesAdaptiveQueryExecSuite GraphX MLlib)
 fi
 [ "$extended" = 0 ] || suites+=("${ci_suites[@]}" "${extended_suites[@]}")
 [ ${#suites[@]} -gt 0 ] || [ ${#any_classes[@]} -gt 0 ] || suites=("${ci_suites[@]}")

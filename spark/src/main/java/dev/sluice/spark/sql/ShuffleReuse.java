@@ -33,8 +33,9 @@ import scala.runtime.AbstractPartialFunction;
  * attributes replaced by their positions); within one SQL execution (Spark's execution id, which
  * its subqueries share) equal keys get the same shuffle, so its map stage runs once and each node
  * reads it, and the entries of an execution are dropped when Spark reports its end ({@link
- * ExecutionEnds}). The map stage of a shared shuffle runs on its own, once ({@link
- * Shuffle#materialize}).
+ * ExecutionEnds}). The map stage of a shared aggregate's shuffle runs on its own, once ({@link
+ * Shuffle#materialize}); a shared round robin's ({@link RoundRobinExchangeExec}, whose key no
+ * aggregate's equals) runs as a parent stage of the jobs that read it, never submitted alone.
  */
 public final class ShuffleReuse {
   /** Shuffles by execution id, then by key. */
@@ -50,9 +51,9 @@ public final class ShuffleReuse {
    * while a job that runs it as a parent stage is active (its {@code handleMapStageSubmitted}
    * fails on a stage another job created, and stops the context). A shared shuffle could be both:
    * one copy below a broadcast whose job runs on another thread, another copy taking statistics
-   * for coalescing. So every node runs its shuffle's map stage through {@link #materialize} before
-   * it hands out the reads: the first caller submits it, a concurrent one waits for it, and a job
-   * that reads the shuffle later finds its map outputs written.
+   * for coalescing. So every aggregate node runs its shuffle's map stage through {@link
+   * #materialize} before it hands out the reads: the first caller submits it, a concurrent one
+   * waits for it, and a job that reads the shuffle later finds its map outputs written.
    */
   static final class Shuffle {
     private final ShuffleDependency<Object, Object, Object> dependency;
