@@ -28,8 +28,9 @@
 # allocation, decommissioning, a kill mid-commit, speculative SQL map tasks;
 # a 512 MiB SQL row in an 8 GiB driver), Spark SQL's adaptive execution
 # suite and SQLQueryTestSuite's PostgreSQL ports with Sluice's SQL rules on,
-# and GraphX's suites, 41 of MLlib's and 21 of Spark SQL's over Hive tables
-# under Sluice and its rules (spark/suites/run.sh --extended).
+# and GraphX's suites, 41 of MLlib's, 21 of Spark SQL's over Hive tables and
+# Hive's own query files under Sluice and its rules (spark/suites/run.sh
+# --extended).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -10,23 +10,25 @@
 # SubquerySuite, ExchangeSuite, PlannerSuite and SQLQueryTestSuite (the golden files of
 # aggregates and windows, SluiceSQLQueryTestSuite.FILES) by default (CI), and
 # RulesAdaptiveQueryExecSuite (AdaptiveQueryExecSuite again, with the rules on), GraphX (every
-# suite of GraphX's test jar), MLlib (41 suites of MLlib's test jar that shuffle) and Hive (21
-# suites of Spark SQL's Hive module over Hive tables) with --extended or when named (outside CI
-# for time). Tests on the one exclusion list (Exclusions.java) are left out, each with its
-# reason printed. GraphX, MLlib and Hive run unwrapped, Sluice and its rules chosen as for
-# --class (in JVMs apart from the wrapped suites; Hive in one of its own), and the group's last
-# suite checks that Sluice carried the group; GraphX's and MLlib's test jars are 4.1.0's on the
-# 4.1 line (4.1.1's are not served), and are not served for 4.2.
+# suite of GraphX's test jar), MLlib (41 suites of MLlib's test jar that shuffle), Hive (21
+# suites of Spark SQL's Hive module over Hive tables) and HiveCompatibility (Hive's own query
+# files against Hive's golden answers) with --extended or when named (outside CI for time).
+# Tests on the one exclusion list (Exclusions.java) are left out, each with its reason printed.
+# GraphX, MLlib and the two Hive groups run unwrapped, Sluice and its rules chosen as for --class
+# (in JVMs apart from the wrapped suites; each Hive group in one of its own), and the group's
+# last suite checks that Sluice carried the group; GraphX's and MLlib's test jars are 4.1.0's on
+# the 4.1 line (4.1.1's are not served), and are not served for 4.2.
 #
 #   bash spark/suites/run.sh [--control] [--extended] [--line L] [--prepare] [--sql-files REGEX]
-#       [--class CLASS ...] [-z TEST_NAME_PART ...] [SUITE ...]
+#       [--class CLASS ...] [--hive-class CLASS ...] [-z TEST_NAME_PART ...] [SUITE ...]
 #
 # --prepare installs what the suites need (the venv and its pyspark, Spark's test jars, the golden
 # files) and runs nothing (spark/lines.sh, before a line's tests run in two lanes at once).
-# --extended runs RulesAdaptiveQueryExecSuite, GraphX, MLlib and Hive after the thirteen CI runs
-# (what `bash spark/test.sh --extended` runs), SQLQueryTestSuite's PostgreSQL ports and every
-# configuration the files name (CI leaves out CODEGEN_ONLY and two broadcast-join settings; see
-# SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves out of CI.
+# --extended runs RulesAdaptiveQueryExecSuite, GraphX, MLlib, Hive and HiveCompatibility after
+# the thirteen CI runs (what `bash spark/test.sh --extended` runs), SQLQueryTestSuite's
+# PostgreSQL ports and every configuration the files name (CI leaves out CODEGEN_ONLY and two
+# broadcast-join settings; see SluiceSQLQueryTestSuite), and the slow tests CiTier.java leaves
+# out of CI.
 # --sql-files REGEX: SQLQueryTestSuite runs every golden file whose path under inputs/ matches
 # REGEX (a Java regular expression, e.g. 'subquery/.*|window-with-aggregates.sql') instead of the
 # CI files: a look at what CI does not run.
@@ -35,6 +37,9 @@
 # suite's SparkConf reads unless it is built without defaults), the aggregate rule at true as in
 # the wrapped suites: e.g. --class org.apache.spark.sql.DataFrameJoinSuite. A look at suites CI
 # does not run; with --control, the same class on plain Spark.
+# --hive-class CLASS runs a suite class of the Hive module's test jar the same way, in a JVM of
+# its own over TestHive as the Hive groups run: e.g. --hive-class
+# org.apache.spark.sql.hive.execution.HiveScriptTransformationSuite.
 # --control runs the same suites on plain Spark (SortShuffleSuite and the others unchanged),
 # with the Sluice jar off the class path (its SQL session extension would change the control).
 # --line 3.5, 4.0 or 4.2 runs the suites of that Spark line (its test jars: 3.5.7 for Scala 2.12,
@@ -53,7 +58,7 @@ root=$PWD
 ci_suites=(ShuffleSuite ShuffleDependencySuite HostLocalShuffleReadingSuite AdaptiveQueryExecSuite
   DataFrameAggregateSuite DataFrameWindowFunctionsSuite SQLWindowFunctionSuite JoinSuite
   DataFrameSetOperationsSuite SubquerySuite ExchangeSuite PlannerSuite SQLQueryTestSuite)
-extended_suites=(RulesAdaptiveQueryExecSuite GraphX MLlib Hive)
+extended_suites=(RulesAdaptiveQueryExecSuite GraphX MLlib Hive HiveCompatibility)
 # GraphX: every suite of GraphX's test jar; MLlib: the suites of MLlib's that shuffle (ALS, trees
 # and forests, clustering, LDA and power iteration (GraphX underneath), frequent patterns,
 # distributed matrices, ranking and binary metrics, indexers and discretizers, cross validation,
@@ -96,11 +101,17 @@ hive_suites=(hive.execution.HashAggregationQueryWithControlledFallbackSuite
   sources.DisableUnnecessaryBucketedScanWithHiveSupportSuite hive.orc.HiveOrcQuerySuite
   hive.HiveParquetSuite hive.execution.HiveUDFSuite hive.HiveSQLInsertTestSuite
   hive.execution.HashAggregationQuerySuite)
+# HiveCompatibility: Hive's own query files (ql/src/test/queries/clientpositive, the list Spark
+# keeps in HiveCompatibilitySuite) and its windowing files, each answer against Hive's golden
+# output; the last is a Sluice wrapper that checks the group.
+hive_compat_suites=(hive.execution.HiveCompatibilitySuite
+  hive.execution.HiveWindowFunctionQueryFileSuite)
 control=0
 line=""
 prepare=0
 sql_files=""
 any_classes=()
+hive_classes=()
 all_dims=false
 extended=0
 suites=()
@@ -114,7 +125,8 @@ while [ $# -gt 0 ]; do
     --prepare) prepare=1 ;;
     --sql-files) sql_files="$2"; shift ;;
     --class) any_classes+=("$2"); shift ;;
-    -h|--help) sed -n '2,48p' "$0"; exit 0 ;;
+    --hive-class) hive_classes+=("$2"); shift ;;
+    -h|--help) sed -n '2,53p' "$0"; exit 0 ;;
     *) suites+=("$1") ;;
   esac
   shift
@@ -128,20 +140,21 @@ if [ -z "${ml_versions[$ml_line]:-}" ]; then
   for s in "${suites[@]}"; do
     [[ "$s" != GraphX && "$s" != MLlib ]] || { echo "$s: no test jars of Spark $line's MLlib and GraphX are served" >&2; exit 2; }
   done
-  extended_suites=(RulesAdaptiveQueryExecSuite Hive)
+  extended_suites=(RulesAdaptiveQueryExecSuite Hive HiveCompatibility)
 fi
 # On 3.5 (Scala 2.12) the CI runs are all but SQLQueryTestSuite, whose wrapper is 2.13's.
 # Its Hive run is left out of --extended (run when named): five of its tests register a UDTF
 # class from the test jar's TestUDTF.jar and fail (two of them checked under plain Spark 3.5
-# here: they fail alike).
+# here: they fail alike). HiveCompatibility passes there and stays.
 if [ "$line" = 3.5 ]; then
   for i in "${!ci_suites[@]}"; do
     [ "${ci_suites[$i]}" != SQLQueryTestSuite ] || unset "ci_suites[$i]"
   done
-  extended_suites=(RulesAdaptiveQueryExecSuite GraphX MLlib)
+  extended_suites=(RulesAdaptiveQueryExecSuite GraphX MLlib HiveCompatibility)
 fi
 [ "$extended" = 0 ] || suites+=("${ci_suites[@]}" "${extended_suites[@]}")
-[ ${#suites[@]} -gt 0 ] || [ ${#any_classes[@]} -gt 0 ] || suites=("${ci_suites[@]}")
+[ ${#suites[@]} -gt 0 ] || [ ${#any_classes[@]} -gt 0 ] || [ ${#hive_classes[@]} -gt 0 ] ||
+  suites=("${ci_suites[@]}")
 
 scala=2.13
 case "$line" in
@@ -210,7 +223,8 @@ if [ "$ml" = 1 ]; then
   fi
 fi
 hive=0
-for s in "${suites[@]}"; do [ "$s" != Hive ] || hive=1; done
+[ ${#hive_classes[@]} = 0 ] || hive=1
+for s in "${suites[@]}"; do [[ "$s" != Hive && "$s" != HiveCompatibility ]] || hive=1; done
 if [ "$hive" = 1 ]; then
   # The Hive module's test jar (the profile hive) and its data and golden files, unpacked ahead
   # of the jar: TestHive reads them by path (TestHive.getHiveFile).
@@ -268,6 +282,7 @@ fi
 run_suites=()
 unwrapped_suites=()
 hive_run=()
+compat_run=()
 for s in "${suites[@]}"; do
   case "$s" in
     ShuffleSuite)
@@ -303,15 +318,17 @@ for s in "${suites[@]}"; do
       fi
       unwrapped_suites+=(-s "$c" "${only[@]}")
       continue ;;
-    Hive)
+    Hive|HiveCompatibility)
       # Unwrapped as GraphX and MLlib, in a JVM of its own: TestHive's SparkContext is one per
       # JVM and lives until the JVM ends, where the other suites start and stop their own.
       # A suite with a Sluice wrapper in src-hive (the last's checks, the exclusions) runs as it.
-      for g in "${hive_suites[@]}"; do
+      group=("${hive_suites[@]}")
+      [ "$s" = Hive ] || group=("${hive_compat_suites[@]}")
+      for g in "${group[@]}"; do
         c=org.apache.spark.sql.$g
         wrapper=spark/suites/src-hive/dev/sluice/spark/suites/Sluice${g##*.}.java
         [ "$control" = 1 ] || [ ! -f "$wrapper" ] || c=dev.sluice.spark.suites.Sluice${g##*.}
-        hive_run+=(-s "$c" "${only[@]}")
+        if [ "$s" = Hive ]; then hive_run+=(-s "$c" "${only[@]}"); else compat_run+=(-s "$c" "${only[@]}"); fi
       done
       continue ;;
     *) echo "unknown suite $s" >&2; exit 2 ;;
@@ -321,6 +338,10 @@ done
 
 for c in "${any_classes[@]}"; do
   unwrapped_suites+=(-s "$c" "${only[@]}")
+done
+hive_class_run=()
+for c in "${hive_classes[@]}"; do
+  hive_class_run+=(-s "$c" "${only[@]}")
 done
 
 manager=()
@@ -380,8 +401,19 @@ rc=0
 # come from Maven Central itself, not from the mirror Spark names by default. Spark 3.5's Hive
 # suites look for their golden answers and test jars under src/test/resources of the working
 # folder (later lines, in the Spark home).
-[ ${#hive_run[@]} = 0 ] || { mkdir -p src/test && ln -sfn "$resources_hive" src/test/resources; }
-[ ${#hive_run[@]} = 0 ] ||
+# The two Hive groups and the --hive-class suites run in a JVM each: a test of one may leave
+# TestHive's session changed for another (HiveSQLInsertTestSuite's dynamic partition limit,
+# above).
+[ "$hive" = 0 ] || { mkdir -p src/test && ln -sfn "$resources_hive" src/test/resources; }
+# The Hive module's resources come first on its JVMs' class path, as in Spark's own build, so
+# a resource both test jars hold is the Hive module's, as a file (MetastoreDataSourcesSuite reads
+# sample.json by the path its URL gives).
+run_hive() {
+  local cp="$resources_hive:$cp"
   DEFAULT_ARTIFACT_REPOSITORY=https://repo.maven.apache.org/maven2/ \
-    run_jvm "${unwrapped_manager[@]}" -Dspark.test.home="$home_hive" -- "${hive_run[@]}" || rc=$?
+    run_jvm "${unwrapped_manager[@]}" -Dspark.test.home="$home_hive" -- "$@"
+}
+[ ${#hive_run[@]} = 0 ] || run_hive "${hive_run[@]}" || rc=$?
+[ ${#compat_run[@]} = 0 ] || run_hive "${compat_run[@]}" || rc=$?
+[ ${#hive_class_run[@]} = 0 ] || run_hive "${hive_class_run[@]}" || rc=$?
 exit $rc

@@ -75,10 +75,19 @@ public final class SuiteChecks {
   /**
    * Checks, after the last suite of a group run unwrapped in a JVM of its own ({@code run.sh
    * GraphX}, {@code MLlib}), that the JVM's Spark defaults selected Sluice, that Sluice wrote the
-   * group's map outputs and, where {@code rulesPlanned}, that its SQL rules planned native nodes.
+   * group's map outputs and, where {@code rulesPlanned}, that its SQL rules planned native nodes;
+   * it prints both counts.
    */
   public static void checkUnwrappedGroup(String group, boolean rulesPlanned) {
     requireSystemManager();
+    System.out.println(
+        "Sluice: "
+            + group
+            + " wrote "
+            + dev.sluice.spark.metrics.SluiceMetrics.mapOutputs()
+            + " map outputs through Sluice; its SQL rules planned "
+            + dev.sluice.spark.metrics.SluiceMetrics.sqlNativeNodes()
+            + " native nodes");
     checkAfterSuite(group, true);
     if (rulesPlanned) {
       checkRulesFired(group, 0);
