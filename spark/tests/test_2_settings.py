@@ -798,6 +798,58 @@ def test_an_exchange_above_two_copies_of_a_native_aggregate_runs_once(tmp_path):
         s.stop()
 
 
+def test_equal_round_robin_and_sort_nodes_compare_equal_and_share_their_shuffles(tmp_path):
+    # Sluice's round-robin and global-sort nodes compare as Spark's
+    # case-class nodes do (equal constructor arguments), so a CTE a query
+    # reads twice plans as under the sort shuffle: an exchange of Spark's
+    # above a repartitioned CTE is reused (its map stage runs once), and a
+    # sorted CTE samples its ranges and shuffles once. With Java's identity
+    # for equality, each ran twice: 3 map stages and 4 sampling and map stages.
+    extra = {"spark.sql.autoBroadcastJoinThreshold": "-1", "spark.sluice.sqlAggregate": "false"}
+    for aqe in ("false", "true"):
+        s = session("local[2]", SLUICE, tmp_path / aqe,
+                    extra={**extra, "spark.sql.adaptive.enabled": aqe})
+        try:
+            sc = s.sparkContext
+            s.range(0, 20000, 1, 2).selectExpr("id % 97 as k", "id").createOrReplaceTempView("t")
+            two = [s.sql("select /*+ REPARTITION(5) */ * from t")._jdf.queryExecution()
+                   .executedPlan() for _ in range(2)]
+            if aqe == "false":
+                assert "SluiceRoundRobinExchange" in two[0].toString(), two[0].toString()
+            assert two[0].sameResult(two[1])
+            grouped = s.sql("""with r as (select /*+ REPARTITION(5) */ k from t)
+                select k, count(*) as n from r group by k
+                union all select k, count(*) as n from r group by k""")
+            assert "SluiceRoundRobinExchange" in plan_of(grouped), plan_of(grouped)
+            sc.setJobGroup("grouped", "grouped")
+            counts = collections.Counter(i % 97 for i in range(20000))
+            assert sorted(tuple(r) for r in grouped.collect()) == sorted(list(counts.items()) * 2)
+            # The round robin's map stage (2 tasks), the aggregate exchange's
+            # (5), once each.
+            ran = [tasks for tasks, done in stage_infos(s, "grouped") if done > 0]
+            assert ran.count(2) == 1 and ran.count(5) == 1, stage_infos(s, "grouped")
+
+            ordered = s.sql("""with o as (select k, id from t order by k, id)
+                select * from o union all select * from o""")
+            assert plan_of(ordered).count("SluiceSortExchange") == 2, plan_of(ordered)
+            sc.setJobGroup("ordered", "ordered")
+            got = ordered.collect()
+            assert sorted(tuple(r) for r in got) == sorted([(i % 97, i) for i in range(20000)] * 2)
+            # One sampling job and one map stage, each of the range's 2 tasks.
+            assert map_stages_run(s, "ordered") == 2, stage_infos(s, "ordered")
+            # Each read is sorted within and across its ranges. The two reads
+            # share a partitioner, so Spark's union zips them (partition i
+            # holds range i of each copy, one after the other), as it zips
+            # the reads of a reused exchange of its own.
+            parts = [[tuple(r) for r in p] for p in ordered.rdd.glom().collect()]
+            assert all(len(p) % 2 == 0 and p[:len(p) // 2] == p[len(p) // 2:] for p in parts), \
+                [len(p) for p in parts]
+            one_copy = [r for p in parts for r in p[:len(p) // 2]]
+            assert one_copy == sorted((i % 97, i) for i in range(20000))
+        finally:
+            s.stop()
+
+
 def test_sql_repartition_skips_spark_s_sort_only_for_a_determinate_input(tmp_path):
     # df.repartition(n) deals rows round robin. Spark SQL sorts each map
     # task's rows first so that a retried task deals them the same way; Sluice

@@ -5,6 +5,8 @@ import dev.sluice.spark.api.SluiceException;
 import dev.sluice.spark.api.SluiceSetting;
 import java.io.Serializable;
 import java.nio.ByteBuffer;
+import java.util.Arrays;
+import java.util.Objects;
 import org.apache.spark.sql.catalyst.expressions.UnsafeRow;
 import org.apache.spark.unsafe.Platform;
 
@@ -96,6 +98,28 @@ public final class RowSortKey implements Serializable {
   /** Whether column {@code i} is a variable-width one written escaped (not last, or descending). */
   private boolean escaped(int i) {
     return kinds[i] == BYTES && (i != kinds.length - 1 || descending[i]);
+  }
+
+  /**
+   * Equal columns, kinds and directions: the key is part of its plan node's canonical form, by
+   * which Spark and {@code ShuffleReuse} find equal subtrees of a query.
+   */
+  @Override
+  public boolean equals(Object o) {
+    return o instanceof RowSortKey k
+        && Arrays.equals(ordinals, k.ordinals)
+        && Arrays.equals(kinds, k.kinds)
+        && Arrays.equals(descending, k.descending)
+        && Arrays.equals(nullsFirst, k.nullsFirst);
+  }
+
+  @Override
+  public int hashCode() {
+    return Objects.hash(
+        Arrays.hashCode(ordinals),
+        Arrays.hashCode(kinds),
+        Arrays.hashCode(descending),
+        Arrays.hashCode(nullsFirst));
   }
 
   /** The columns as plan output shows them: {@code [#2 bytes asc nulls first]}. */

@@ -175,6 +175,20 @@ public final class RoundRobinExchangeExec extends LinePlan {
     return that instanceof RoundRobinExchangeExec;
   }
 
+  /**
+   * Equal constructor arguments, as Spark's case-class nodes compare ({@link PlanEquality}): an
+   * exchange of Spark's above a repartitioned CTE that a query reads twice runs its map stage once.
+   */
+  @Override
+  public boolean equals(Object o) {
+    return PlanEquality.equal(this, o);
+  }
+
+  @Override
+  public int hashCode() {
+    return PlanEquality.hash(this);
+  }
+
   public SparkPlan child() {
     return child;
   }

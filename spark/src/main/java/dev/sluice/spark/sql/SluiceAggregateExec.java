@@ -510,27 +510,12 @@ public final class SluiceAggregateExec extends LinePlan {
    */
   @Override
   public boolean equals(Object o) {
-    if (this == o) {
-      return true;
-    }
-    if (!(o instanceof SluiceAggregateExec other)) {
-      return false;
-    }
-    for (int i = 0; i < productArity(); i++) {
-      if (!Objects.equals(productElement(i), other.productElement(i))) {
-        return false;
-      }
-    }
-    return true;
+    return PlanEquality.equal(this, o);
   }
 
   @Override
   public int hashCode() {
-    int h = SluiceAggregateExec.class.hashCode();
-    for (int i = 0; i < productArity(); i++) {
-      h = 31 * h + Objects.hashCode(productElement(i));
-    }
-    return h;
+    return PlanEquality.hash(this);
   }
 
   public SparkPlan child() {

@@ -10,6 +10,7 @@ import dev.sluice.spark.sort.SortedRowSerializer;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.List;
+import org.apache.spark.MapOutputStatistics;
 import org.apache.spark.RangePartitioner;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.rdd.RDD;
@@ -27,6 +28,7 @@ import org.apache.spark.sql.execution.SparkPlan;
 import org.apache.spark.sql.execution.UnsafeRowSerializer;
 import org.apache.spark.sql.execution.exchange.ShuffleExchangeExec$;
 import org.apache.spark.sql.execution.metric.SQLMetric;
+import scala.Option;
 import scala.Tuple2;
 import scala.collection.immutable.Map;
 import scala.collection.immutable.Seq;
@@ -116,48 +118,34 @@ public final class SluiceSortExchangeExec extends LinePlan {
   /**
    * The shuffled rows: the child's rows sampled for the ranges of their encoded keys (Spark's
    * range partitioner over the encoded keys, sampled as Spark SQL samples), then shuffled with
-   * each row's range found and its key encoded once in the map writer.
+   * each row's range found and its key encoded once in the map writer. Equal nodes of one query
+   * (a sorted CTE read twice) sample and shuffle once ({@link ShuffleReuse}), as Spark reuses its
+   * own equal exchanges; each reads the shared shuffle.
    */
   @Override
+  @SuppressWarnings("unchecked")
   public synchronized RDD<InternalRow> doExecute() {
     if (shuffled == null) {
-      RDD<InternalRow> input = child.execute();
-      RowSortKey k = key;
-      RDD<Tuple2<byte[], Object>> keys =
-          input.toJavaRDD().map(r -> new Tuple2<byte[], Object>(k.encode((UnsafeRow) r), null)).rdd();
-      RangePartitioner<byte[], Object> ranges =
-          new RangePartitioner<>(
-              numPartitions,
-              keys,
-              true,
-              conf().rangeExchangeSampleSizePerPartition(),
-              BytesOrdering.INSTANCE,
-              ClassTag$.MODULE$.apply(byte[].class));
-      RDD<Tuple2<Object, InternalRow>> rows =
-          input.toJavaRDD().map(r -> new Tuple2<Object, InternalRow>(null, r)).rdd();
-      SortedRowSerializer serializer =
-          new SortedRowSerializer(
-              new UnsafeRowSerializer(child.output().size(), metrics.dataSize),
-              child.output().size(),
-              key);
+      ShuffleReuse.Shuffle shuffle =
+          ShuffleReuse.shared(
+              sparkContext(),
+              List.of("global sort", canonicalized()),
+              () -> (ShuffleDependency<Object, Object, Object>) (Object) dependency());
       ShuffleDependency<Object, InternalRow, InternalRow> dep =
-          LineShim.rowDependency(
-              rows,
-              new SortedRowPartitioner(ranges),
-              serializer,
-              ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(metrics.write));
+          (ShuffleDependency<Object, InternalRow, InternalRow>) (Object) shuffle.dependency();
       QueryCleanup.track(this, dep.shuffleId());
       // The ranges the sample gave: fewer than asked when it holds fewer distinct keys, as under
       // Spark's own range exchange. The read covers exactly those: cut as adaptive execution
-      // cuts where it may, else one task per range.
-      int ranged = ranges.numPartitions();
+      // cuts where it may, else one task per range. The map stage runs on its own for the cut,
+      // once for all the nodes that share it ({@link ShuffleReuse.Shuffle#materialize}).
+      int ranged = dep.partitioner().numPartitions();
+      Option<MapOutputStatistics> stats =
+          coalescable && conf().coalesceShufflePartitionsEnabled() && ranged > 1
+              ? shuffle.materialize()
+              : Option.empty();
       int[] bounds =
-          coalescable
-                  && conf().coalesceShufflePartitionsEnabled()
-                  && ranged > 1
-                  && rows.partitions().length > 0
-              ? AdaptiveCoalesce.bounds(
-                  conf(), sparkContext(), AdaptiveCoalesce.mapStage(dep), ranged)
+          stats.isDefined()
+              ? AdaptiveCoalesce.bounds(conf(), sparkContext(), stats.get(), ranged)
               : null;
       RDD<InternalRow> read;
       if (bounds != null && bounds.length - 1 < ranged) {
@@ -169,6 +157,34 @@ public final class SluiceSortExchangeExec extends LinePlan {
       shuffled = width < child.output().size() ? dropComputedKeys(read) : read;
     }
     return shuffled;
+  }
+
+  /** The range-partitioned shuffle of the child's rows, keyed by their encoded sort keys. */
+  private ShuffleDependency<Object, InternalRow, InternalRow> dependency() {
+    RDD<InternalRow> input = child.execute();
+    RowSortKey k = key;
+    RDD<Tuple2<byte[], Object>> keys =
+        input.toJavaRDD().map(r -> new Tuple2<byte[], Object>(k.encode((UnsafeRow) r), null)).rdd();
+    RangePartitioner<byte[], Object> ranges =
+        new RangePartitioner<>(
+            numPartitions,
+            keys,
+            true,
+            conf().rangeExchangeSampleSizePerPartition(),
+            BytesOrdering.INSTANCE,
+            ClassTag$.MODULE$.apply(byte[].class));
+    RDD<Tuple2<Object, InternalRow>> rows =
+        input.toJavaRDD().map(r -> new Tuple2<Object, InternalRow>(null, r)).rdd();
+    SortedRowSerializer serializer =
+        new SortedRowSerializer(
+            new UnsafeRowSerializer(child.output().size(), metrics.dataSize),
+            child.output().size(),
+            key);
+    return LineShim.rowDependency(
+        rows,
+        new SortedRowPartitioner(ranges),
+        serializer,
+        ShuffleExchangeExec$.MODULE$.createShuffleWriteProcessor(metrics.write));
   }
 
   /** The rows without the sort key columns the child computed after the output's. */
@@ -226,6 +242,20 @@ public final class SluiceSortExchangeExec extends LinePlan {
   @Override
   public boolean canEqual(Object that) {
     return that instanceof SluiceSortExchangeExec;
+  }
+
+  /**
+   * Equal constructor arguments, as Spark's case-class nodes compare ({@link PlanEquality}): a
+   * sorted CTE that a query reads twice samples and shuffles once ({@link #doExecute}).
+   */
+  @Override
+  public boolean equals(Object o) {
+    return PlanEquality.equal(this, o);
+  }
+
+  @Override
+  public int hashCode() {
+    return PlanEquality.hash(this);
   }
 
   public SparkPlan child() {
