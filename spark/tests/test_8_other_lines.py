@@ -185,6 +185,7 @@ LOCAL_AND_FAULTS = ["test_1_local.py", "test_4_faults.py"]
 # (java, line, collector, test files)
 JVM_RUNS = [("21", DEFAULT_LINE, "serial", LOCAL_AND_FAULTS),
             ("21", "3.5", "serial", ["test_1_local.py"]),
+            ("21", "4.0", "serial", ["test_1_local.py"]),
             ("25", "4.2", "serial", ["test_1_local.py"]),
             ("17", DEFAULT_LINE, "zgc", LOCAL_AND_FAULTS),
             ("17", DEFAULT_LINE, "shenandoah", LOCAL_AND_FAULTS),

@@ -1,6 +1,5 @@
 package dev.sluice.spark.sql;
 
-import dev.sluice.spark.shim.LinePlan;
 import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;
 import java.util.List;
@@ -44,7 +43,7 @@ import scala.collection.immutable.Seq;
  * which is how a user-set partition count ({@code REPARTITION_BY_NUM}, the only origin the rule
  * takes) is read under adaptive execution anyway.
  */
-public final class RoundRobinExchangeExec extends LinePlan {
+public final class RoundRobinExchangeExec extends NativePlan {
   private static final long serialVersionUID = 1L;
   private static final AtomicLong UNSORTED = new AtomicLong();
   private static final AtomicLong SORTED = new AtomicLong();
@@ -173,20 +172,6 @@ public final class RoundRobinExchangeExec extends LinePlan {
   @Override
   public boolean canEqual(Object that) {
     return that instanceof RoundRobinExchangeExec;
-  }
-
-  /**
-   * Equal constructor arguments, as Spark's case-class nodes compare ({@link PlanEquality}): an
-   * exchange of Spark's above a repartitioned CTE that a query reads twice runs its map stage once.
-   */
-  @Override
-  public boolean equals(Object o) {
-    return PlanEquality.equal(this, o);
-  }
-
-  @Override
-  public int hashCode() {
-    return PlanEquality.hash(this);
   }
 
   public SparkPlan child() {

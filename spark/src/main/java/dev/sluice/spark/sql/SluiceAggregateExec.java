@@ -2,7 +2,6 @@ package dev.sluice.spark.sql;
 
 import dev.sluice.spark.api.Agg;
 import dev.sluice.spark.ops.SqlAggregates;
-import dev.sluice.spark.shim.LinePlan;
 import dev.sluice.spark.shim.Scala;
 import dev.sluice.spark.sort.RangeShuffledRDD;
 import java.io.Serializable;
@@ -49,8 +48,13 @@ import scala.runtime.AbstractPartialFunction;
  * threads and exactly in each reduce task, which turns each (key, result) into the final
  * aggregate's output row. The partitions are placed as Spark SQL's hash partitioning of the key
  * places them, so the node keeps the final aggregate's output partitioning.
+ *
+ * <p>Two copies of one native aggregate (a CTE a query uses twice, TPC-DS q23) compare equal once
+ * their expression ids are normalized ({@link NativePlan}; the lanes' form by {@link
+ * LaneAggregate#equals}), so an exchange of Spark's above them runs its map stage once, as above
+ * two equal aggregates of Spark's own.
  */
-public final class SluiceAggregateExec extends LinePlan {
+public final class SluiceAggregateExec extends NativePlan {
   private static final long serialVersionUID = 1L;
 
   /** What the map side reads from each row and what the engine computes. */
@@ -499,23 +503,6 @@ public final class SluiceAggregateExec extends LinePlan {
   @Override
   public boolean canEqual(Object that) {
     return that instanceof SluiceAggregateExec;
-  }
-
-  /**
-   * Equal constructor arguments, as Spark's case-class nodes compare: Spark finds equal subtrees by
-   * their canonical plans ({@code sameResult}, the exchange reuse), so that two copies of one
-   * native aggregate (a CTE a query uses twice, TPC-DS q23) compare equal once their expression
-   * ids are normalized ({@link LaneAggregate#equals}), and an exchange above them runs its map
-   * stage once, as above two equal aggregates of Spark's own.
-   */
-  @Override
-  public boolean equals(Object o) {
-    return PlanEquality.equal(this, o);
-  }
-
-  @Override
-  public int hashCode() {
-    return PlanEquality.hash(this);
   }
 
   public SparkPlan child() {

@@ -1,7 +1,6 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.api.BytesOrdering;
-import dev.sluice.spark.shim.LinePlan;
 import dev.sluice.spark.shim.LineShim;
 import dev.sluice.spark.shim.Scala;
 import dev.sluice.spark.sort.RowSortKey;
@@ -44,7 +43,7 @@ import scala.reflect.ClassTag$;
  * sort in the reduce tasks. A sort by expressions reads them from columns its child appends after
  * the {@code width} columns of its output ({@link NativeSortRule}); the read drops them.
  */
-public final class SluiceSortExchangeExec extends LinePlan {
+public final class SluiceSortExchangeExec extends NativePlan {
   private static final long serialVersionUID = 1L;
 
   private final Seq<SortOrder> sortOrder;
@@ -242,20 +241,6 @@ public final class SluiceSortExchangeExec extends LinePlan {
   @Override
   public boolean canEqual(Object that) {
     return that instanceof SluiceSortExchangeExec;
-  }
-
-  /**
-   * Equal constructor arguments, as Spark's case-class nodes compare ({@link PlanEquality}): a
-   * sorted CTE that a query reads twice samples and shuffles once ({@link #doExecute}).
-   */
-  @Override
-  public boolean equals(Object o) {
-    return PlanEquality.equal(this, o);
-  }
-
-  @Override
-  public int hashCode() {
-    return PlanEquality.hash(this);
   }
 
   public SparkPlan child() {
