@@ -15,7 +15,8 @@ keys and expressions of every type in either direction with nulls at either
 end (with LIMIT and OFFSET or none), SELECT DISTINCT, INTERSECT and EXCEPT
 (with and without ALL), IN, NOT IN, EXISTS and NOT EXISTS below an
 aggregate, windows over raw rows, aggregates over rows an explicit
-REPARTITION, REBALANCE or DISTRIBUTE BY moved, groups and joins by a double
+REPARTITION, REBALANCE or DISTRIBUTE BY moved (and such a CTE, or a sorted
+one, read twice in a query), groups and joins by a double
 of either sign holding NaN, -0.0 and infinities, and a fourth table's floats
 (of either sign, NaN, -0.0), binaries (0x00 and bytes above 0x7f, many a
 prefix of another), arrays and structs grouped, joined, partitioned and
@@ -436,7 +437,8 @@ class Gen:
     def repartitioned(self):
         """An aggregate over rows an explicit REPARTITION, REBALANCE or
         DISTRIBUTE BY moved first: round-robin and hash exchanges of raw
-        rows, the aggregate's own exchange on top."""
+        rows, the aggregate's own exchange on top; or such a CTE, or a
+        sorted one, read twice."""
         r = self.r
         keys = self.keys(1, 3)
         aggs = [self.agg(f"a{i}") for i in range(r.randint(1, 2))]
@@ -447,6 +449,16 @@ class Gen:
             f"SELECT /*+ REBALANCE */ * FROM {self.table()}",
             f"SELECT * FROM {self.table()} DISTRIBUTE BY {r.choice(KEYS)} SORT BY v_int",
         ))
+        if r.random() < 0.3:
+            # One exchange read twice in a query (equal native nodes share a shuffle, an
+            # exchange of Spark's above them is reused): a repartitioned CTE under two equal
+            # aggregates, or a sorted CTE's rows twice.
+            if r.random() < 0.5:
+                half = f"SELECT {', '.join(keys + aggs)} FROM p GROUP BY {', '.join(keys)}"
+                return f"WITH p AS ({inner}) {half} UNION ALL {half}"
+            cols = ", ".join(dict.fromkeys(keys + ["v_int", "v_str"]))
+            return (f"WITH p AS (SELECT {cols} FROM {self.table()}{self.where()} "
+                    f"ORDER BY {cols}) SELECT * FROM p UNION ALL SELECT * FROM p")
         return (f"SELECT {', '.join(keys + aggs)} FROM ({inner}) p{self.where()} "
                 f"GROUP BY {', '.join(keys)}")
 

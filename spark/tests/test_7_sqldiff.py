@@ -4,12 +4,13 @@ groups, DISTINCT aggregates, ROLLUP/CUBE/GROUPING SETS, windows over
 aggregates, self-joins of aggregated CTEs, UNION ALL below aggregates and
 aggregates below UNION ALL, ORDER BY with LIMIT, sorts of raw rows,
 DISTINCT, INTERSECT and EXCEPT, semi and anti joins, windows over rows,
-explicit repartitions, groups and joins by doubles with NaN and -0.0,
-floats, binaries, arrays and structs grouped, joined and sorted by, maps
-carried) run under Spark's sort shuffle and under Sluice, every
-answer compared (the script exits 1 on a difference); a second seed's
-queries again with Spark's execution memory off the heap and small, and
-adaptive execution's coalescing of partitions turned off."""
+explicit repartitions, repartitioned and sorted CTEs read twice, groups and
+joins by doubles with NaN and -0.0, floats, binaries, arrays and structs
+grouped, joined and sorted by, maps carried) run under Spark's sort shuffle
+and under Sluice, every answer compared (the script exits 1 on a
+difference); a second seed's queries again with Spark's execution memory
+off the heap and small, and adaptive execution's coalescing of partitions
+turned off."""
 
 import pathlib
 import re
