@@ -348,3 +348,45 @@ fn runs_read_to_their_end_give_their_memory_back() {
     while stream.emit_some(&mut out, 1 << 20).expect("merge piece") {}
     assert_eq!(stream.emitted(), 21_000);
 }
+
+/// Thousands of small runs in memory (a reduce task's runs, one per map
+/// task and partition) sent to disk midway become one run on disk: the
+/// merge's read buffers after the spill are one run's, not one per run
+/// (which would hold more memory than the runs did), and records of equal
+/// keys still come out in run order.
+#[test]
+fn many_small_runs_in_memory_go_to_disk_as_one_run() {
+    let layout = Layout::Variable;
+    let dir = tempfile::tempdir().expect("tmp");
+    let pool = MemoryPool::new(64 << 20);
+    let spill = SpillConfig { dir: dir.path().to_path_buf(), ..SpillConfig::default() };
+    let mut merge = SortMerge::new(layout, &pool, spill);
+    let (runs, per_run, keys) = (2_000u32, 25u32, 500u32);
+    for run in 0..runs {
+        let mut own: Vec<u32> = (0..per_run).map(|i| (run * 7 + i * 13) % keys).collect();
+        own.sort_unstable();
+        let mut b = RecordBatch::new(layout);
+        for k in own {
+            b.push(&k.to_be_bytes(), &run.to_be_bytes()).expect("push");
+        }
+        merge.add_run(vec![b]).expect("add run");
+    }
+    assert_eq!(merge.stats().spilled_runs, 0, "every run in memory");
+    let mut stream = merge.into_stream().expect("stream");
+    let mut out = Emitter::new(layout);
+    assert!(stream.emit_some(&mut out, 20_000).expect("a piece"));
+    let held = stream.memory_bytes();
+    let sent = stream.spill_memory_runs().expect("spill");
+    assert_eq!(sent.freed, held as u64);
+    assert_eq!(pool.used(), 0);
+    assert_eq!(
+        stream.read_buffer_bytes(),
+        sluice_core::reorg::MERGE_RUN_READ_BYTES,
+        "one run on disk, not {runs}"
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 1, "one spill file");
+    while stream.emit_some(&mut out, 20_000).expect("merge piece") {}
+    let got = pairs(&out.into_batches());
+    assert_eq!(got.len(), (runs * per_run) as usize, "every record once");
+    assert!(got.windows(2).all(|w| w[0] <= w[1]), "key order, equal keys in run order");
+}

@@ -209,7 +209,8 @@ pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
 /// granted it: an aggregate's state floor
 /// ([`sluice_engine::REDUCE_STATE_FLOOR_BYTES`]), at the end the read
 /// buffers of one merge of the most spilled runs it opens at once
-/// ([`sluice_core::reorg::MERGE_FAN_IN_MAX`] runs of
+/// ([`sluice_core::reorg::MERGE_FAN_IN_MAX`] runs, and a sort's runs in
+/// memory sent to disk midway as one more, of
 /// [`sluice_core::reorg::MERGE_RUN_READ_BYTES`] each), the two buffers
 /// its thread keeps between fetched blocks (the inflate buffer and the
 /// copy of a block fed to the operator, at most
@@ -217,7 +218,8 @@ pub fn unaccounted_bytes(settings: &HostSettings) -> u64 {
 /// block's are freed once it is read), and a sort's run being cut
 /// ([`sluice_engine::reduce::SORT_CUT_RUN_BYTES`]).
 pub fn unaccounted_task_bytes() -> u64 {
-    let merge = sluice_core::reorg::MERGE_FAN_IN_MAX * sluice_core::reorg::MERGE_RUN_READ_BYTES;
+    let runs = sluice_core::reorg::MERGE_FAN_IN_MAX + 1;
+    let merge = runs * sluice_core::reorg::MERGE_RUN_READ_BYTES;
     let kept = 2 * sluice_engine::reduce::THREAD_BUFFER_KEEP_BYTES;
     let cut = sluice_engine::reduce::SORT_CUT_RUN_BYTES;
     (sluice_engine::REDUCE_STATE_FLOOR_BYTES + merge + kept + cut) as u64

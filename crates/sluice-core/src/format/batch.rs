@@ -70,6 +70,12 @@ impl RecordBatch {
         self.data.capacity()
     }
 
+    /// Gives back the room beyond the payload: for a batch kept once full,
+    /// whose memory is accounted by its payload.
+    pub fn shrink_to_fit(&mut self) {
+        self.data.shrink_to_fit();
+    }
+
     /// The batch's layout.
     pub fn layout(&self) -> Layout {
         self.layout

@@ -48,50 +48,71 @@ impl MemRun {
     /// A cursor at the first record of `batches`.
     pub fn new(batches: Vec<RecordBatch>) -> Self {
         let mut run = MemRun { batches, batch: 0, off: 0 };
-        run.skip_empty();
+        skip_empty(&run.batches, &mut run.batch, &mut run.off);
         run
     }
 
-    /// Calls `f` on every record from the current one to the end, in
-    /// order, leaving the cursor where it stands.
-    pub fn for_each_left(
-        &self,
-        mut f: impl FnMut(Record<'_>) -> Result<(), ReorgError>,
-    ) -> Result<(), ReorgError> {
-        let mut off = self.off;
-        for b in self.batches.iter().skip(self.batch) {
-            while let Some((r, n)) = record_at(b.layout(), b.payload(), off) {
-                f(r)?;
-                off += n;
-            }
-            off = 0;
-        }
-        Ok(())
+    /// A second cursor over the same run, standing where this one does;
+    /// it borrows the batches, so reading it leaves this one unmoved.
+    pub fn view(&self) -> MemView<'_> {
+        MemView { batches: &self.batches, batch: self.batch, off: self.off }
     }
+}
 
-    fn skip_empty(&mut self) {
-        while self.batch < self.batches.len() && self.off >= self.batches[self.batch].payload_len()
-        {
-            self.batch += 1;
-            self.off = 0;
+/// The record under a cursor at `off` of batch `batch` of `batches`.
+#[inline]
+fn mem_current(batches: &[RecordBatch], batch: usize, off: usize) -> Option<Record<'_>> {
+    let b = batches.get(batch)?;
+    record_at(b.layout(), b.payload(), off).map(|(r, _)| r)
+}
+
+/// Moves a cursor over `batches` past its record.
+fn mem_advance(batches: &[RecordBatch], batch: &mut usize, off: &mut usize) {
+    if let Some(b) = batches.get(*batch) {
+        if let Some((_, n)) = record_at(b.layout(), b.payload(), *off) {
+            *off += n;
         }
+        skip_empty(batches, batch, off);
+    }
+}
+
+/// Moves a cursor past the ends of batches to the next record.
+fn skip_empty(batches: &[RecordBatch], batch: &mut usize, off: &mut usize) {
+    while *batch < batches.len() && *off >= batches[*batch].payload_len() {
+        *batch += 1;
+        *off = 0;
     }
 }
 
 impl RunCursor for MemRun {
     #[inline]
     fn current(&self) -> Option<Record<'_>> {
-        let b = self.batches.get(self.batch)?;
-        record_at(b.layout(), b.payload(), self.off).map(|(r, _)| r)
+        mem_current(&self.batches, self.batch, self.off)
     }
 
     fn advance(&mut self) -> Result<(), ReorgError> {
-        if let Some(b) = self.batches.get(self.batch) {
-            if let Some((_, n)) = record_at(b.layout(), b.payload(), self.off) {
-                self.off += n;
-            }
-            self.skip_empty();
-        }
+        mem_advance(&self.batches, &mut self.batch, &mut self.off);
+        Ok(())
+    }
+}
+
+/// A cursor over a [`MemRun`]'s batches that borrows them
+/// ([`MemRun::view`]).
+#[derive(Debug)]
+pub struct MemView<'a> {
+    batches: &'a [RecordBatch],
+    batch: usize,
+    off: usize,
+}
+
+impl RunCursor for MemView<'_> {
+    #[inline]
+    fn current(&self) -> Option<Record<'_>> {
+        mem_current(self.batches, self.batch, self.off)
+    }
+
+    fn advance(&mut self) -> Result<(), ReorgError> {
+        mem_advance(self.batches, &mut self.batch, &mut self.off);
         Ok(())
     }
 }

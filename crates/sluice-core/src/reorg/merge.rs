@@ -141,12 +141,16 @@ impl<C: RunCursor> LoserTree<C> {
         self.tree[0] = winner;
     }
 
-    /// The runs' cursors, for a caller that replaces one by another
-    /// standing at the same record with the same records after it (a run
-    /// moved from memory to disk): the tree's matches and key prefixes then
-    /// stay as they are.
-    pub(crate) fn runs_mut(&mut self) -> &mut [C] {
-        &mut self.runs
+    /// Bytes at the start of every key the order ignores.
+    pub(crate) fn skip(&self) -> usize {
+        self.skip
+    }
+
+    /// The runs' cursors, each where it stands: a tree built over them
+    /// again ([`LoserTree::ordered_after`], the same `skip`) goes on with
+    /// the same merge.
+    pub(crate) fn into_runs(self) -> Vec<C> {
+        self.runs
     }
 
     /// The runs' cursors.

@@ -303,16 +303,26 @@ impl SortRuns {
 
     /// Hands the run being cut to the merge.
     fn end_run(&mut self) -> EngineResult<()> {
+        let run = self.take_run();
+        if !run.is_empty() {
+            self.merge.add_run(run)?;
+        }
+        Ok(())
+    }
+
+    /// The run being cut, each batch cut to its payload: the merge
+    /// accounts a run it keeps by its payload, and a reduce task's runs
+    /// (one per map output it read) can be far smaller than the batch they
+    /// were cut in.
+    fn take_run(&mut self) -> Vec<RecordBatch> {
         self.run_bytes = 0;
         let mut run = std::mem::take(&mut self.run);
         if !self.open.is_empty() {
             let fresh = self.fresh_batch();
             run.push(std::mem::replace(&mut self.open, fresh));
         }
-        if !run.is_empty() {
-            self.merge.add_run(run)?;
-        }
-        Ok(())
+        run.iter_mut().for_each(RecordBatch::shrink_to_fit);
+        run
     }
 }
 
@@ -321,6 +331,30 @@ mod tests {
     use super::*;
     use sluice_core::format::Codec;
     use sluice_core::reorg::sort::SentToDisk;
+
+    /// A run cut from pushed records holds no more memory than its
+    /// payload, which is what the merge accounts it by: a short run does
+    /// not keep the whole batch it was cut in.
+    #[test]
+    fn a_short_run_is_cut_to_its_payload() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let memory = MemoryPool::new(1 << 30);
+        let spill = SpillConfig { dir: dir.path().to_owned(), ..SpillConfig::default() };
+        let mut runs = SortRuns::new(Layout::Variable, &memory, spill);
+        let mut batch = RecordBatch::new(Layout::Variable);
+        for i in 0..1_000u32 {
+            batch.push(&i.to_be_bytes(), &[1u8; 100]).expect("push");
+        }
+        runs.push(&batch.view()).expect("push");
+        let run = runs.take_run();
+        assert_eq!(run.iter().map(RecordBatch::payload_len).sum::<usize>(), batch.payload_len());
+        let held: usize = run.iter().map(RecordBatch::capacity).sum();
+        assert!(
+            held < batch.payload_len() + 64,
+            "{held} bytes held for a run of {}",
+            batch.payload_len()
+        );
+    }
 
     /// Input that arrives in order is cut into runs of at most
     /// [`SORT_CUT_RUN_BYTES`] (and one batch), so that a task granted

@@ -15,7 +15,7 @@ pub mod kernel;
 
 use crate::format::{BatchView, Layout, RecordBatch};
 use crate::memory::{MemoryPool, Reservation};
-use crate::reorg::cursor::{record_at, AnyRun, MemRun, RunCursor, SpillRun};
+use crate::reorg::cursor::{record_at, AnyRun, MemRun, MemView, SpillRun};
 use crate::reorg::emit::Emitter;
 use crate::reorg::merge::LoserTree;
 use crate::reorg::runs::{SpillConfig, SpilledRuns, MERGE_PASS_BLOCK_BYTES};
@@ -394,58 +394,77 @@ impl MergeStream {
         AnyRun::read_buffer_bytes(self.tree.runs())
     }
 
-    /// Writes what is left of every run held in memory to one spill file,
-    /// a run each, and reads them from there on; the memory goes back to
-    /// the pool. Each new cursor stands at the record the old one did, so
-    /// the merge goes on unchanged; a run already read to its end is just
-    /// dropped. The runs are read, not consumed, while they are written, and
-    /// a cursor is swapped only once the file is whole, so an error (a full
-    /// disk) leaves the merge as it was, the memory still held.
+    /// Writes what is left of the runs held in memory, merged, to a spill
+    /// file as one run, and reads it from there on; the memory goes back to
+    /// the pool. The runs are merged from where their cursors stand, so
+    /// every record of the new run sorts at or after the last one emitted,
+    /// and the merged run takes the place of the first run in memory, so
+    /// equal keys keep their order. One run, not one per run in memory: a
+    /// cursor over a spilled run holds up to [`MERGE_RUN_READ_BYTES`] of
+    /// read buffers, so a reduce task holding thousands of small map runs
+    /// would otherwise need more memory after the spill than before. Runs
+    /// read to their end are just dropped. The runs are read, not consumed,
+    /// while they are written, and the tree changes only once the file is
+    /// whole and its run opened, so an error (a full disk) leaves the merge
+    /// as it was, the memory still held.
+    ///
+    /// [`MERGE_RUN_READ_BYTES`]: crate::reorg::runs::MERGE_RUN_READ_BYTES
     pub fn spill_memory_runs(&mut self) -> Result<SentToDisk, ReorgError> {
-        let freed = self.reservation.bytes() as u64;
-        let runs = self.tree.runs_mut();
-        let mut writer: Option<SpillWriter> = None;
-        let mut batch = RecordBatch::with_capacity(self.layout, MERGE_PASS_BLOCK_BYTES);
-        let mut moved = 0u64;
-        let mut swaps = Vec::new();
-        for (i, cursor) in runs.iter().enumerate() {
-            let AnyRun::Mem(mem) = cursor else { continue };
-            if mem.current().is_none() {
-                swaps.push((i, None));
-                continue;
-            }
-            let w = match &mut writer {
-                Some(w) => w,
-                None => writer.insert(SpillWriter::create(&self.spill.dir, self.spill.codec)?),
-            };
-            let run = w.new_run();
-            mem.for_each_left(|r| {
-                batch.push(r.key, r.value)?;
-                if batch.payload_len() >= MERGE_PASS_BLOCK_BYTES {
-                    moved += batch.payload_len() as u64;
-                    w.append(run, batch.view())?;
-                    batch.clear();
-                }
-                Ok(())
-            })?;
-            moved += batch.payload_len() as u64;
-            w.append(run, batch.view())?;
-            batch.clear();
-            swaps.push((i, Some(run)));
-        }
-        if swaps.is_empty() {
+        if !self.tree.runs().iter().any(|r| matches!(r, AnyRun::Mem(_))) {
             return Ok(SentToDisk::default());
         }
-        let file = writer.map(SpillWriter::finish).transpose()?;
-        let written = file.as_ref().map_or(0, |f| f.stats().bytes_written);
-        for (i, run) in swaps {
-            runs[i] = match (run, &file) {
-                (Some(run), Some(file)) => AnyRun::Spill(SpillRun::new(file.run(run)?)?),
-                _ => AnyRun::Mem(MemRun::new(Vec::new())),
-            };
+        let freed = self.reservation.bytes() as u64;
+        let (merged, moved, written) = self.write_memory_runs()?;
+        let skip = self.tree.skip();
+        let old = std::mem::replace(&mut self.tree, LoserTree::new(Vec::new())).into_runs();
+        let mut runs = Vec::with_capacity(old.len());
+        let mut merged = merged.map(AnyRun::Spill);
+        for run in old {
+            match run {
+                AnyRun::Mem(_) => runs.extend(merged.take()),
+                spilled => runs.push(spilled),
+            }
         }
+        self.tree = LoserTree::ordered_after(runs, skip);
         self.reservation.free();
         Ok(SentToDisk { freed, moved, written })
+    }
+
+    /// Merges what is left of the runs in memory into one run of a new
+    /// spill file: a cursor over it (none if nothing was left), the payload
+    /// bytes written and the file's bytes.
+    fn write_memory_runs(&self) -> Result<(Option<SpillRun>, u64, u64), ReorgError> {
+        let views: Vec<MemView<'_>> = self
+            .tree
+            .runs()
+            .iter()
+            .filter_map(|r| match r {
+                AnyRun::Mem(m) => Some(m.view()),
+                AnyRun::Spill(_) => None,
+            })
+            .collect();
+        let mut merge = LoserTree::ordered_after(views, self.tree.skip());
+        if merge.peek().is_none() {
+            return Ok((None, 0, 0));
+        }
+        let mut writer = SpillWriter::create(&self.spill.dir, self.spill.codec)?;
+        let run = writer.new_run();
+        let mut batch = RecordBatch::with_capacity(self.layout, MERGE_PASS_BLOCK_BYTES);
+        let mut moved = 0u64;
+        while let Some(r) = merge.peek() {
+            batch.push(r.key, r.value)?;
+            merge.advance()?;
+            if batch.payload_len() >= MERGE_PASS_BLOCK_BYTES {
+                moved += batch.payload_len() as u64;
+                writer.append(run, batch.view())?;
+                batch.clear();
+            }
+        }
+        moved += batch.payload_len() as u64;
+        writer.append(run, batch.view())?;
+        let file = writer.finish()?;
+        let written = file.stats().bytes_written;
+        Ok((Some(SpillRun::new(file.run(run)?)?), moved, written))
     }
 }
 
