@@ -295,10 +295,12 @@ impl MapPipeline {
         result
     }
 
-    /// Runs every destination's staged pages through its operator, so that
-    /// [`MapPipeline::take_output`] returns everything emitted so far; the
-    /// operators keep their state and take more input afterwards (a host
-    /// that spills map output part way).
+    /// Runs every destination's staged pages through its operator and seals
+    /// its partly filled output batch, so that [`MapPipeline::take_output`]
+    /// returns everything emitted so far; the operators keep their state
+    /// and take more input afterwards (a host that spills map output part
+    /// way, and frees all its accounting of it: nothing emitted may stay
+    /// behind).
     pub fn flush_stages(&mut self) -> Result<(), ReorgError> {
         self.close_open_pages();
         for p in 0..self.stages.len() {
@@ -306,6 +308,7 @@ impl MapPipeline {
                 self.run_stage(p)?;
             }
         }
+        self.outs.iter_mut().for_each(Emitter::flush);
         Ok(())
     }
 
@@ -396,6 +399,32 @@ fn stage_page(staged: &mut Vec<Page>, page: Page, pool: &PagePool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_core::partition::FoldHash;
+    use sluice_core::reorg::aggregate::{AggFn, AggSpec, SpillStrategy, ValueType};
+
+    /// A flush part way hands over every record the operators emitted so
+    /// far, the partly filled batches included: the host frees its
+    /// accounting of the output when it spills, so nothing may stay behind.
+    #[test]
+    fn a_flush_hands_over_everything_emitted_so_far() {
+        let layout = Layout::fixed(8, 4).expect("layout");
+        let f: Arc<dyn Partitioner> = Arc::new(FoldHash::new(64).expect("fold"));
+        let memory = MemoryPool::new(1 << 30);
+        let spec = AggSpec::new(AggFn::Sum, ValueType::I32);
+        let stage = StageSpec::Aggregate(spec, SpillStrategy::Evict);
+        let pages = Arc::new(PagePool::new(4096));
+        let mut p = MapPipeline::new(layout, f, pages, &stage, 64 << 10, &memory);
+        let mut b = RecordBatch::new(layout);
+        for k in 0..200_000u64 {
+            b.push(&k.to_be_bytes(), &1i32.to_le_bytes()).expect("push");
+        }
+        p.push(&b.view()).expect("push");
+        p.flush_stages().expect("flush");
+        let emitted: u64 = p.outs.iter().map(Emitter::bytes).sum();
+        assert!(emitted > 0, "the tables evicted nothing");
+        let taken: usize = (0..64).flat_map(|d| p.take_output(d)).map(|b| b.payload_len()).sum();
+        assert_eq!(taken as u64, emitted, "emitted records left behind");
+    }
 
     #[test]
     fn the_threshold_splits_evenly_up_to_its_most_destinations() {

@@ -189,7 +189,7 @@ public final class SluiceMetrics {
 
   /**
    * Reduce tasks of a native sort or aggregate that Spark's memory manager granted less memory
-   * than they asked for ({@link dev.sluice.spark.shuffle.ReduceMemory}).
+   * than their operator lacked ({@link dev.sluice.spark.shuffle.ReduceMemory}).
    */
   public static long reduceShortGrants() {
     return REDUCE_SHORT_GRANTS.get();

@@ -15,8 +15,8 @@ import org.apache.spark.memory.SparkOutOfMemoryError;
  * aggregate: its table's state now plus the block); that shortfall is acquired from the task
  * memory manager (at least {@link #GRANT_MIN_BYTES} at a time) and granted to the operator, which
  * keeps a run or a group in memory only when its grant covers it and writes sorted runs to disk
- * otherwise. Once Spark grants less than asked, the task stops asking, so a task short of memory
- * spills instead of failing, and its neighbours keep theirs.
+ * otherwise. Once Spark grants less than the operator lacks, the task stops asking, so a task
+ * short of memory spills instead of failing, and its neighbours keep theirs.
  *
  * <p>While the input is fed, the memory is the operator's own: Spark's requests to spill ({@link
  * #spill}) get nothing back. Once the input has ended ({@link #finished}), the grant is cut to what
@@ -84,7 +84,9 @@ public final class ReduceMemory extends MemoryConsumer {
       peak = Math.max(peak, held.addAndGet(got));
       SluiceNative.reduceGrant(operator, got);
     }
-    if (got < ask) {
+    if (got < shortfall) {
+      // Less than the operator lacks (not merely less than the rounded-up ask, which still lets
+      // the block in): the task stops asking.
       refused = true;
       SluiceMetrics.REDUCE_SHORT_GRANTS.incrementAndGet();
     }
