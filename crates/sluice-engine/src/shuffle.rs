@@ -159,10 +159,14 @@ impl ShuffleState {
         pools: &PagePools,
     ) -> Result<Self, EngineError> {
         let parts = spec.partitioner.partitions();
-        if parts == 0 || spec.maps == 0 {
+        let most = sluice_core::partition::function::PARTITIONS_MAX;
+        if parts == 0 || parts > most || spec.maps == 0 {
             return Err(EngineError::BadShuffle {
                 shuffle: spec.id,
-                reason: format!("{parts} reduce partitions and {} map tasks", spec.maps),
+                reason: format!(
+                    "{parts} reduce partitions (1 to {most}) and {} map tasks",
+                    spec.maps
+                ),
             });
         }
         let destinations = spec.nodes.unwrap_or(parts);

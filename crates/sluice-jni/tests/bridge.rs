@@ -547,3 +547,17 @@ fn an_attempt_keeps_spark_s_row_checksums_of_the_rows_it_is_handed() {
     let err = task.produce(&buf, 1).expect_err("not a row");
     assert!(err.to_string().contains("row checksum: record 0 of 1"), "{err}");
 }
+
+/// A shuffle of more partitions than the engine partitions is refused at
+/// registration, before any map task sizes its tables by the count (a
+/// partition table of 2^31 entries would abort the process, not fail).
+#[test]
+fn a_shuffle_of_too_many_partitions_is_refused() {
+    open_engine(&settings()).expect("engine");
+    let most = sluice_core::partition::function::PARTITIONS_MAX;
+    assert!(register_shuffle(most, 1, StageSpec::None).is_ok());
+    for partitions in [most + 1, i32::MAX as u32] {
+        let e = register_shuffle(partitions, 1, StageSpec::None).expect_err("too many partitions");
+        assert!(e.to_string().contains("reduce partitions"), "{e}");
+    }
+}

@@ -249,6 +249,38 @@ class OperatorsTest {
   }
 
   @Test
+  void byteArrayKeysAreRefusedNotReducedApart() {
+    // Spark's hash partitioner places an array by its identity: equal arrays would be reduced in
+    // different partitions and come back as several keys.
+    List<Tuple2<byte[], Long>> in = new ArrayList<>();
+    for (int i = 0; i < 1_000; i++) {
+      in.add(new Tuple2<>("k".getBytes(java.nio.charset.StandardCharsets.UTF_8), 1L));
+    }
+    Exception e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            Exception.class,
+            () -> Sluice.reduceByKey(sc.parallelizePairs(in, 4), Agg.SUM, Long.class, 8).collect());
+    assertTrue(String.valueOf(e.getMessage()).contains("not byte[]"), e.getMessage());
+  }
+
+  @Test
+  void aStringKeyUtf8CannotEncodeIsRefusedNotMergedWithAnother() {
+    // A lone surrogate would be encoded as '?', the same bytes as the key "?".
+    Exception e =
+        org.junit.jupiter.api.Assertions.assertThrows(
+            Exception.class,
+            () -> {
+              List<String> keys = List.of("\uD800", "?", "a\uDC00b");
+              Sluice.distinct(sc.parallelize(keys, 1), 1).collect();
+            });
+    assertTrue(String.valueOf(e.getMessage()).contains("unpaired surrogate"), e.getMessage());
+    // Paired surrogates and '?' itself are keys like any other.
+    List<String> fine = List.of("?", "\uD83D\uDE00", "a?b", "\uD83D\uDE00?");
+    List<String> got = Sluice.distinct(sc.parallelize(fine, 2), 3).collect();
+    assertEquals(new HashSet<>(fine), new HashSet<>(got));
+  }
+
+  @Test
   void distinctMatchesAHashSet() {
     Random r = new Random(4);
     List<String> in = new ArrayList<>();

@@ -15,8 +15,8 @@ import java.nio.charset.StandardCharsets;
  * #engineValueType}: a count is a sum of counts of 1, a sum of ints a sum of longs). Key tags:
  * {@link #KEY_LONG} (8 bytes LE), {@link #KEY_INT} (4 bytes LE), {@link #KEY_STRING} (UTF-8). The
  * tag keeps keys of different types apart and lets the reduce side rebuild each key without knowing
- * its type up front; a null key is its tag alone ({@link #KEY_NULL}); a {@code byte[]} key is a
- * string key's UTF-8 bytes (Spark SQL's strings), and with {@link #rawKeys} string keys come back
+ * its type up front; a null key is its tag alone ({@link #KEY_NULL}); with {@link #rawKeys} a
+ * {@code byte[]} key is a string key's UTF-8 bytes (Spark SQL's strings), and string keys come back
  * as such bytes. Results come back as {@code key ++ 8-byte result}: an i64 (sum of integers, count,
  * min and max of integers) or an f64; an {@link #exact} sum (Spark SQL's {@code sum} in ANSI mode)
  * adds an 8-byte overflow flag, and a set flag is thrown as Spark SQL's overflow error.
@@ -155,8 +155,57 @@ public final class OpSpec implements ShuffleKind.EngineOperator {
   }
 
   /**
-   * Bytes of the key's tag and payload; {@code utf8} holds a String key's UTF-8 bytes (the
-   * caller's, computed once).
+   * The bytes of a string key: a {@code String}'s UTF-8 encoding, or, where this spec takes raw
+   * keys (Spark SQL's strings, partitioned by their bytes), a {@code byte[]} as it is; null for a
+   * key of another type. A {@code byte[]} key of the public operators is refused: Spark's hash
+   * partitioner places an array by its identity, so equal arrays would be reduced apart. So is a
+   * {@code String} holding an unpaired surrogate, which UTF-8 cannot encode: Java's encoder would
+   * make it {@code ?} and merge it with another key.
+   */
+  byte[] keyUtf8(Object key) {
+    if (key instanceof String s) {
+      byte[] utf8 = s.getBytes(StandardCharsets.UTF_8);
+      // The encoder writes '?' for what it cannot encode: only then is the string checked.
+      for (byte c : utf8) {
+        if (c == '?') {
+          checkEncodable(s);
+          break;
+        }
+      }
+      return utf8;
+    }
+    if (key instanceof byte[] bytes) {
+      if (rawKeys) {
+        return bytes;
+      }
+      throw new IllegalArgumentException(
+          "Sluice's offloaded operators take Long, Integer or String keys, not byte[] (Spark's"
+              + " hash partitioner places an array by its identity, not its contents)");
+    }
+    return null;
+  }
+
+  /** Fails for a string holding an unpaired surrogate (no UTF-8 encoding). */
+  private static void checkEncodable(String s) {
+    for (int i = 0; i < s.length(); i++) {
+      char c = s.charAt(i);
+      boolean paired =
+          Character.isHighSurrogate(c)
+              ? i + 1 < s.length() && Character.isLowSurrogate(s.charAt(++i))
+              : !Character.isLowSurrogate(c);
+      if (!paired) {
+        throw new IllegalArgumentException(
+            "a String key with an unpaired surrogate at index "
+                + i
+                + ": UTF-8 cannot encode it, so Sluice's offloaded operators cannot keep it apart"
+                + " from other keys");
+      }
+    }
+  }
+
+  /**
+   * Bytes of the key's tag and payload; {@code utf8} holds a string key's bytes ({@link
+   * #keyUtf8}, computed once).
    */
   static int keyBytes(Object key, byte[] utf8) {
     if (key == null) {

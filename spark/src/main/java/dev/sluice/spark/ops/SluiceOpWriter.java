@@ -6,7 +6,6 @@ import dev.sluice.spark.shuffle.SluiceConf;
 import dev.sluice.spark.shuffle.SluiceShuffleHandle;
 import java.io.IOException;
 import java.nio.ByteBuffer;
-import java.nio.charset.StandardCharsets;
 import org.apache.spark.Partitioner;
 import org.apache.spark.TaskContext;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
@@ -87,10 +86,7 @@ public final class SluiceOpWriter<K, V> extends NativeShuffleWriter<K, V> {
   /** Writes one engine record: the key's partition and encoding, then the value. */
   private void put(NativeMapOutput output, OpSpec op, Object key, long value)
       throws IOException {
-    byte[] utf8 =
-        key instanceof String s
-            ? s.getBytes(StandardCharsets.UTF_8)
-            : key instanceof byte[] bytes ? bytes : null;
+    byte[] utf8 = op.keyUtf8(key);
     int keyBytes = 4 + OpSpec.keyBytes(key, utf8);
     int valueBytes = op.valueBytes();
     ByteBuffer b = output.room(NativeMapOutput.LENGTHS_BYTES + keyBytes + valueBytes);
