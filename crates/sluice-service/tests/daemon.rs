@@ -6,6 +6,7 @@
 mod common;
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use common::{client, node, records};
@@ -316,6 +317,18 @@ async fn over_budget_partitions_go_to_disk_and_read_back_checked() {
         assert_eq!(got, expected[&part], "partition {part}");
     }
     assert_eq!(c.stats().await.expect("stats").reads, 4, "one read per request");
+    // The application's files and directories are the daemon user's alone,
+    // whatever the umask (the test's is the usual 022).
+    let files = walk(n.dir.path());
+    assert!(!files.is_empty(), "no spill file");
+    for f in &files {
+        let mut at = Some(f.as_path());
+        while let Some(p) = at.filter(|p| *p != n.dir.path()) {
+            let mode = std::fs::metadata(p).expect("metadata").permissions().mode();
+            assert_eq!(mode & 0o077, 0, "{} is mode {mode:o}", p.display());
+            at = p.parent();
+        }
+    }
     // A byte flipped on disk is found and named.
     let file = walk(n.dir.path())
         .into_iter()

@@ -244,7 +244,7 @@ async fn handle(
                 Ok(p) => p,
                 Err(r) => return refuse(out, r).await,
             };
-            let made = tokio::task::block_in_place(|| std::fs::create_dir_all(&dir));
+            let made = tokio::task::block_in_place(|| super::spill::create_private_dir(&dir));
             if let Err(e) = made {
                 let why = format!("creating {} for a reduced read: {e}", dir.display());
                 return refuse(out, (ErrorCode::Storage, why)).await;

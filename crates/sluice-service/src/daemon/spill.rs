@@ -214,6 +214,24 @@ impl Loc {
     }
 }
 
+/// Mode of the files an application's data is written to: the pushed
+/// records of every application are readable by the daemon's user only,
+/// whatever the umask (as the engine's own spill files).
+const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Mode of the directories holding them.
+const PRIVATE_DIR_MODE: u32 = 0o700;
+
+/// Creates `dir` and any parent missing, each created one of mode
+/// [`PRIVATE_DIR_MODE`].
+pub(crate) fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, PRIVATE_DIR_MODE);
+    builder.create(dir)
+}
+
 fn storage(path: &Path, e: std::io::Error) -> Refusal {
     (ErrorCode::Storage, format!("spilling to {}: {e}", path.display()))
 }
@@ -229,15 +247,13 @@ pub(crate) fn spill<'a>(
     if appender.is_none() {
         let path = path();
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| storage(dir, e))?;
+            create_private_dir(dir).map_err(|e| storage(dir, e))?;
         }
-        let file = File::options()
-            .create(true)
-            .truncate(true)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| storage(&path, e))?;
+        let mut options = File::options();
+        options.create(true).truncate(true).read(true).write(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, PRIVATE_FILE_MODE);
+        let file = options.open(&path).map_err(|e| storage(&path, e))?;
         *appender = Some(Appender { file: Arc::new(SpillFile { path, file }), len: 0 });
     }
     let Some(a) = appender.as_mut() else { return Ok(0) };
