@@ -6,9 +6,15 @@
 //! v1" 0 app)` (`sluice daemon app-key` prints it), never the secret, so
 //! a leaked executor key opens one application's data and no other's. On
 //! connect the daemon sends a fresh random nonce; the client answers with
-//! `HMAC-SHA256(app key, "sluice auth v1" 0 nonce app)`, which the daemon
-//! recomputes from the secret and compares in constant time. Nothing else
-//! is accepted before that, and a wrong proof closes the connection.
+//! `HMAC-SHA256(app key, "sluice auth v2" 0 daemon nonce, client nonce,
+//! address, lease_ms, lease_only, app)`, the address being the daemon's the
+//! client dialed, which the daemon recomputes from the secret with the
+//! address the connection reached and compares in constant time. Nothing
+//! else is accepted before that, and a wrong proof closes the connection.
+//! Naming the address keeps a client's answer from opening a session at
+//! any other daemon: a process that took one daemon's address and passed
+//! another daemon's challenge on to a client gets an answer that daemon
+//! refuses; naming the lease keeps it from being shortened on the way.
 //!
 //! The daemon proves itself in turn: the `Auth` carries a fresh nonce of
 //! the client's, and the `Welcome` answers it with `HMAC-SHA256(app key,
@@ -32,7 +38,7 @@ use crate::protocol::limits::{MAC_BYTES, NONCE_BYTES};
 type HmacSha256 = Hmac<Sha256>;
 
 const APP_KEY_LABEL: &[u8] = b"sluice app key v1\0";
-const PROOF_LABEL: &[u8] = b"sluice auth v1\0";
+const PROOF_LABEL: &[u8] = b"sluice auth v2\0";
 const DAEMON_PROOF_LABEL: &[u8] = b"sluice daemon v1\0";
 
 /// The shortest node secret accepted, in bytes.
@@ -100,23 +106,49 @@ pub fn app_key(secret: &Key, app: &str) -> Key {
     Key(m.finalize().into_bytes().to_vec())
 }
 
-fn proof_mac(key: &Key, nonce: &[u8; NONCE_BYTES], app: &str) -> HmacSha256 {
+/// What a client's proof names: the connection's nonces, the daemon's
+/// address (the one the client dialed; the daemon checks it against the one
+/// the connection reached), the application and what its `Auth` asks.
+#[derive(Debug, Clone, Copy)]
+pub struct Handshake<'a> {
+    pub nonces: Nonces,
+    pub daemon: SocketAddr,
+    pub app: &'a str,
+    pub lease_ms: u64,
+    pub lease_only: bool,
+}
+
+/// `addr` as both sides name it: an IPv4-mapped address as IPv4, its length
+/// first.
+fn update_addr(m: &mut HmacSha256, addr: SocketAddr) {
+    let addr = SocketAddr::new(addr.ip().to_canonical(), addr.port()).to_string();
+    m.update(&(addr.len() as u16).to_le_bytes());
+    m.update(addr.as_bytes());
+}
+
+fn proof_mac(key: &Key, h: &Handshake<'_>) -> HmacSha256 {
     let mut m = key.mac();
     m.update(PROOF_LABEL);
-    m.update(nonce);
-    m.update(app.as_bytes());
+    m.update(&h.nonces.daemon);
+    m.update(&h.nonces.client);
+    update_addr(&mut m, h.daemon);
+    m.update(&h.lease_ms.to_le_bytes());
+    m.update(&[u8::from(h.lease_only)]);
+    m.update(h.app.as_bytes());
     m
 }
 
-/// The answer to `nonce` for application `app` holding `key`.
-pub fn proof(key: &Key, nonce: &[u8; NONCE_BYTES], app: &str) -> [u8; MAC_BYTES] {
-    proof_mac(key, nonce, app).finalize().into_bytes().into()
+/// The client's answer to the handshake `h` for its application, holding
+/// the application's `key`.
+pub fn proof(key: &Key, h: &Handshake<'_>) -> [u8; MAC_BYTES] {
+    proof_mac(key, h).finalize().into_bytes().into()
 }
 
-/// Whether `proof` answers `nonce` for `app` under node secret `secret`
-/// (compared in constant time).
-pub fn verify(secret: &Key, nonce: &[u8; NONCE_BYTES], app: &str, proof: &[u8; MAC_BYTES]) -> bool {
-    proof_mac(&app_key(secret, app), nonce, app).verify_slice(proof).is_ok()
+/// Whether `proof` answers the handshake `h` (the daemon's address being
+/// the one the connection reached) under node secret `secret`, compared
+/// in constant time.
+pub fn verify(secret: &Key, h: &Handshake<'_>, proof: &[u8; MAC_BYTES]) -> bool {
+    proof_mac(&app_key(secret, h.app), h).verify_slice(proof).is_ok()
 }
 
 /// The nonces of a connection: the daemon's challenge and the client's.
@@ -127,13 +159,11 @@ pub struct Nonces {
 }
 
 fn daemon_proof_mac(key: &Key, nonces: &Nonces, daemon: SocketAddr, app: &str) -> HmacSha256 {
-    let daemon = SocketAddr::new(daemon.ip().to_canonical(), daemon.port()).to_string();
     let mut m = key.mac();
     m.update(DAEMON_PROOF_LABEL);
     m.update(&nonces.client);
     m.update(&nonces.daemon);
-    m.update(&(daemon.len() as u16).to_le_bytes());
-    m.update(daemon.as_bytes());
+    update_addr(&mut m, daemon);
     m.update(app.as_bytes());
     m
 }
@@ -171,20 +201,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_proof_verifies_only_for_its_app_nonce_and_secret() {
+    fn a_proof_verifies_only_for_its_handshake_and_secret() {
         let secret = Key::secret(b"0123456789abcdef0123\n").expect("secret");
         let other = Key::secret(b"fedcba9876543210fedc").expect("secret");
-        let n = nonce().expect("nonce");
-        let p = proof(&app_key(&secret, "app-1"), &n, "app-1");
-        assert!(verify(&secret, &n, "app-1", &p));
-        assert!(!verify(&secret, &n, "app-2", &p));
-        assert!(!verify(&other, &n, "app-1", &p));
-        let mut n2 = n;
-        n2[0] ^= 1;
-        assert!(!verify(&secret, &n2, "app-1", &p));
+        let h = Handshake {
+            nonces: Nonces { daemon: nonce().expect("nonce"), client: nonce().expect("nonce") },
+            daemon: "127.0.0.2:7337".parse().expect("addr"),
+            app: "app-1",
+            lease_ms: 60_000,
+            lease_only: false,
+        };
+        let p = proof(&app_key(&secret, "app-1"), &h);
+        assert!(verify(&secret, &h, &p));
+        // The same address reached over an IPv4-mapped IPv6 socket.
+        let mapped = Handshake { daemon: "[::ffff:127.0.0.2]:7337".parse().expect("addr"), ..h };
+        assert!(verify(&secret, &mapped, &p));
+        assert!(!verify(&other, &h, &p));
+        // Every part of the handshake counts: another app, nonce, daemon
+        // address (another node's, another port), lease or kind.
+        let mut changed = h.nonces;
+        changed.daemon[0] ^= 1;
+        let swapped = Nonces { daemon: h.nonces.client, client: h.nonces.daemon };
+        for bad in [
+            Handshake { app: "app-2", ..h },
+            Handshake { nonces: changed, ..h },
+            Handshake { nonces: swapped, ..h },
+            Handshake { daemon: "127.0.0.1:7337".parse().expect("addr"), ..h },
+            Handshake { daemon: "127.0.0.2:7338".parse().expect("addr"), ..h },
+            Handshake { lease_ms: 1, ..h },
+            Handshake { lease_only: true, ..h },
+        ] {
+            assert!(!verify(&secret, &bad, &p), "{bad:?}");
+        }
         // An application's key does not open another's connection.
-        let p2 = proof(&app_key(&secret, "app-1"), &n, "app-2");
-        assert!(!verify(&secret, &n, "app-2", &p2));
+        let as_other = Handshake { app: "app-2", ..h };
+        assert!(!verify(&secret, &as_other, &proof(&app_key(&secret, "app-1"), &as_other)));
     }
 
     #[test]
@@ -212,8 +263,9 @@ mod tests {
         changed.client[31] ^= 1;
         assert!(!verify_daemon(&key, &changed, at, "app-1", &p));
         assert!(!verify_daemon(&key, &n, at, "app-2", &p));
-        // The client's own proof of the same nonce is no daemon proof.
-        assert!(!verify_daemon(&key, &n, at, "app-1", &proof(&key, &n.client, "app-1")));
+        // The client's own proof of the same handshake is no daemon proof.
+        let h = Handshake { nonces: n, daemon: at, app: "app-1", lease_ms: 0, lease_only: false };
+        assert!(!verify_daemon(&key, &n, at, "app-1", &proof(&key, &h)));
     }
 
     #[test]

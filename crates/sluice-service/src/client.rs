@@ -262,19 +262,15 @@ impl Client {
             Message::Challenge { nonce } => nonce,
             other => return Err(c.unexpected("waiting for the challenge", &other)),
         };
-        let proof = auth::proof(key, &nonce, app);
         let challenge = auth::nonce().map_err(|source| ClientError::Connect { addr, source })?;
+        let nonces = auth::Nonces { daemon: nonce, client: challenge };
         let lease_ms = lease.as_millis() as u64;
+        let handshake = auth::Handshake { nonces, daemon: addr, app, lease_ms, lease_only };
+        let proof = auth::proof(key, &handshake);
         let auth = Message::Auth { app: app.to_owned(), lease_ms, proof, challenge, lease_only };
         match c.call(&auth, "authenticating").await? {
             Message::Welcome { lease_ms, proof }
-                if auth::verify_daemon(
-                    key,
-                    &auth::Nonces { daemon: nonce, client: challenge },
-                    addr,
-                    app,
-                    &proof,
-                ) =>
+                if auth::verify_daemon(key, &nonces, addr, app, &proof) =>
             {
                 c.lease = Duration::from_millis(lease_ms)
             }

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{authed, node, open, refused_then_closed, secret, WAIT};
+use common::{authed, handshake, node, open, refused_then_closed, secret, WAIT};
 use sluice_service::auth::{app_key, daemon_proof, proof, Key, Nonces};
 use sluice_service::protocol::{frame, ErrorCode, Message, Section};
 use sluice_service::{Client, ClientError};
@@ -35,7 +35,7 @@ async fn a_wrong_key_is_refused_before_any_data_moves() {
     let auth = Message::Auth {
         app: "app".into(),
         lease_ms: 1000,
-        proof: proof(&wrong, &nonce, "app"),
+        proof: proof(&wrong, &handshake(nonce, n.addr(), "app", 1000)),
         challenge: [3; 32],
         lease_only: false,
     };
@@ -50,7 +50,7 @@ async fn a_wrong_key_is_refused_before_any_data_moves() {
     let auth = Message::Auth {
         app: "app".into(),
         lease_ms: 1000,
-        proof: proof(&app_key(&secret(), "other"), &nonce, "app"),
+        proof: proof(&app_key(&secret(), "other"), &handshake(nonce, n.addr(), "app", 1000)),
         challenge: [3; 32],
         lease_only: false,
     };
@@ -198,10 +198,12 @@ async fn a_client_refuses_a_daemon_that_does_not_prove_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_refuses_an_impostor_that_relays_the_handshake_to_another_daemon() {
+async fn an_impostor_that_relays_the_handshake_to_another_daemon_gets_no_session() {
     // A process at one node's address, without the secret, passes each
-    // byte on to a real daemon of the cluster at another node: that
-    // daemon's proof names its own address, not the one the client dialed.
+    // byte on to a real daemon of the cluster at another node: the client's
+    // answer names the address it dialed, so that daemon refuses it (and
+    // were it taken, the daemon's proof, naming its own address, would not
+    // pass the client's check).
     let n = node("127.0.0.2", 64 << 20).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -212,7 +214,70 @@ async fn a_client_refuses_an_impostor_that_relays_the_handshake_to_another_daemo
         let _ = tokio::io::copy_bidirectional(&mut client, &mut daemon).await;
     });
     let key = app_key(&secret(), "app");
-    refused_as_impostor(Client::connect(addr, "app", &key, Duration::from_secs(60)).await);
+    match Client::connect(addr, "app", &key, Duration::from_secs(60)).await {
+        Err(ClientError::Refused { code: ErrorCode::Unauthenticated, .. }) => {}
+        other => panic!("expected the relayed answer refused, got {other:?}"),
+    }
     tokio::time::timeout(WAIT, relay).await.expect("the relay ended").expect("join");
     assert_eq!(n.daemon.stats().held_bytes, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_refuses_a_clients_answer_relayed_from_another_address() {
+    // A process that took one node's address passes a real daemon's
+    // challenge (at another node) on to a client, and the client's answer
+    // back: the answer names the address the client dialed, so the daemon
+    // refuses it, and the relay gets no session as the application (with
+    // one it could read the application's data, or end the application).
+    let n = node("127.0.0.2", 64 << 20).await;
+    let key = app_key(&secret(), "app");
+    let mut legit = Client::connect(n.addr(), "app", &key, WAIT).await.expect("the app's own");
+    legit.register_shuffle(0, 0, 1).await.expect("register");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let taken = listener.local_addr().expect("addr");
+    let real = n.addr();
+    let relay = tokio::spawn(async move {
+        let (mut victim, _) = listener.accept().await.expect("accept");
+        let (mut daemon, nonce) = open(real).await;
+        victim.write_all(&frame::encode(&Message::Challenge { nonce })).await.expect("write");
+        let auth = match frame::read(&mut victim, 0, WAIT, "auth").await.expect("frame") {
+            Some((m @ Message::Auth { .. }, _)) => m,
+            other => panic!("expected the client's auth, got {other:?}"),
+        };
+        daemon.write_all(&frame::encode(&auth)).await.expect("write");
+        match frame::read(&mut daemon, 1, WAIT, "answer").await.expect("frame") {
+            Some((m, _)) => m,
+            None => panic!("the daemon closed without an answer"),
+        }
+    });
+    // The client is left waiting for a welcome: it gives up when the relay
+    // ends.
+    let client = tokio::spawn(async move {
+        let _ = Client::connect(taken, "app", &key, Duration::from_secs(60)).await;
+    });
+    let answer = tokio::time::timeout(WAIT, relay).await.expect("the relay ended").expect("join");
+    match answer {
+        Message::Error { code: ErrorCode::Unauthenticated, .. } => {}
+        other => panic!("the daemon took a relayed answer: {other:?}"),
+    }
+    tokio::time::timeout(WAIT, client).await.expect("the client gave up").expect("join");
+    // The application's shuffle is still there.
+    legit.unregister_shuffle(0).await.expect("the shuffle survived");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_changed_on_the_way_is_refused() {
+    // The answer names the lease asked for: one shortened on the way (which
+    // would have the daemon delete the application's data at once) fails.
+    let n = node("127.0.0.1", 64 << 20).await;
+    let (mut s, nonce) = open(n.addr()).await;
+    let auth = Message::Auth {
+        app: "app".into(),
+        lease_ms: 1,
+        proof: proof(&app_key(&secret(), "app"), &handshake(nonce, n.addr(), "app", 60_000)),
+        challenge: [3; 32],
+        lease_only: false,
+    };
+    s.write_all(&frame::encode(&auth)).await.expect("write");
+    refused_then_closed(&mut s, ErrorCode::Unauthenticated).await;
 }

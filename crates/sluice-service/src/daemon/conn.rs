@@ -79,7 +79,17 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
         // The slot is held until the connection ends.
         let (app, _slot, lease_only) = match auth {
             Ok(Some((Message::Auth { app, lease_ms, proof, challenge, lease_only }, _)))
-                if auth::verify(&shared.secret, &nonce, &app, &proof) =>
+                if auth::verify(
+                    &shared.secret,
+                    &auth::Handshake {
+                        nonces: auth::Nonces { daemon: nonce, client: challenge },
+                        daemon: local,
+                        app: &app,
+                        lease_ms,
+                        lease_only,
+                    },
+                    &proof,
+                ) =>
             {
                 let Some(slot) = shared.slot(lease_only) else {
                     let busy = busy(shared.max_connections);

@@ -18,8 +18,9 @@ pub const MAGIC: [u8; 4] = *b"SLSV";
 
 /// The protocol version this build speaks (2: the daemon proves itself in
 /// `Welcome`; 3: a `Read` names the blocks to skip, so a read whose
-/// connection broke resumes; 4: `StatsReply` counts the frames in flight).
-pub const VERSION: u8 = 4;
+/// connection broke resumes; 4: `StatsReply` counts the frames in flight;
+/// 5: the client's proof names the daemon's address and the lease asked).
+pub const VERSION: u8 = 5;
 
 /// The CRC32C field of an encoded frame.
 pub fn crc_of(encoded: &[u8]) -> u32 {

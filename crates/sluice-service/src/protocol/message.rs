@@ -119,7 +119,8 @@ impl ErrorCode {
 pub enum Message {
     /// Daemon to client, first on every connection.
     Challenge { nonce: [u8; NONCE_BYTES] },
-    /// The client's answer: `proof` is `auth::proof(app key, nonce, app)`;
+    /// The client's answer: `proof` is `auth::proof` of the handshake (both
+    /// nonces, the daemon's address, the app, `lease_ms` and `lease_only`);
     /// `challenge` is the client's own fresh nonce, for the daemon to answer;
     /// `lease_only` asks for one of the slots a daemon keeps for leases'
     /// connections, which send only `Renew`.

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sluice_service::auth::{app_key, proof, Key};
+use sluice_service::auth::{app_key, proof, Handshake, Key, Nonces};
 use sluice_service::protocol::limits::{FRAME_HEADER_BYTES, MAX_FRAME_PAYLOAD_BYTES};
 use sluice_service::protocol::{frame, ErrorCode, Message, Section};
 use sluice_service::{Client, Daemon, DaemonConfig};
@@ -76,13 +76,30 @@ pub async fn open(addr: std::net::SocketAddr) -> (TcpStream, [u8; 32]) {
     }
 }
 
+/// The handshake a raw connection to `addr` answers: the daemon's `nonce`,
+/// the client's nonce `[3; 32]`, a task's connection asking `lease_ms`.
+pub fn handshake(
+    nonce: [u8; 32],
+    addr: std::net::SocketAddr,
+    app: &str,
+    lease_ms: u64,
+) -> Handshake<'_> {
+    Handshake {
+        nonces: Nonces { daemon: nonce, client: [3; 32] },
+        daemon: addr,
+        app,
+        lease_ms,
+        lease_only: false,
+    }
+}
+
 /// A raw connection authenticated as `app`.
 pub async fn authed(addr: std::net::SocketAddr, app: &str) -> TcpStream {
     let (mut s, nonce) = open(addr).await;
     let auth = Message::Auth {
         app: app.into(),
         lease_ms: 60_000,
-        proof: proof(&app_key(&secret(), app), &nonce, app),
+        proof: proof(&app_key(&secret(), app), &handshake(nonce, addr, app, 60_000)),
         challenge: [3; 32],
         lease_only: false,
     };
