@@ -105,3 +105,26 @@ async fn a_frame_memory_under_one_push_is_refused_at_start() {
     let err = Daemon::start(cfg).await.expect_err("too little frame memory");
     assert!(err.to_string().contains("--frame-memory"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_of_one_size_claiming_more_takes_no_frame_memory() {
+    // A renewal's header saying 4 MiB would, read as any request, hold
+    // twice that of the frame memory for as long as the client keeps the
+    // payload back (all of it here): it is refused from the header instead.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20);
+    cfg.frame_memory_bytes = MIN_FRAME_MEMORY_BYTES;
+    let daemon = Daemon::start(cfg).await.expect("daemon");
+    let mut a = authed(daemon.addr(), APP).await;
+    let mut head = frame::encode(&Message::Renew);
+    head[8..12].copy_from_slice(&MAX_FRAME_PAYLOAD_BYTES.to_le_bytes());
+    a.write_all(&head).await.expect("write");
+    let why = refused_then_closed(&mut a, ErrorCode::Malformed).await;
+    assert!(why.contains(&format!("Renew of {MAX_FRAME_PAYLOAD_BYTES} payload bytes")), "{why}");
+    // Another application's requests are served at once, and nothing was
+    // ever taken but for them (a registration's 12 bytes, twice).
+    let mut c = client(daemon.addr(), "app-other").await;
+    c.register_shuffle(1, 0, 1).await.expect("register");
+    let peak = c.stats().await.expect("stats").frames_peak_bytes;
+    assert!(peak <= 24, "{peak} bytes of frame memory taken");
+}

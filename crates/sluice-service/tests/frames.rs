@@ -229,3 +229,26 @@ proptest! {
         prop_assert_eq!(&bytes, &frame::encode(&Message::Data { partition, map, records, data }));
     }
 }
+
+/// The kinds said to have one payload size have it: the corpus's frame of
+/// each is that size, and a payload a byte longer does not decode (so a
+/// daemon that refuses any other size from the header refuses nothing a
+/// decoder would take).
+#[test]
+fn requests_of_one_size_have_that_size() {
+    let mut fixed = 0;
+    for f in corpus() {
+        let (m, _) = frame::decode(f, 0).expect("decodes");
+        let Some(bytes) = Message::fixed_request_bytes(m.kind()) else { continue };
+        fixed += 1;
+        let payload = &f[FRAME_HEADER_BYTES..];
+        assert_eq!(payload.len() as u32, bytes, "{}", Message::kind_name(m.kind()));
+        let mut longer = payload.to_vec();
+        longer.push(0);
+        assert!(Message::decode(m.kind(), &longer, 0).is_err(), "{}", Message::kind_name(m.kind()));
+    }
+    assert_eq!(
+        fixed, 7,
+        "RegisterShuffle, Commit, Unregister, Renew, EndApplication, Stats, DropAttempt"
+    );
+}

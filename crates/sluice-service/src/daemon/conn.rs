@@ -144,13 +144,36 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
                 Ok(None) => return Ok(()),
                 Err(e) => return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await,
             };
+            // A request of one size whose header says another, and any
+            // request but a renewal on a lease connection, are refused from
+            // the header, before any frame memory is taken for it.
+            let kind = head.header.kind;
+            if Message::fixed_request_bytes(kind).is_some_and(|b| b != head.header.len) {
+                let why = format!(
+                    "frame {n}: a {} of {} payload bytes, which is {} bytes",
+                    Message::kind_name(kind),
+                    head.header.len,
+                    Message::fixed_request_bytes(kind).unwrap_or_default()
+                );
+                return refuse(&mut out, (ErrorCode::Malformed, why)).await;
+            }
+            if lease_only && kind != kind::RENEW {
+                if let Err(e) = frame::skip_payload(&mut rd, &head, n).await {
+                    return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await;
+                }
+                n += 1;
+                let what = Message::kind_name(kind);
+                let why = format!("{what} on a lease connection, which sends only Renew");
+                refuse(&mut out, (ErrorCode::BadRequest, why)).await?;
+                continue;
+            }
             // The payload's bytes (and what is decoded out of them) are
             // taken from the frame memory before they are allocated: a
             // push's until it is staged (then the store counts them), any
             // other's until it is decoded (a read that held them while it
             // waits for room for its blocks could wait on itself).
             let bytes = frames::request_bytes(head.header.len);
-            let is_push = head.header.kind == kind::PUSH;
+            let is_push = kind == kind::PUSH;
             let mut held = Some(if is_push {
                 let Some(held) = shared.frames.try_take(bytes) else {
                     if let Err(e) = frame::skip_payload(&mut rd, &head, n).await {
@@ -186,12 +209,6 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
             n += 1;
             if !is_push {
                 held = None;
-            }
-            if lease_only && !matches!(m, Message::Renew) {
-                let what = Message::kind_name(m.kind());
-                let why = format!("{what} on a lease connection, which sends only Renew");
-                refuse(&mut out, (ErrorCode::BadRequest, why)).await?;
-                continue;
             }
             handle(&shared, &app, m, crc, &mut out).await?;
             drop(held);

@@ -337,6 +337,37 @@ impl Message {
         }
     }
 
+    /// The payload bytes of a request of `kind` whose payload has one size
+    /// (no list, no string): a header that says otherwise is malformed
+    /// before anything is read or taken for it. `None` for every other kind.
+    pub fn fixed_request_bytes(kind: u8) -> Option<u32> {
+        let sample = match kind {
+            kind::REGISTER_SHUFFLE => {
+                Message::RegisterShuffle { shuffle: 0, generation: 0, partitions: 1 }
+            }
+            kind::COMMIT => Message::Commit {
+                shuffle: 0,
+                generation: 0,
+                map: 0,
+                attempt: 0,
+                chunks: 0,
+                acks_crc: 0,
+                records: 0,
+            },
+            kind::UNREGISTER => Message::Unregister { shuffle: 0 },
+            kind::RENEW => Message::Renew,
+            kind::END_APPLICATION => Message::EndApplication,
+            kind::STATS => Message::Stats,
+            kind::DROP_ATTEMPT => {
+                Message::DropAttempt { shuffle: 0, generation: 0, map: 0, attempt: 0 }
+            }
+            _ => return None,
+        };
+        let mut payload = Vec::new();
+        sample.encode_payload(&mut payload);
+        Some(payload.len() as u32)
+    }
+
     /// The kind's name, for errors and logs.
     pub fn kind_name(kind: u8) -> &'static str {
         [
