@@ -24,7 +24,7 @@ pub mod daemon;
 pub mod protocol;
 
 pub use client::{AttemptPusher, Block, Client, ClientError, ReadMode};
-pub use daemon::{Daemon, DaemonConfig, DaemonError, LEASE_CONNECTIONS};
+pub use daemon::{Daemon, DaemonConfig, DaemonError, AUTH_PENDING_PER_HOST, LEASE_CONNECTIONS};
 /// Which daemon owns a reduce partition, and which partitions a daemon
 /// owns: the engine's two-level partitioning, so the embedded engine and
 /// the service split a shuffle the same way.

@@ -9,10 +9,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{config, secret};
+use common::{config, secret, WAIT};
 use sluice_service::auth::app_key;
-use sluice_service::protocol::ErrorCode;
-use sluice_service::{Client, ClientError, Daemon, DaemonError, LEASE_CONNECTIONS};
+use sluice_service::protocol::{frame, ErrorCode, Message};
+use sluice_service::{
+    Client, ClientError, Daemon, DaemonError, AUTH_PENDING_PER_HOST, LEASE_CONNECTIONS,
+};
+use tokio::net::TcpStream;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_over_the_limit_is_answered_busy_and_gets_in_when_one_closes() {
@@ -142,4 +145,53 @@ async fn an_idle_connection_is_seen_closed_once_its_daemon_is_gone() {
     }
     assert!(!pooled.still_open(), "an idle connection to a stopped daemon still looked open");
     stopping.await.expect("shutdown");
+}
+
+/// A raw connection from `from` (a loopback address standing for a host)
+/// to `addr`, and the daemon's first frame.
+async fn first_frame_from(from: &str, addr: std::net::SocketAddr) -> (TcpStream, Message) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(format!("{from}:0").parse().expect("addr")).expect("bind");
+    let mut s = socket.connect(addr).await.expect("connect");
+    let m = frame::read(&mut s, 0, WAIT, "first frame").await.expect("frame").expect("a frame").0;
+    (s, m)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_holding_silent_connections_takes_no_other_hosts_slots() {
+    // A host opens connections and never authenticates: it holds at most
+    // AUTH_PENDING_PER_HOST of them, its next is answered Busy in place of
+    // the challenge, and another host's connections are challenged as ever
+    // (a single silent host cannot fill the daemon's connection limit).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cfg = config("127.0.0.1", vec![dir.path().to_path_buf()], 64 << 20);
+    let daemon = Daemon::start(cfg).await.expect("daemon");
+    let addr = daemon.addr();
+    let mut silent = Vec::new();
+    for _ in 0..AUTH_PENDING_PER_HOST {
+        let (s, m) = first_frame_from("127.0.0.3", addr).await;
+        assert!(matches!(m, Message::Challenge { .. }), "{m:?}");
+        silent.push(s);
+    }
+    match first_frame_from("127.0.0.3", addr).await.1 {
+        Message::Error { code: ErrorCode::Busy, message } => {
+            assert!(message.contains("not authenticated"), "{message}")
+        }
+        other => panic!("a silent host's connection past the limit: {other:?}"),
+    }
+    let (_, m) = first_frame_from("127.0.0.4", addr).await;
+    assert!(matches!(m, Message::Challenge { .. }), "another host: {m:?}");
+    let key = app_key(&secret(), "app-host");
+    Client::connect(addr, "app-host", &key, Duration::from_secs(30)).await.expect("a task's");
+    // Once its connections close, the host is challenged again.
+    drop(silent);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if matches!(first_frame_from("127.0.0.3", addr).await.1, Message::Challenge { .. }) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the host's count never came down");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon.shutdown().await;
 }

@@ -21,7 +21,9 @@ use super::reduce::ReduceDir;
 use super::store::{ChunkId, Pushed, Refusal, SLOW_DOWN_MS};
 #[cfg(doc)]
 use super::STREAM_STALL_TIMEOUT;
-use super::{frames, shutting_down, trim, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, LEASE_CONNECTIONS};
+use super::{
+    frames, shutting_down, trim, PendingAuth, Shared, AUTH_TIMEOUT, IDLE_TIMEOUT, LEASE_CONNECTIONS,
+};
 use crate::auth;
 use crate::protocol::limits::{MAX_AUTH_PAYLOAD_BYTES, MAX_FRAME_PAYLOAD_BYTES};
 use crate::protocol::message::kind;
@@ -57,7 +59,12 @@ pub(super) fn busy(max_connections: usize) -> String {
     )
 }
 
-pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+pub(super) async fn serve(
+    stream: TcpStream,
+    shared: Arc<Shared>,
+    mut stop: watch::Receiver<bool>,
+    pending: PendingAuth,
+) {
     // The address the client reached, which the daemon's proof names.
     let Ok(local) = stream.local_addr() else { return };
     let (mut rd, wr) = stream.into_split();
@@ -122,6 +129,7 @@ pub(super) async fn serve(stream: TcpStream, shared: Arc<Shared>, mut stop: watc
             Ok(None) => return Ok(()),
             Err(e) => return refuse(&mut out, (ErrorCode::Malformed, e.to_string())).await,
         };
+        drop(pending);
         let mut n = 1u64;
         loop {
             // Between requests: wait for the next frame, the idle limit, or

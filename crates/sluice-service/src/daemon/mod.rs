@@ -51,8 +51,9 @@ mod store;
 pub use store::{COMMIT_ENTRIES, DROP_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES};
 mod trim;
 
+use std::collections::HashMap;
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -77,6 +78,15 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a new connection has to authenticate (its whole `Auth` frame).
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most connections from one host a daemon holds before they authenticate:
+/// a host that opens connections and stays silent holds at most these (each
+/// until [`AUTH_TIMEOUT`]), not the slots every other host's tasks need; a
+/// new connection from a host holding that many is answered
+/// [`ErrorCode::Busy`] in place of the challenge (a client tries again). An
+/// authentication takes a round trip, so a host's tasks starting together
+/// hold a few at a time.
+pub const AUTH_PENDING_PER_HOST: u32 = 64;
 
 /// How long one frame of a read's stream (or a reply) may wait on a reader
 /// that does not take it, by default ([`DaemonConfig::stream_stall`]): a
@@ -168,6 +178,28 @@ pub(crate) struct Shared {
     pub(crate) frames: frames::FramePool,
     /// [`DaemonConfig::frame_wait`].
     pub(crate) frame_wait: Duration,
+    /// Connections not yet authenticated, per host
+    /// ([`AUTH_PENDING_PER_HOST`]).
+    pending: Mutex<HashMap<IpAddr, u32>>,
+}
+
+/// A connection from `host` that has not authenticated yet, counted until
+/// dropped.
+pub(crate) struct PendingAuth {
+    shared: Arc<Shared>,
+    host: IpAddr,
+}
+
+impl Drop for PendingAuth {
+    fn drop(&mut self) {
+        let mut pending = self.shared.pending_hosts();
+        if let Some(n) = pending.get_mut(&self.host) {
+            *n -= 1;
+            if *n == 0 {
+                pending.remove(&self.host);
+            }
+        }
+    }
 }
 
 impl Shared {
@@ -208,6 +240,27 @@ impl Shared {
             + (LEASE_CONNECTIONS - self.lease_slots.available_permits());
         self.peak_connections.fetch_max(served as u64, Ordering::Relaxed);
         Some(slot)
+    }
+
+    fn pending_hosts(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, u32>> {
+        // Counts only: a panic while it was held cannot leave them worse
+        // than off by one.
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Counts a new connection from `host` until it authenticates (the
+    /// returned guard is dropped); `None` if the host holds
+    /// [`AUTH_PENDING_PER_HOST`] such connections already.
+    pub(crate) fn pending_auth(self: &Arc<Self>, host: IpAddr) -> Option<PendingAuth> {
+        let host = host.to_canonical();
+        let mut pending = self.pending_hosts();
+        let n = pending.entry(host).or_insert(0);
+        if *n >= AUTH_PENDING_PER_HOST {
+            return None;
+        }
+        *n += 1;
+        drop(pending);
+        Some(PendingAuth { shared: self.clone(), host })
     }
 
     /// The store's accounting and the connections' counts.
@@ -301,6 +354,7 @@ impl Daemon {
             busy_refusals: AtomicU64::new(0),
             slots: Arc::new(Semaphore::new(max_connections)),
             lease_slots: Arc::new(Semaphore::new(LEASE_CONNECTIONS)),
+            pending: Mutex::new(HashMap::new()),
             max_connections,
             stream_stall: config.stream_stall,
             frames: frames::FramePool::new(frame_memory),
@@ -358,27 +412,38 @@ async fn accept_loop(
         code: ErrorCode::Busy,
         message: conn::busy(max_connections),
     });
+    let host_busy = frame::encode(&Message::Error {
+        code: ErrorCode::Busy,
+        message: format!(
+            "this host holds {AUTH_PENDING_PER_HOST} connections to the daemon that have not \
+             authenticated; try again"
+        ),
+    });
     let mut sweep = tokio::time::interval(LEASE_SWEEP_INTERVAL);
     loop {
         tokio::select! {
             r = listener.accept() => {
-                let Ok((stream, _)) = r else {
+                let Ok((stream, peer)) = r else {
                     tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
                 while conns.try_join_next().is_some() {}
-                if conns.len() < max_connections + LEASE_CONNECTIONS {
-                    conns.spawn(conn::serve(stream, shared.clone(), stop.clone()));
+                let answer = if conns.len() >= max_connections + LEASE_CONNECTIONS {
+                    &busy
+                } else if let Some(pending) = shared.pending_auth(peer.ip()) {
+                    conns.spawn(conn::serve(stream, shared.clone(), stop.clone(), pending));
+                    continue;
                 } else {
-                    shared.busy_refusals.fetch_add(1, Ordering::Relaxed);
-                    // Dropped once written: closed, the answer sent first. A plain
-                    // send on the (still non-blocking) socket, not tokio's
-                    // `try_write`, which answers `WouldBlock` until the reactor has
-                    // seen the socket writable.
-                    if let Ok(socket) = stream.into_std() {
-                        let _ = (&socket).write(&busy);
-                    }
+                    &host_busy
+                };
+                shared.busy_refusals.fetch_add(1, Ordering::Relaxed);
+                // Dropped once written: closed, the answer sent first. A plain
+                // send on the (still non-blocking) socket, not tokio's
+                // `try_write`, which answers `WouldBlock` until the reactor has
+                // seen the socket writable.
+                if let Ok(socket) = stream.into_std() {
+                    let _ = (&socket).write(answer);
                 }
             }
             _ = sweep.tick() => {
