@@ -48,7 +48,7 @@ mod reduce;
 mod spill;
 pub use spill::SPILL_WRITE_BYTES;
 mod store;
-pub use store::{COMMIT_ENTRIES, DROP_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES};
+pub use store::{COMMIT_ENTRIES, DROP_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES, STAGED_ENTRIES};
 mod trim;
 
 use std::collections::HashMap;

@@ -20,11 +20,12 @@
 //! unregistered, an attempt dropped) that a read's plan or a spill's job
 //! still holds, until that holder lets them go; beside it, every staged
 //! section and committed block costs [`ENTRY_BYTES`] of bookkeeping,
-//! spilled or not, a registered shuffle [`SHUFFLE_ENTRIES`] of them and a
-//! committed attempt [`COMMIT_ENTRIES`] (its proof, and its map's decision
-//! when a read names a winner), a dropped attempt's record
+//! spilled or not, a map attempt's staged record [`STAGED_ENTRIES`] of them
+//! until it commits or is let go, a registered shuffle [`SHUFFLE_ENTRIES`]
+//! and a committed attempt [`COMMIT_ENTRIES`] (its proof, and its map's
+//! decision when a read names a winner), a dropped attempt's record
 //! [`DROP_ENTRIES`], charged against the same budget, so a flood
-//! of tiny or empty sections, empty commits under fresh attempt ids or
+//! of tiny or empty sections, chunks under fresh attempt ids, empty commits under fresh attempt ids or
 //! registrations under fresh shuffle ids cannot hold memory the budget does
 //! not see. A push carries at least one section. Bookkeeping cannot be
 //! spilled: a commit or a registration that would take it alone past the
@@ -81,6 +82,14 @@ pub const SHUFFLE_ENTRIES: u64 = 2;
 /// and its map's decision once a read names a winner.
 pub const COMMIT_ENTRIES: u64 = 2;
 
+/// Entries a map attempt's staged record costs beside its sections' (from
+/// its first chunk until it is committed or let go): its slot in the
+/// shuffle's table of staged attempts (`Staged`, about 90 bytes with the
+/// table's slack) and its chunks' tree's first node (about 400 bytes), so
+/// that an application staging one small chunk for each of many attempts is
+/// charged what it holds.
+pub const STAGED_ENTRIES: u64 = 4;
+
 /// Entries a dropped attempt's record costs (one `(map, attempt)` in a
 /// hash set, with the set's slack: about 40 bytes).
 pub const DROP_ENTRIES: u64 = 1;
@@ -112,6 +121,10 @@ pub(crate) struct Store {
     /// Staged sections and committed blocks the store keeps (each costs
     /// [`ENTRY_BYTES`]).
     entries: u64,
+    /// Entries a map attempt's staged record is charged ([`STAGED_ENTRIES`];
+    /// tests of the spill's mechanics set none, so that what they spill
+    /// depends on the data alone).
+    staged_entries: u64,
     /// The most `held` and the entries' bytes came to together.
     peak: u64,
     spilled: u64,
@@ -175,6 +188,10 @@ struct Staged {
     spilling: bool,
     /// When the attempt's last chunk was staged.
     last_push: Option<Instant>,
+    /// Entries its own record was charged ([`Store::staged_entries`], from
+    /// its first chunk; none for the empty record a commit of no chunks
+    /// finds).
+    record_entries: u64,
 }
 
 #[derive(Debug)]
@@ -255,6 +272,7 @@ impl Store {
             held: 0,
             draining: Vec::new(),
             entries: 0,
+            staged_entries: STAGED_ENTRIES,
             peak: 0,
             spilled: 0,
             chunks: 0,
@@ -360,6 +378,7 @@ impl Store {
     }
 
     fn let_go_staged(&mut self, st: Staged) {
+        self.entries -= st.record_entries;
         if let Some(f) = st.file {
             self.unlink_later(f.into_file());
         }
@@ -618,7 +637,8 @@ impl Store {
             );
         }
         let bytes: u64 = sections.iter().map(|x| x.data.len() as u64).sum();
-        let entries = sections.len() as u64;
+        let record = if s.staged.contains_key(&(map, attempt)) { 0 } else { self.staged_entries };
+        let entries = sections.len() as u64 + record;
         self.reap();
         let floor = self.entry_bytes(self.entries + entries) + bytes;
         if self.held + floor > self.budget {
@@ -642,6 +662,7 @@ impl Store {
                 at: Loc::Mem(Arc::new(x.data)),
             })
             .collect();
+        st.record_entries += record;
         st.chunks.insert(seq, (crc, sections));
         st.last_push = Some(Instant::now());
         st.mem_bytes += bytes;
@@ -734,7 +755,9 @@ impl Store {
                 ),
             );
         }
-        // The staged bytes in memory become the partitions' (held stays).
+        // The staged bytes in memory become the partitions' (held stays);
+        // the staged record goes.
+        let record = st.record_entries;
         for (_, (_, sections)) in st.chunks {
             for x in sections {
                 let part = s.parts.entry(x.partition).or_default();
@@ -745,7 +768,7 @@ impl Store {
         let v = s.committed.entry(map).or_default();
         v.push((attempt, proof));
         let first = v.len() == 1;
-        self.entries += COMMIT_ENTRIES;
+        self.entries = self.entries + COMMIT_ENTRIES - record;
         self.note_peak();
         self.commits += 1;
         Ok(Message::Committed { first })

@@ -234,7 +234,7 @@ mod tests {
     use std::time::Duration;
 
     use super::super::{
-        ChunkId, Pushed, COMMIT_ENTRIES, DROP_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES,
+        ChunkId, Pushed, COMMIT_ENTRIES, DROP_ENTRIES, ENTRY_BYTES, SHUFFLE_ENTRIES, STAGED_ENTRIES,
     };
     use super::*;
     use crate::protocol::{acks_checksum, ErrorCode, Message, Section, Winner};
@@ -246,10 +246,19 @@ mod tests {
     /// to the budget as it is taken, so that what these tests spill and
     /// slow down depends on the data alone.
     fn store(dir: &std::path::Path, budget: u64) -> Store {
-        let mut s = Store::new(vec![dir.to_path_buf()], budget, Duration::from_secs(60));
+        let mut s = bare_store(dir, budget);
         s.open_app(APP, Duration::from_secs(60));
         room_for(&mut s, SHUFFLE_ENTRIES);
         s.register(APP, 0, 1, 2).expect("register");
+        s
+    }
+
+    /// A store of `budget` bytes that charges no staged attempt's record
+    /// (`staged_records_are_charged_until_committed_or_let_go` checks that
+    /// charge).
+    fn bare_store(dir: &std::path::Path, budget: u64) -> Store {
+        let mut s = Store::new(vec![dir.to_path_buf()], budget, Duration::from_secs(60));
+        s.staged_entries = 0;
         s
     }
 
@@ -610,6 +619,62 @@ mod tests {
     }
 
     #[test]
+    fn staged_records_are_charged_until_committed_or_let_go() {
+        // A map attempt's staged record costs STAGED_ENTRIES beside its
+        // sections, from its first chunk until it commits, is dropped or
+        // expires; so an application staging one empty section for each of
+        // many attempts is slowed down by what it holds (each about 600
+        // bytes, not one section's 128).
+        let dir = tempfile::tempdir().expect("tempdir");
+        let record = STAGED_ENTRIES * ENTRY_BYTES;
+        let mut s = Store::new(vec![dir.path().to_path_buf()], 1 << 20, Duration::from_secs(60));
+        s.open_app(APP, Duration::from_secs(60));
+        s.register(APP, 0, 1, 2).expect("register");
+        let base = SHUFFLE_ENTRIES * ENTRY_BYTES;
+        let chunk =
+            |map, seq| ChunkId { shuffle: 0, generation: 1, map, attempt: 1, seq, crc: seq };
+        let one = |n: usize| vec![Section { partition: 0, records: 1, data: vec![7; n] }];
+        acked(s.push(APP, &chunk(0, 0), &mut one(100)).expect("push"));
+        assert_eq!(s.stats().held_bytes, base + 100 + ENTRY_BYTES + record);
+        // A second chunk of the attempt costs its section alone.
+        acked(s.push(APP, &chunk(0, 1), &mut one(100)).expect("push"));
+        assert_eq!(s.stats().held_bytes, base + 200 + 2 * ENTRY_BYTES + record);
+        // Committed: the record goes, the proof comes.
+        let acks = acks_checksum([(0, 0), (1, 1)]);
+        s.commit(APP, 0, 1, 0, 1, 2, acks, 2).expect("commit");
+        let committed = base + 200 + (2 + COMMIT_ENTRIES) * ENTRY_BYTES;
+        assert_eq!(s.stats().held_bytes, committed);
+        // Dropped or expired: the record goes with the sections.
+        acked(s.push(APP, &chunk(1, 0), &mut one(10)).expect("push"));
+        s.drop_attempt(APP, 0, 1, 1, 1).expect("drop");
+        let dropped = committed + DROP_ENTRIES * ENTRY_BYTES;
+        assert_eq!(s.stats().held_bytes, dropped);
+        acked(s.push(APP, &chunk(2, 0), &mut one(10)).expect("push"));
+        let later = std::time::Instant::now() + super::super::STAGED_IDLE_LIMIT;
+        assert_eq!(s.expire_staged(later), 1);
+        assert_eq!(s.stats().held_bytes, dropped);
+        // Fresh attempts of one empty section each: slowed down once their
+        // records fill the budget (the committed block's 200 bytes spilled
+        // on the way).
+        let mut staged = 0u64;
+        loop {
+            let id = ChunkId { map: 100 + staged as u32, ..chunk(0, 0) };
+            match s.push(APP, &id, &mut one(0)).expect("push") {
+                Pushed::Reply(Message::PushAck { .. }) => staged += 1,
+                Pushed::Reply(Message::SlowDown { .. }) => break,
+                Pushed::Spill(mut j) => {
+                    let w = j.write();
+                    s.finish_spill(j, w).expect("finish");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(s.spilled, 200);
+        let each = ENTRY_BYTES + record;
+        assert_eq!(staged, ((1 << 20) - (dropped - 200)) / each, "{staged} attempts staged");
+    }
+
+    #[test]
     fn a_drop_that_frees_anything_is_recorded_even_with_the_bookkeeping_full() {
         // The bookkeeping never passes the budget, so a drop that frees at
         // least one entry (a staged section or a commit) always has room
@@ -618,7 +683,7 @@ mod tests {
         // none either until something is let go.
         let dir = tempfile::tempdir().expect("tempdir");
         let budget = 100 * ENTRY_BYTES;
-        let mut s = Store::new(vec![dir.path().to_path_buf()], budget, Duration::from_secs(60));
+        let mut s = bare_store(dir.path(), budget);
         s.open_app(APP, Duration::from_secs(60));
         s.register(APP, 0, 1, 2).expect("register");
         let empty = |n: u64| -> Vec<Section> {
@@ -661,7 +726,7 @@ mod tests {
         // refused once the bookkeeping alone would pass the budget.
         let dir = tempfile::tempdir().expect("tempdir");
         let budget = 100 * ENTRY_BYTES;
-        let mut s = Store::new(vec![dir.path().to_path_buf()], budget, Duration::from_secs(60));
+        let mut s = bare_store(dir.path(), budget);
         s.open_app(APP, Duration::from_secs(60));
         s.register(APP, 0, 1, 2).expect("register");
         let acks = acks_checksum(std::iter::empty());
