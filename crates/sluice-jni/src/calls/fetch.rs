@@ -155,6 +155,9 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_decodeValues<'l>(
                 "decodeValues: the frame and the output are one array".into(),
             ));
         }
+        if decoded_apart(env, &frame, frame_len)? {
+            return decode_copied(env, &frame, frame_len, &out, out_len, &name);
+        }
         let raw = env.get_raw();
         with_frame(env, &frame, frame_len, |frame| {
             // SAFETY: `raw` is this thread's env, `out` a live byte array of
@@ -169,6 +172,58 @@ pub extern "system" fn Java_dev_sluice_spark_jni_SluiceNative_decodeValues<'l>(
             Ok(bytes as i64 | (records as i64) << 32)
         })
     })
+}
+
+/// Most bytes a block decoded in JNI critical sections may have, stored or
+/// decoded (4 MiB, about four of Spark's blocks): while the sections are
+/// open no garbage collection can run on the collectors that lock them out
+/// (serial, parallel, G1 before JDK 22), so a larger block (a large record is
+/// a block of its own, up to 768 MiB) is copied in and out instead
+/// ([`decode_copied`]).
+const CRITICAL_DECODE_BYTES_MAX: usize = 4 << 20;
+
+/// Whether the block in `frame` is larger, stored or decoded, than
+/// [`CRITICAL_DECODE_BYTES_MAX`] (its header read with a region copy; a
+/// header that does not parse is decoded either way, and reported there).
+fn decoded_apart(env: &mut JNIEnv<'_>, frame: &JByteArray<'_>, len: jint) -> BridgeResult<bool> {
+    let len = non_negative(len.into(), "frame length")? as usize;
+    if len > CRITICAL_DECODE_BYTES_MAX {
+        return Ok(true);
+    }
+    if len < HEADER_BYTES || (env.get_array_length(frame)? as usize) < HEADER_BYTES {
+        return Ok(false);
+    }
+    let mut h = [0i8; HEADER_BYTES];
+    env.get_byte_array_region(frame, 0, &mut h)?;
+    let h: [u8; HEADER_BYTES] = h.map(|b| b as u8);
+    Ok(sluice_core::format::header::BlockHeader::parse(&h)
+        .is_ok_and(|h| h.uncompressed_len as usize > CRITICAL_DECODE_BYTES_MAX))
+}
+
+/// [`Java_dev_sluice_spark_jni_SluiceNative_decodeValues`] with no critical
+/// section: the frame is copied out of the JVM, decoded, and the values
+/// copied into `out` (`out_len` bytes).
+fn decode_copied(
+    env: &mut JNIEnv<'_>,
+    frame: &JByteArray<'_>,
+    frame_len: jint,
+    out: &JByteArray<'_>,
+    out_len: usize,
+    name: &BlockName,
+) -> BridgeResult<jlong> {
+    let mut input = Vec::new();
+    super::reduce::copy_frame(env, frame, frame_len, &mut input)?;
+    // Zeroed pages are mapped as the decoder writes them: a large `out`
+    // costs what the values take.
+    let mut output = vec![0u8; out_len];
+    let (bytes, records) = reading(name, || Ok(reduce::decode_values(&input, name, &mut output)?))?;
+    let values = output.get(..bytes).ok_or_else(|| {
+        BridgeError::Argument(format!("{bytes} decoded bytes for a {out_len}-byte array"))
+    })?;
+    // SAFETY: i8 and u8 have the same size and alignment.
+    let values = unsafe { std::slice::from_raw_parts(values.as_ptr() as *const i8, values.len()) };
+    env.set_byte_array_region(out, 0, values)?;
+    Ok(bytes as i64 | (records as i64) << 32)
 }
 
 /// A byte array's elements in a JNI critical section opened with JNI's own

@@ -91,7 +91,7 @@ thread_local! {
 
 /// Copies the first `len` bytes of a Java byte array into `buf` (resized
 /// to exactly `len`), with no critical section open.
-fn copy_frame(
+pub(super) fn copy_frame(
     env: &mut JNIEnv<'_>,
     array: &JByteArray<'_>,
     len: jint,

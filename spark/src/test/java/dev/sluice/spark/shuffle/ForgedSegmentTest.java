@@ -123,6 +123,33 @@ class ForgedSegmentTest {
         read(Arrays.copyOfRange(out, at.get(1), at.get(4)), id(1, 4)));
   }
 
+  @Test
+  void aBlockLargerThanTheCriticalDecodeLimitReadsBackWhole() {
+    // A block of more than 4 MiB (a large row) is decoded with its bytes copied in and out of the
+    // JVM, not in critical sections that would hold off the garbage collector while it inflates;
+    // the rows come out the same, around a small block decoded in place.
+    byte[] big = new byte[6 << 20];
+    for (int i = 0; i < big.length; i++) {
+      big[i] = (byte) (i * 31 + 7);
+    }
+    List<List<byte[]>> parts = new ArrayList<>();
+    parts.add(List.of());
+    parts.add(
+        List.of(
+            Forge.block(1, List.of(Forge.row(bytes("a")))),
+            Forge.block(1, List.of(Forge.row(big), Forge.row(bytes("bb")))),
+            Forge.block(1, List.of(Forge.row(bytes("ccc"))))));
+    List<Integer> at = new ArrayList<>();
+    byte[] out = Forge.output(parts, at);
+    Read got = read(Arrays.copyOfRange(out, at.get(1), out.length), id(1, 2));
+    assertNull(got.failure(), () -> "unexpected failure: " + got.failure());
+    assertEquals(4, got.rows().size());
+    assertArrayEquals(bytes("a"), got.rows().get(0));
+    assertArrayEquals(big, got.rows().get(1));
+    assertArrayEquals(bytes("bb"), got.rows().get(2));
+    assertArrayEquals(bytes("ccc"), got.rows().get(3));
+  }
+
   /** Reads {@code bytes} as one segment with {@code buffers}; the failure it must end with. */
   private static IOException readFails(byte[] bytes, DecodeBuffers buffers, String says) {
     SluiceBlockInputStream in =
