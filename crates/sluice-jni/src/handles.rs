@@ -16,7 +16,11 @@
 //! - a call with an id that was closed, never opened or is 0 gets
 //!   [`BridgeError::StaleHandle`] (a `SluiceException` in Java), never a
 //!   dangling pointer; a call that found the entry before the close and
-//!   takes its mutex after finds it empty and gets the same error.
+//!   takes its mutex after finds it empty and gets the same error;
+//! - each registry's ids carry its own tag above their count
+//!   ([`Registry::new`]), so a live handle of one kind passed where another
+//!   is expected (a map attempt's to a reduce operator's call) is stale
+//!   there, not whatever object of the other kind has the same count.
 //!
 //! The cost is one short registry lock and one uncontended entry lock per
 //! call, and calls cross once per buffer or block, never per record.
@@ -29,11 +33,26 @@ use crate::error::{BridgeError, BridgeResult};
 
 type Entry<T> = Arc<Mutex<Option<T>>>;
 
+/// The tags of the process's registries, one each.
+pub mod tag {
+    pub const MAP_ATTEMPT: i64 = 1;
+    pub const REDUCE_OPERATOR: i64 = 2;
+    pub const SERVICE_CONNECTION: i64 = 3;
+    pub const SERVICE_PUSH: i64 = 4;
+}
+
+/// Bit at which a registry's tag sits in its ids: below it, 2^40 ids per
+/// process; above it, up to 2^22 registries, all ids positive.
+const TAG_SHIFT: u32 = 40;
+
 /// The live objects of one kind, by id.
 pub struct Registry<T> {
     /// What the objects are, for errors ("map attempt", "reduce operator").
     kind: &'static str,
-    /// The last id handed out (ids start at 1; 0 is never one).
+    /// The registry's tag, shifted into place: every id it hands out is
+    /// this plus its count.
+    tag: i64,
+    /// The last count handed out (counts start at 1; 0 is never an id).
     last: AtomicI64,
     live: Mutex<BTreeMap<i64, Entry<T>>>,
 }
@@ -51,14 +70,20 @@ fn unpoison<G>(r: Result<G, PoisonError<G>>) -> G {
 }
 
 impl<T> Registry<T> {
-    /// An empty registry of objects called `kind`.
-    pub const fn new(kind: &'static str) -> Self {
-        Registry { kind, last: AtomicI64::new(0), live: Mutex::new(BTreeMap::new()) }
+    /// An empty registry of objects called `kind`, its ids tagged `tag`
+    /// (1 or more, one per registry of the process).
+    pub const fn new(kind: &'static str, tag: i64) -> Self {
+        Registry {
+            kind,
+            tag: tag << TAG_SHIFT,
+            last: AtomicI64::new(0),
+            live: Mutex::new(BTreeMap::new()),
+        }
     }
 
-    /// Registers `value`; returns its id (positive, never reused).
+    /// Registers `value`; returns its id (positive, tagged, never reused).
     pub fn insert(&self, value: T) -> i64 {
-        let id = self.last.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = self.tag + self.last.fetch_add(1, Ordering::Relaxed) + 1;
         unpoison(self.live.lock()).insert(id, Arc::new(Mutex::new(Some(value))));
         id
     }
@@ -108,8 +133,22 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn a_live_handle_of_another_kind_is_stale() {
+        // Two registries' first objects: the same count, different tags.
+        let maps: Registry<u32> = Registry::new("map attempt", 1);
+        let reduces: Registry<u32> = Registry::new("reduce operator", 2);
+        let m = maps.insert(7);
+        let r = reduces.insert(8);
+        assert_ne!(m, r);
+        let err = reduces.with(m, |v| Ok(*v)).expect_err("a map attempt's handle");
+        assert!(matches!(err, BridgeError::StaleHandle { kind: "reduce operator", .. }));
+        assert!(reduces.take(m).is_err() && maps.take(r).is_err());
+        assert_eq!((maps.take(m).expect("map"), reduces.take(r).expect("reduce")), (7, 8));
+    }
+
+    #[test]
     fn ids_are_fresh_and_a_closed_id_is_stale() {
-        let r: Registry<u32> = Registry::new("thing");
+        let r: Registry<u32> = Registry::new("thing", 1);
         let a = r.insert(1);
         let b = r.insert(2);
         assert!(a > 0 && b > a);
@@ -128,7 +167,7 @@ mod tests {
 
     #[test]
     fn closing_waits_for_a_call_in_flight_and_later_calls_fail() {
-        let r: Arc<Registry<Vec<u8>>> = Arc::new(Registry::new("reader"));
+        let r: Arc<Registry<Vec<u8>>> = Arc::new(Registry::new("reader", 1));
         let id = r.insert(vec![7; 1024]);
         let (entered, wait_entered) = mpsc::channel();
         let (release, wait_release) = mpsc::channel::<()>();

@@ -9,10 +9,10 @@ use super::{direct_memory, guard, long_array, non_negative, path_from};
 use crate::bridge::{self, HostMapTask};
 use crate::error::BridgeError;
 use crate::format::HostFormat;
-use crate::handles::Registry;
+use crate::handles::{tag, Registry};
 
 /// The open map attempts, by the handle `mapOpen` returned.
-static MAP_TASKS: Registry<HostMapTask> = Registry::new("map attempt");
+static MAP_TASKS: Registry<HostMapTask> = Registry::new("map attempt", tag::MAP_ATTEMPT);
 
 /// `static native long mapOpen(int engineShuffle, int mapIndex, int attempt, int partitions, boolean hostKeys, boolean rowChecksums)`
 #[no_mangle]

@@ -9,11 +9,11 @@ use sluice_engine::reduce::{self, BlockName, ReduceTask};
 use super::{direct_memory_mut, guard, long_array, non_negative, reading};
 use crate::bridge::{self};
 use crate::error::{BridgeError, BridgeResult};
-use crate::handles::Registry;
+use crate::handles::{tag, Registry};
 use crate::ops;
 
 /// The open reduce operators, by the handle `reduceOpen` returned.
-static REDUCE_TASKS: Registry<ReduceTask> = Registry::new("reduce operator");
+static REDUCE_TASKS: Registry<ReduceTask> = Registry::new("reduce operator", tag::REDUCE_OPERATOR);
 
 /// `static native long liveReduceOperators()`: reduce operators opened and
 /// not yet closed in this process.

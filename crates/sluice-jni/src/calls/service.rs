@@ -20,7 +20,7 @@ use sluice_service::{AttemptPusher, Client, ReadMode};
 
 use super::{guard, non_negative};
 use crate::error::{BridgeError, BridgeResult};
-use crate::handles::Registry;
+use crate::handles::{tag, Registry};
 use crate::ops::HostOp;
 
 /// `request`'s codes (Java's `ServiceNative.REGISTER` ...; a contract test
@@ -36,8 +36,8 @@ pub const END_APPLICATION: jint = 3;
 /// Threads of the runtime that drives the service's sockets.
 pub const RUNTIME_THREADS: usize = 1;
 
-static CLIENTS: Registry<Client> = Registry::new("service connection");
-static PUSHERS: Registry<AttemptPusher> = Registry::new("service push");
+static CLIENTS: Registry<Client> = Registry::new("service connection", tag::SERVICE_CONNECTION);
+static PUSHERS: Registry<AttemptPusher> = Registry::new("service push", tag::SERVICE_PUSH);
 
 fn runtime() -> BridgeResult<&'static tokio::runtime::Runtime> {
     static RT: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();

@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import dev.sluice.spark.api.SluiceException;
+import dev.sluice.spark.jni.EngineOp;
 import dev.sluice.spark.jni.SluiceNative;
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -62,6 +63,29 @@ class HandleTest {
           assertThrows(SluiceException.class, () -> SluiceNative.mapProduce(bogus, buf, 0, 0));
       assertTrue(produce.getMessage().contains("map attempt handle " + bogus), produce.getMessage());
       assertThrows(SluiceException.class, () -> SluiceNative.mapAbort(bogus));
+    }
+  }
+
+  @Test
+  void aLiveHandleOfAnotherKindIsATypedError() throws IOException {
+    // A map attempt and a reduce operator opened in this JVM may have the same count; their
+    // handles differ by kind, so one passed for the other names nothing live there.
+    // The engine is open once a Sluice shuffle ran in this JVM.
+    sc.parallelizePairs(List.of(new Tuple2<>(1, 1))).reduceByKey(Integer::sum, 2).count();
+    int shuffle = SluiceNative.registerShuffle(2, 1, EngineOp.NONE);
+    Path dir = Files.createTempDirectory("sluice-handles");
+    long map = SluiceNative.mapOpen(shuffle, 0, 0, 2, false, false);
+    long reduce = SluiceNative.reduceOpen(EngineOp.SORT, 0, 1, dir.toString());
+    try {
+      SluiceException e =
+          assertThrows(SluiceException.class, () -> SluiceNative.reduceClose(map));
+      assertTrue(e.getMessage().contains("reduce operator handle " + map), e.getMessage());
+      e = assertThrows(SluiceException.class, () -> SluiceNative.mapAbort(reduce));
+      assertTrue(e.getMessage().contains("map attempt handle " + reduce), e.getMessage());
+    } finally {
+      SluiceNative.mapAbort(map);
+      SluiceNative.reduceClose(reduce);
+      SluiceNative.unregisterShuffle(shuffle);
     }
   }
 
