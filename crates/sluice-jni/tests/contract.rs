@@ -298,38 +298,96 @@ fn the_row_checksum_rotation_agrees_with_java() {
     assert_eq!(bits.parse::<u32>(), Ok(sluice_jni::row_checksum::SUM_ROTATION_BITS));
 }
 
-/// The `native` methods `jni/<class>.java` declares, by name.
-fn java_natives(class: &str) -> Vec<String> {
+/// A native method's name, parameter types and return type, each as the
+/// JNI type the entry point takes (`jint`, `JByteArray`, ...; `()` for
+/// `void`).
+type Native = (String, Vec<String>, String);
+
+/// The JNI type of a Java parameter (`param`) or return type.
+fn jni_type(java: &str, param: bool) -> String {
+    let t = match (java, param) {
+        ("int", _) => "jint",
+        ("long", _) => "jlong",
+        ("boolean", _) => "jboolean",
+        ("void", false) => "()",
+        ("byte[]", true) => "JByteArray",
+        ("byte[]", false) => "jbyteArray",
+        ("long[]", true) => "JLongArray",
+        ("long[]", false) => "jlongArray",
+        ("int[]", true) => "JIntArray",
+        ("int[]", false) => "jintArray",
+        ("String", true) => "JString",
+        ("ByteBuffer", true) => "JByteBuffer",
+        (_, true) => "JObject",
+        (other, false) => panic!("no JNI return type for {other}"),
+    };
+    t.to_owned()
+}
+
+/// The `native` methods `jni/<class>.java` declares, sorted by name.
+fn java_natives(class: &str) -> Vec<Native> {
     let source = java_source(&format!("jni/{class}"));
-    let mut names: Vec<String> = source
+    let mut natives: Vec<Native> = source
         .split("static native ")
         .skip(1)
         .map(|decl| {
-            let head = decl.split('(').next().expect("a declaration");
-            head.split_whitespace().last().expect("a method name").to_owned()
+            let (head, rest) = decl.split_once('(').expect("a parameter list");
+            let params = rest.split_once(')').expect("a closed parameter list").0;
+            let mut words: Vec<&str> = head.split_whitespace().collect();
+            let name = words.pop().expect("a method name").to_owned();
+            let ret = jni_type(&words.join(" "), false);
+            let params = params
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let ty = p.rsplit_once(char::is_whitespace).expect("a typed parameter").0;
+                    jni_type(ty.trim(), true)
+                })
+                .collect();
+            (name, params, ret)
         })
         .collect();
-    names.sort();
-    names
+    natives.sort();
+    natives
 }
 
-/// The JNI entry points the crate defines for `class` (in `src/calls`), by
-/// method name.
-fn rust_natives(class: &str) -> Vec<String> {
+/// The JNI entry points the crate defines for `class` (in `src/calls`),
+/// sorted by method name: their parameters after the env and the class,
+/// lifetimes left out.
+fn rust_natives(class: &str) -> Vec<Native> {
     let prefix = format!("pub extern \"system\" fn Java_dev_sluice_spark_jni_{class}_");
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/calls");
-    let mut names = Vec::new();
+    let mut natives = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("src/calls") {
         let text = std::fs::read_to_string(entry.expect("entry").path()).expect("source");
         for decl in text.split(prefix.as_str()).skip(1) {
-            let name = decl.split(['<', '(']).next().expect("a name");
-            names.push(name.to_owned());
+            let name = decl.split(['<', '(']).next().expect("a name").to_owned();
+            let (_, rest) = decl.split_once('(').expect("a parameter list");
+            let (params, after) = rest.split_once(')').expect("a closed parameter list");
+            let params: Vec<String> = params
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .skip(2)
+                .map(|p| {
+                    let ty = p.split_once(':').expect("a typed parameter").1.trim();
+                    ty.split('<').next().expect("a type").to_owned()
+                })
+                .collect();
+            let head = after.split('{').next().expect("a body");
+            let ret = head.split_once("->").map_or("()", |(_, r)| r.trim()).to_owned();
+            natives.push((name, params, ret));
         }
     }
-    names.sort();
-    names
+    natives.sort();
+    natives
 }
 
+/// Every native method has one entry point, of its parameters' and return
+/// types: JNI links a method by its name alone, so an entry point whose
+/// parameters differ from the declaration's would read one argument as
+/// another (a number as an object reference: a JVM crash).
 #[test]
 fn every_java_native_has_one_entry_point_and_no_entry_point_is_unused() {
     let java = java_natives("SluiceNative");
