@@ -26,6 +26,7 @@ import org.apache.spark.scheduler.MapStatus;
 import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.storage.BlockManagerId;
+import org.apache.spark.storage.StorageUtils;
 
 /**
  * One map attempt's side of the engine: a direct buffer the writer fills with engine records
@@ -79,7 +80,10 @@ public final class NativeMapOutput extends MemoryConsumer {
   private long records;
   /** Records the committed data file holds (the engine's count). */
   private long fileRecords;
-  /** A buffer of its own for a record larger than {@code buf}, handed over once it is written. */
+  /**
+   * A buffer of its own for a record larger than {@code buf}, handed over once it is written and
+   * freed then.
+   */
   private ByteBuffer oversized;
 
   private File dataTmp;
@@ -251,7 +255,13 @@ public final class NativeMapOutput extends MemoryConsumer {
     if (oversized != null) {
       ByteBuffer big = oversized;
       oversized = null;
-      handOver(big, big.position(), 1);
+      try {
+        handOver(big, big.position(), 1);
+      } finally {
+        // The engine copied the record: the buffer's memory (up to the record limit, outside
+        // Spark's accounting) goes back now, not when a collection finds the buffer.
+        StorageUtils.dispose(big);
+      }
       return;
     }
     inBuffer++;
