@@ -331,12 +331,14 @@ impl FinalDistinct {
 
     /// Writes the set as a sorted run (items as records) and clears it.
     fn spill(&mut self) -> Result<(), ReorgError> {
-        let mut run = Emitter::new(crate::format::Layout::Variable);
-        for e in self.set.table.sorted_entries() {
-            run.emit(self.set.table.key(e as usize), &[])?;
-        }
+        let table = &self.set.table;
+        self.runs.write_run_from(crate::format::Layout::Variable, |run| {
+            table
+                .sorted_entries()
+                .into_iter()
+                .try_for_each(|e| run.emit(table.key(e as usize), &[]))
+        })?;
         self.set.reset();
-        self.runs.write_run(run.into_batches())?;
         self.stats.state_spills += 1;
         Ok(())
     }

@@ -173,6 +173,11 @@ impl Emitter {
         }
     }
 
+    /// Whether a batch filled since the last [`Emitter::take_batches`].
+    pub fn has_sealed(&self) -> bool {
+        !self.done.is_empty()
+    }
+
     /// Takes the finished batches out (the partly filled one stays), for a
     /// consumer that ships output while the operator runs. Counters keep
     /// counting everything ever emitted; run marks are dropped.

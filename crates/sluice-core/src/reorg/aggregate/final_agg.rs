@@ -165,12 +165,15 @@ impl FinalAggregate {
         }
     }
 
-    /// Writes the table as a sorted run and frees it.
+    /// Writes the table as a sorted run, a batch at a time (beside the
+    /// table it needs its sorted order, 4 bytes a group, and one batch),
+    /// and frees it.
     fn spill(&mut self) -> Result<(), ReorgError> {
-        let mut run = Emitter::new(self.input_layout());
-        self.groups.emit_partials_sorted(&mut run)?;
+        let layout = self.input_layout();
+        let groups = &mut self.groups;
+        self.runs
+            .write_run_from(layout, |run| groups.emit_partials_sorted(|k, v| run.emit(k, v)))?;
         self.groups.reset();
-        self.runs.write_run(run.into_batches())?;
         self.stats.state_spills += 1;
         Ok(())
     }

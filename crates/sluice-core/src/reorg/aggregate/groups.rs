@@ -292,10 +292,13 @@ impl Groups {
 
     /// Emits every group as a partial-state record in key order (a sorted
     /// run).
-    pub(crate) fn emit_partials_sorted(&mut self, out: &mut Emitter) -> Result<(), ReorgError> {
+    pub(crate) fn emit_partials_sorted(
+        &mut self,
+        mut emit: impl FnMut(&[u8], &[u8]) -> Result<(), ReorgError>,
+    ) -> Result<(), ReorgError> {
         for e in self.table.sorted_entries() {
             self.encode_partial(e as usize);
-            out.emit(self.table.key(e as usize), &self.scratch)?;
+            emit(self.table.key(e as usize), &self.scratch)?;
         }
         Ok(())
     }
