@@ -290,6 +290,30 @@ def test_a_sort_keeps_the_partition_count_a_user_asked_for(local):
         assert "SluiceSortExchange" in final, final
 
 
+def test_a_global_sort_of_rows_with_no_columns_stays_spark_s(local):
+    # Ordered by a scalar subquery, under a count and an OFFSET: every column
+    # is pruned, the range exchange carries rows of no columns, and the sort
+    # stays Spark's (the native node failed to plan: "an output of 0 of the
+    # child's 1 columns"). A sort that keeps a column is still native.
+    local.range(0, 2000, numPartitions=3).selectExpr("id", "cast(id % 10 as int) v") \
+        .createOrReplaceTempView("zero_t")
+    local.range(0, 50, numPartitions=2).selectExpr("cast(id as int) v") \
+        .createOrReplaceTempView("zero_t2")
+    with session_conf(local, {"spark.sql.shuffle.partitions": "4"}):
+        for q, want in [
+            ("SELECT count(*) FROM (SELECT * FROM zero_t ORDER BY (SELECT max(v) FROM zero_t2)"
+             " OFFSET 5)", 1995),
+            ("SELECT count(*) FROM (SELECT id FROM zero_t ORDER BY (SELECT max(v) FROM zero_t2)"
+             " OFFSET 5)", 1995),
+        ]:
+            df = local.sql(q)
+            assert df.collect()[0][0] == want, q
+            assert "SluiceSortExchange" not in df._jdf.queryExecution().executedPlan().toString()
+        kept = local.sql("SELECT id FROM zero_t ORDER BY v DESC, id OFFSET 5")
+        assert [r.id for r in kept.collect()] == sorted(range(2000), key=lambda i: (-(i % 10), i))[5:]
+        assert "SluiceSortExchange" in kept._jdf.queryExecution().executedPlan().toString()
+
+
 def test_adaptive_execution_counts_the_shuffles_of_sluices_nodes(local):
     # ORDER BY ... LIMIT over an aggregate of five groups: once the
     # aggregate's exchange has run, adaptive execution knows the limit

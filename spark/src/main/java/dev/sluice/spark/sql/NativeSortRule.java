@@ -86,6 +86,11 @@ public final class NativeSortRule extends SluiceRule {
     }
     SparkPlan input = exchange.child();
     Seq<Attribute> output = Scala.seq(input.output());
+    if (output.isEmpty()) {
+      // Rows of no columns (every column pruned, the order by a scalar subquery, a count or an
+      // OFFSET above): nothing for a native node to carry, so the sort stays Spark's.
+      return sort;
+    }
     List<Expression> computed = new ArrayList<>();
     RowSortKey key = keyOf(Scala.seq(sort.sortOrder()), output, computed);
     if (key == null) {
