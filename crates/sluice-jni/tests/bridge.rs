@@ -489,8 +489,9 @@ fn native_memory_outside_the_host_is_the_pools_the_budget_and_each_reduce_tasks_
     // 64 MiB of buffers, three page sizes (16, 32, 64 KiB) of 64 MiB of
     // free pages each, the 256 MiB budget.
     assert_eq!(sluice_jni::bridge::unaccounted_bytes(&s), (64 + 3 * 64 + 256) << 20);
-    // Per reduce task: the aggregate's 1 MiB floor, 16 spilled runs' read
-    // buffers of 3 MiB each, the thread's two kept block buffers of at
+    // Per reduce task: the aggregate's 1 MiB floor, 17 spilled runs' read
+    // buffers of 3 MiB each (16 and a sort's runs in memory sent to disk
+    // midway), the thread's two kept block buffers of at
     // most 4 MiB each, and a sort's 16 MiB run being cut.
     assert_eq!(sluice_jni::bridge::unaccounted_task_bytes(), (1 + 17 * 3 + 2 * 4 + 16) << 20);
     // Per task in service mode (docs/reliability.md's table): a read's 4 MiB

@@ -140,9 +140,30 @@ pub fn decode_values(
     what: &BlockName,
     out: &mut [u8],
 ) -> EngineResult<(usize, usize)> {
+    let room = out.len();
+    let mut at = 0usize;
+    let records = decode_values_with(frame, what, |value| {
+        let dst = out.get_mut(at..at + value.len()).ok_or_else(|| {
+            EngineError::Argument(format!(
+                "output buffer of {room} bytes too small for block of {what}"
+            ))
+        })?;
+        dst.copy_from_slice(value);
+        at += value.len();
+        Ok(())
+    })?;
+    Ok((at, records))
+}
+
+/// [`decode_values`] handing each value to `f` in order, for a caller that
+/// writes them elsewhere; returns the records.
+pub fn decode_values_with(
+    frame: &[u8],
+    what: &BlockName,
+    mut f: impl FnMut(&[u8]) -> EngineResult<()>,
+) -> EngineResult<usize> {
     debug_assert!(frame.len() >= HEADER_BYTES);
     with_decoded_block(frame, what, |records| {
-        let mut at = 0usize;
         for (i, r) in records.iter().enumerate() {
             if r.key.len() != PARTITION_KEY_BYTES || !what.holds(key_partition(r.key)) {
                 return Err(EngineError::Misplaced {
@@ -153,16 +174,9 @@ pub fn decode_values(
                     ),
                 });
             }
-            let room = out.len();
-            let dst = out.get_mut(at..at + r.value.len()).ok_or_else(|| {
-                EngineError::Argument(format!(
-                    "output buffer of {room} bytes too small for block of {what}"
-                ))
-            })?;
-            dst.copy_from_slice(r.value);
-            at += r.value.len();
+            f(r.value)?;
         }
-        Ok((at, records.len()))
+        Ok(records.len())
     })
 }
 

@@ -25,7 +25,8 @@ pub mod segments;
 pub mod task;
 
 pub use block::{
-    decode_values, frame_info, thread_decoder_bytes, BlockName, FrameInfo, THREAD_BUFFER_KEEP_BYTES,
+    decode_values, decode_values_with, frame_info, thread_decoder_bytes, BlockName, FrameInfo,
+    THREAD_BUFFER_KEEP_BYTES,
 };
 pub use drain::Drain;
 pub use final_op::{FinalOp, Finished, RUN_BATCH_BYTES, SORT_CUT_RUN_BYTES};

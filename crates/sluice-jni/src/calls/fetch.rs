@@ -200,9 +200,15 @@ fn decoded_apart(env: &mut JNIEnv<'_>, frame: &JByteArray<'_>, len: jint) -> Bri
         .is_ok_and(|h| h.uncompressed_len as usize > CRITICAL_DECODE_BYTES_MAX))
 }
 
+/// Bytes of values gathered before they are set into the Java array on the
+/// copied path (1 MiB): the values of a large block cross in pieces, so the
+/// path needs the frame's copy and the decoder's buffer, not a third copy of
+/// the block.
+const COPY_OUT_BYTES: usize = 1 << 20;
+
 /// [`Java_dev_sluice_spark_jni_SluiceNative_decodeValues`] with no critical
-/// section: the frame is copied out of the JVM, decoded, and the values
-/// copied into `out` (`out_len` bytes).
+/// section: the frame is copied out of the JVM and decoded, and the values
+/// are set into `out` (`out_len` bytes) a piece at a time.
 fn decode_copied(
     env: &mut JNIEnv<'_>,
     frame: &JByteArray<'_>,
@@ -213,17 +219,41 @@ fn decode_copied(
 ) -> BridgeResult<jlong> {
     let mut input = Vec::new();
     super::reduce::copy_frame(env, frame, frame_len, &mut input)?;
-    // Zeroed pages are mapped as the decoder writes them: a large `out`
-    // costs what the values take.
-    let mut output = vec![0u8; out_len];
-    let (bytes, records) = reading(name, || Ok(reduce::decode_values(&input, name, &mut output)?))?;
-    let values = output.get(..bytes).ok_or_else(|| {
-        BridgeError::Argument(format!("{bytes} decoded bytes for a {out_len}-byte array"))
-    })?;
-    // SAFETY: i8 and u8 have the same size and alignment.
-    let values = unsafe { std::slice::from_raw_parts(values.as_ptr() as *const i8, values.len()) };
-    env.set_byte_array_region(out, 0, values)?;
-    Ok(bytes as i64 | (records as i64) << 32)
+    let mut piece: Vec<i8> = Vec::with_capacity(COPY_OUT_BYTES);
+    let mut at = 0usize;
+    let set = |env: &mut JNIEnv<'_>, piece: &mut Vec<i8>, at: &mut usize| {
+        let start = jint::try_from(*at).ok().filter(|_| *at + piece.len() <= out_len);
+        let Some(start) = start else {
+            return Err(BridgeError::Argument(format!(
+                "output buffer of {out_len} bytes too small for block of {name}"
+            )));
+        };
+        env.set_byte_array_region(out, start, piece)?;
+        *at += piece.len();
+        piece.clear();
+        Ok(())
+    };
+    let mut failed: Option<BridgeError> = None;
+    let records = reading(name, || {
+        Ok(reduce::decode_values_with(&input, name, |value| {
+            for chunk in value.chunks(COPY_OUT_BYTES) {
+                if piece.len() + chunk.len() > COPY_OUT_BYTES {
+                    if let Err(e) = set(env, &mut piece, &mut at) {
+                        failed = Some(e);
+                        return Err(sluice_engine::EngineError::Argument("copy out failed".into()));
+                    }
+                }
+                piece.extend(chunk.iter().map(|&b| b as i8));
+            }
+            Ok(())
+        })?)
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    let records = records?;
+    set(env, &mut piece, &mut at)?;
+    Ok(at as i64 | (records as i64) << 32)
 }
 
 /// A byte array's elements in a JNI critical section opened with JNI's own

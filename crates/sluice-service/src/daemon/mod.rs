@@ -183,6 +183,19 @@ pub(crate) struct Shared {
     pending: Mutex<HashMap<IpAddr, u32>>,
 }
 
+/// The host a peer address counts as for [`AUTH_PENDING_PER_HOST`]: an IPv4
+/// address (an IPv4-mapped one as IPv4), or an IPv6 address's /64 network,
+/// which one host holds whole.
+fn pending_host(peer: IpAddr) -> IpAddr {
+    match peer.to_canonical() {
+        IpAddr::V6(v6) => {
+            let net = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(std::net::Ipv6Addr::from(net))
+        }
+        v4 => v4,
+    }
+}
+
 /// A connection from `host` that has not authenticated yet, counted until
 /// dropped.
 pub(crate) struct PendingAuth {
@@ -252,7 +265,7 @@ impl Shared {
     /// returned guard is dropped); `None` if the host holds
     /// [`AUTH_PENDING_PER_HOST`] such connections already.
     pub(crate) fn pending_auth(self: &Arc<Self>, host: IpAddr) -> Option<PendingAuth> {
-        let host = host.to_canonical();
+        let host = pending_host(host);
         let mut pending = self.pending_hosts();
         let n = pending.entry(host).or_insert(0);
         if *n >= AUTH_PENDING_PER_HOST {
@@ -471,4 +484,19 @@ async fn accept_loop(
 
 pub(crate) fn shutting_down() -> (ErrorCode, String) {
     (ErrorCode::ShuttingDown, "the daemon is shutting down; push to another".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pending_host_is_an_ipv4_address_or_an_ipv6_network() {
+        let host = |s: &str| pending_host(s.parse().expect("address"));
+        assert_eq!(host("127.0.0.3"), host("::ffff:127.0.0.3"));
+        assert_ne!(host("127.0.0.3"), host("127.0.0.4"));
+        // One IPv6 host holds its /64: rotating the interface id gains nothing.
+        assert_eq!(host("2001:db8:1:2::1"), host("2001:db8:1:2:ffff:1234:5678:9abc"));
+        assert_ne!(host("2001:db8:1:2::1"), host("2001:db8:1:3::1"));
+    }
 }

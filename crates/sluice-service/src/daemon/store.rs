@@ -736,7 +736,10 @@ impl Store {
         }
         let proof = (chunks, acks_crc, records);
         let what = || format!("committing map {map} attempt {attempt} of shuffle {shuffle}");
-        if let Err(r) = self.bookkeeping_fits(COMMIT_ENTRIES, what) {
+        // The attempt's staged record goes as its proof comes: only what
+        // the commit adds beyond it must fit.
+        let adds = COMMIT_ENTRIES.saturating_sub(st.record_entries);
+        if let Err(r) = self.bookkeeping_fits(adds, what) {
             self.let_go_staged(st);
             return Err(r);
         }

@@ -413,6 +413,16 @@ impl MergeStream {
         if !self.tree.runs().iter().any(|r| matches!(r, AnyRun::Mem(_))) {
             return Ok(SentToDisk::default());
         }
+        // The merged run takes the first run in memory's place, which keeps
+        // equal keys in run order because every run in memory comes before
+        // every run on disk (`SortMerge::cursors`).
+        debug_assert!(
+            self.tree
+                .runs()
+                .windows(2)
+                .all(|w| { !(matches!(w[0], AnyRun::Spill(_)) && matches!(w[1], AnyRun::Mem(_))) }),
+            "a run in memory after one on disk"
+        );
         let freed = self.reservation.bytes() as u64;
         let (merged, moved, written) = self.write_memory_runs()?;
         let skip = self.tree.skip();

@@ -675,6 +675,28 @@ mod tests {
     }
 
     #[test]
+    fn a_commit_fits_the_bookkeeping_its_staged_record_gives_back() {
+        // With the bookkeeping full, a commit still fits: its proof takes
+        // fewer entries than the staged record it replaces gives back.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let budget = 100 * ENTRY_BYTES;
+        let mut s = Store::new(vec![dir.path().to_path_buf()], budget, Duration::from_secs(60));
+        s.open_app(APP, Duration::from_secs(60));
+        s.register(APP, 0, 1, 2).expect("register");
+        let empty = |n: u64| -> Vec<Section> {
+            (0..n).map(|_| Section { partition: 0, records: 0, data: Vec::new() }).collect()
+        };
+        let id = |map| ChunkId { shuffle: 0, generation: 1, map, attempt: 1, seq: 0, crc: 0 };
+        acked(s.push(APP, &id(0), &mut empty(1)).expect("push"));
+        let left = 100 - SHUFFLE_ENTRIES - (1 + STAGED_ENTRIES) - STAGED_ENTRIES;
+        acked(s.push(APP, &id(1), &mut empty(left)).expect("push"));
+        assert_eq!(s.stats().bookkeeping_bytes, budget, "full");
+        s.commit(APP, 0, 1, 0, 1, 1, acks_checksum([(0, 0)]), 0).expect("commit");
+        let after = budget - (STAGED_ENTRIES - COMMIT_ENTRIES) * ENTRY_BYTES;
+        assert_eq!(s.stats().bookkeeping_bytes, after);
+    }
+
+    #[test]
     fn a_drop_that_frees_anything_is_recorded_even_with_the_bookkeeping_full() {
         // The bookkeeping never passes the budget, so a drop that frees at
         // least one entry (a staged section or a commit) always has room

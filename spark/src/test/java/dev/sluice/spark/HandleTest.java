@@ -69,7 +69,9 @@ class HandleTest {
   @Test
   void aLiveHandleOfAnotherKindIsATypedError() throws IOException {
     // A map attempt and a reduce operator opened in this JVM may have the same count; their
-    // handles differ by kind, so one passed for the other names nothing live there.
+    // handles differ by kind, so one passed for the other names nothing live there. (Through JNI
+    // the counts seldom meet: handles.rs a_live_handle_of_another_kind_is_stale shows the tag;
+    // this checks the typed error end to end.)
     // The engine is open once a Sluice shuffle ran in this JVM.
     sc.parallelizePairs(List.of(new Tuple2<>(1, 1))).reduceByKey(Integer::sum, 2).count();
     int shuffle = SluiceNative.registerShuffle(2, 1, EngineOp.NONE);
