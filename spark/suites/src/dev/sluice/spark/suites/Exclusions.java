@@ -296,6 +296,7 @@ public final class Exclusions {
     for (Excluded e : LIST) {
       missing.look(e.suite(), e.test(), e.since());
     }
+    TimingRaces.look(missing);
     missing.fail();
   }
 

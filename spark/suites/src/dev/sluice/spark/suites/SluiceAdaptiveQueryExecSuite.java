@@ -19,7 +19,8 @@ public class SluiceAdaptiveQueryExecSuite
     if (Exclusions.skips("AdaptiveQueryExecSuite", testName)) {
       return org.scalatest.SucceededStatus$.MODULE$;
     }
-    return super.runTest(testName, args);
+    return TimingRaces.run(
+        "AdaptiveQueryExecSuite", testName, args, a -> super.runTest(testName, a));
   }
 
   @Override

@@ -31,7 +31,7 @@ public class SluiceRulesAdaptiveQueryExecSuite
     if (Exclusions.skips(PLAIN, testName) || Exclusions.skips(SUITE, testName)) {
       return org.scalatest.SucceededStatus$.MODULE$;
     }
-    return super.runTest(testName, args);
+    return TimingRaces.run(PLAIN, testName, args, a -> super.runTest(testName, a));
   }
 
   @Override
