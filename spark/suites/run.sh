@@ -14,8 +14,8 @@
 # suites of Spark SQL's Hive module over Hive tables) and HiveCompatibility (Hive's own query
 # files against Hive's golden answers) with --extended or when named (outside CI for time).
 # Tests on the one exclusion list (Exclusions.java) are left out, each with its reason printed.
-# A test on TimingRaces.java (a race between two stages no shuffle manager decides) runs again
-# once when its first run fails; the first failure is printed.
+# A test on TimingRaces.java (whose assertion depends on which of two concurrent stages ends
+# first) runs again once when its first run fails; the first failure is printed.
 # GraphX, MLlib and the two Hive groups run unwrapped, Sluice and its rules chosen as for --class
 # (in JVMs apart from the wrapped suites; each Hive group in one of its own), and the group's
 # last suite checks that Sluice carried the group; GraphX's and MLlib's test jars are 4.1.0's on

@@ -10,13 +10,14 @@ import org.scalatest.events.Event;
 import org.scalatest.events.TestFailed;
 
 /**
- * Spark tests whose assertion holds only when two stages that run at once finish in a given order,
- * which no shuffle manager decides: on a loaded machine either order comes, under plain Spark as
- * under Sluice. Spark marks such tests in its own code (a comment, a delay in one side) but runs
- * them once. Each test here runs a second time when its first run fails, as Spark's own {@code
- * testRetry} runs the tests it knows to be timing-dependent; the first failure is printed, never
- * hidden, and the test fails if the second run fails too. Unlike {@link Exclusions}, every test
- * here is run and its assertion checked.
+ * Spark tests whose assertion holds only when two stages that run at once end in a given order: a
+ * race that Spark's own code names (a comment, a delay put into one side), whose outcome depends on
+ * the machine's load and on how long each stage's tasks take, the shuffle manager's writes among
+ * them. Each test here runs a second time when its first run reports a failure, much as Spark's own
+ * {@code testRetry} runs the tests it knows to be timing-dependent (that one up to three times);
+ * the first failure is printed with its stack trace, never hidden, and if the second run fails too
+ * the test is reported failed (and the run's exit status with it). Unlike {@link Exclusions}, every
+ * test here is run and its assertion checked.
  */
 public final class TimingRaces {
   /**
@@ -37,9 +38,10 @@ public final class TimingRaces {
                   + " UDF per row: Spark's own delay for this race). Both stages are submitted at"
                   + " once onto two task slots; when the right side's tasks take both slots"
                   + " first, the left side's start only as they end, and whether they end before"
-                  + " the replan is a matter of tens of milliseconds. Seen failing once in CI (two"
-                  + " lanes on two cores) and once in 4 runs of the test alone in a fresh JVM"
-                  + " beside three busy processes, passing in 6 of 6 runs of it after other tests",
+                  + " the replan is a matter of tens of milliseconds. Seen failing under Sluice"
+                  + " once in CI (two lanes on two cores) and once in 4 runs of the test alone in a"
+                  + " fresh JVM beside three busy processes (plain Spark: none in 4), passing in 6"
+                  + " of 6 runs after other tests of the suite under each",
               SuiteLines.OLDEST));
 
   private TimingRaces() {}
@@ -53,7 +55,10 @@ public final class TimingRaces {
 
   /**
    * Runs {@code test} of {@code suite} through {@code runTest}; a test on this list whose first run
-   * reports a failure runs once more, its first run's events held back and its failure printed.
+   * reports a failure runs once more, its first run's events held back and its failure printed
+   * with its stack trace. A first run that throws, or whose status carries an exception that no
+   * event reported (a failing {@code afterEach}), is handed on as it is, its events first: only a
+   * reported test failure is retried.
    */
   public static Status run(String suite, String test, Args args, Function<Args, Status> runTest) {
     Race race = find(suite, test);
@@ -61,9 +66,22 @@ public final class TimingRaces {
       return runTest.apply(args);
     }
     Held held = new Held();
-    Status first = runTest.apply(withReporter(args, held));
-    first.waitUntilCompleted();
-    if (held.failure == null) {
+    Status first;
+    try {
+      first = runTest.apply(withReporter(args, held));
+    } catch (RuntimeException | Error e) {
+      held.replay(args.reporter());
+      throw e;
+    }
+    try {
+      first.waitUntilCompleted();
+    } catch (RuntimeException | Error e) {
+      // The status rethrows what the run left unreported; it still carries it.
+      held.replay(args.reporter());
+      return first;
+    }
+    TestFailed failed = held.failed();
+    if (failed == null || first.unreportedException().isDefined()) {
       held.replay(args.reporter());
       return first;
     }
@@ -73,7 +91,10 @@ public final class TimingRaces {
             + " FAILED ON ITS FIRST RUN, RUNS AGAIN (a timing race: "
             + race.race()
             + "); the first run's failure: "
-            + held.failure);
+            + failed.message());
+    if (failed.throwable().isDefined()) {
+      failed.throwable().get().printStackTrace(System.out);
+    }
     return runTest.apply(args);
   }
 
@@ -100,23 +121,28 @@ public final class TimingRaces {
         args.distributedSuiteSorter());
   }
 
-  /** A reporter that holds a run's events, and the message of its failure if it reports one. */
+  /** A reporter that holds a run's events, and its failure if it reports one. */
   private static final class Held implements Reporter {
     private final List<Event> events = new ArrayList<>();
-    private String failure;
+    private TestFailed failed;
 
     @Override
     public synchronized void apply(Event event) {
       events.add(event);
-      if (event instanceof TestFailed failed) {
-        failure = failed.message();
+      if (event instanceof TestFailed f) {
+        failed = f;
       }
+    }
+
+    synchronized TestFailed failed() {
+      return failed;
     }
 
     synchronized void replay(Reporter to) {
       for (Event e : events) {
         to.apply(e);
       }
+      events.clear();
     }
   }
 }
