@@ -630,6 +630,43 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
         assert rows == {k: (counts[k], counts[k]) for k in range(97)}
         assert map_stages_run(s, "twice") == 1, stage_infos(s, "twice")
         assert max(stage_tasks(s, "twice")) <= 4, stage_tasks(s, "twice")
+        # The same aggregate in a query and in its scalar subquery, planned
+        # after the query from a copy of its plan: one map stage, as Spark
+        # reuses an exchange between a query and its subqueries.
+        grouped.createOrReplaceTempView("grouped")
+        sc.setJobGroup("subquery", "subquery")
+        above = s.sql("SELECT k FROM grouped WHERE count > (SELECT avg(count) FROM grouped)")
+        mean = sum(counts.values()) / len(counts)
+        assert sorted(r["k"] for r in above.collect()) == [k for k in range(97) if counts[k] > mean]
+        assert map_stages_run(s, "subquery") == 1, stage_infos(s, "subquery")
+        # Two equal aggregates in two queries that inherit one execution id
+        # (`df.rdd` jobs inside `foreachBatch`): the second reads its own
+        # shuffle, not the first's, after the file under them changed (a
+        # rewrite of the same length: the text RDD keeps its splits).
+        data = tmp_path / "numbers.txt"
+        data.write_text("\n".join("%04d" % i for i in range(100)))
+        base = s.createDataFrame(
+            sc.textFile(str(data)).map(lambda x: (int(x) % 5, int(x))), "k long, v long")
+        stream_dir = tmp_path / "stream"
+        stream_dir.mkdir()
+        (stream_dir / "one.json").write_text('{"x": 1}\n')
+        seen = {}
+
+        def each(batch, batch_id):
+            seen["first"] = sorted(tuple(r) for r in base.groupBy("k").sum("v").rdd.collect())
+            data.write_text("\n".join("%04d" % (3 * i) for i in range(100)))
+            seen["second"] = sorted(tuple(r) for r in base.groupBy("k").sum("v").rdd.collect())
+            seen["execution"] = sc.getLocalProperty("spark.sql.execution.id")
+
+        assert "SluiceAggregate" in plan_of(base.groupBy("k").sum("v"))
+        q = (s.readStream.schema("x long").json(str(stream_dir)).writeStream.foreachBatch(each)
+             .trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck"))
+             .start())
+        q.awaitTermination()
+        assert seen["execution"] is not None, seen
+        assert seen["first"] == [(k, sum(i for i in range(100) if i % 5 == k)) for k in range(5)]
+        assert seen["second"] == [
+            (k, sum(3 * i for i in range(100) if 3 * i % 5 == k)) for k in range(5)], seen
         reuse = sc._jvm.dev.sluice.spark.sql.ShuffleReuse
         deadline = time.monotonic() + 30
         while reuse.executionsHeld() > 0 and time.monotonic() < deadline:

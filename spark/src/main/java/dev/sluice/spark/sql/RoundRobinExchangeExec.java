@@ -101,7 +101,7 @@ public final class RoundRobinExchangeExec extends NativePlan {
     if (shuffled == null) {
       ShuffleDependency<?, ?, ?> dep =
           ShuffleReuse.shared(
-                  sparkContext(),
+                  this,
                   List.of("round robin", numPartitions, child.canonicalized()),
                   () -> (ShuffleDependency<Object, Object, Object>) (Object) dependency())
               .dependency();

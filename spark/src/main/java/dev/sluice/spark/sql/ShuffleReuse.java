@@ -16,6 +16,7 @@ import org.apache.spark.sql.catalyst.expressions.AttributeReference;
 import org.apache.spark.sql.catalyst.expressions.BoundReference;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.execution.SQLExecution$;
+import org.apache.spark.sql.execution.SparkPlan;
 import scala.Option;
 import scala.collection.immutable.Seq;
 import scala.runtime.AbstractPartialFunction;
@@ -30,10 +31,10 @@ import scala.runtime.AbstractPartialFunction;
  * and aggregated once; a native node is not an exchange, so Spark's rule leaves both copies, and
  * each would run its own map stage over the whole table. Here a node asks for its shuffle by a key
  * that says what the shuffle computes (its child's canonical plan and the map side's work with
- * attributes replaced by their positions); within one SQL execution (Spark's execution id, which
- * its subqueries share) equal keys get the same shuffle, so its map stage runs once and each node
- * reads it, and the entries of an execution are dropped when Spark reports its end ({@link
- * ExecutionEnds}). The map stage of a shared aggregate's shuffle runs on its own, once ({@link
+ * attributes replaced by their positions); within one query ({@link QueryToken}: its subqueries
+ * and adaptive execution's re-plans included) of one SQL execution, equal keys get the same
+ * shuffle, so its map stage runs once and each node reads it, and the entries of an execution are
+ * dropped when Spark reports its end ({@link ExecutionEnds}). The map stage of a shared aggregate's shuffle runs on its own, once ({@link
  * Shuffle#materialize}), and so does a shared global sort's ({@link SluiceSortExchangeExec}) where
  * its reads are coalesced; a shared round robin's ({@link RoundRobinExchangeExec}), or a sort's
  * read uncut, runs as a parent stage of the jobs that read it, never submitted alone. The keys of
@@ -86,13 +87,17 @@ public final class ShuffleReuse {
   }
 
   /**
-   * The shuffle of {@code key} in the current SQL execution: one made earlier by an equal key, or
-   * {@code make}'s ({@link #once}). Outside a running SQL execution each call makes its own.
+   * The shuffle of {@code key} for {@code node} in the current SQL execution: one made earlier by
+   * an equal key of the same query ({@link QueryToken}), or {@code make}'s ({@link #once}).
+   * Outside a running SQL execution, or for a node whose query is not known, each call makes its
+   * own.
    */
   static Shuffle shared(
-      SparkContext sc, Object key, Supplier<ShuffleDependency<Object, Object, Object>> make) {
+      SparkPlan node, Object key, Supplier<ShuffleDependency<Object, Object, Object>> make) {
+    SparkContext sc = node.sparkContext();
     String id = sc.getLocalProperty(SQLExecution$.MODULE$.EXECUTION_ID_KEY());
-    if (id == null || !ExecutionEnds.running(id)) {
+    Object query = QueryToken.of(node);
+    if (id == null || query == null || !ExecutionEnds.running(id)) {
       return new Shuffle(make.get());
     }
     Map<Object, CompletableFuture<Shuffle>> shuffles = BY_EXECUTION.get(id);
@@ -101,7 +106,7 @@ public final class ShuffleReuse {
       ExecutionEnds.at(sc, id, () -> BY_EXECUTION.remove(id));
       shuffles = BY_EXECUTION.computeIfAbsent(id, k -> new ConcurrentHashMap<>());
     }
-    return once(shuffles, key, make);
+    return once(shuffles, List.of(query, key), make);
   }
 
   /**

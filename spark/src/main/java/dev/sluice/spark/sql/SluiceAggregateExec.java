@@ -307,7 +307,7 @@ public final class SluiceAggregateExec extends NativePlan {
    */
   private ShuffleReuse.Shuffle shuffled() {
     return ShuffleReuse.shared(
-        sparkContext(),
+        this,
         shuffleKey(),
         () -> {
           ShuffleWriteProcessor writes =

@@ -127,7 +127,7 @@ public final class SluiceSortExchangeExec extends NativePlan {
     if (shuffled == null) {
       ShuffleReuse.Shuffle shuffle =
           ShuffleReuse.shared(
-              sparkContext(),
+              this,
               List.of("global sort", canonicalized()),
               () -> (ShuffleDependency<Object, Object, Object>) (Object) dependency());
       ShuffleDependency<Object, InternalRow, InternalRow> dep =

@@ -20,7 +20,9 @@ import scala.runtime.BoxedUnit;
  * Spark's defensive sort where their input is determinate), and adaptive execution's coalescing
  * of joins over a native aggregate ({@link JoinCoalesce}); adaptive execution counts the shuffles
  * of Sluice's nodes ({@link SluiceCostEvaluator}); a query's last repartition to a given count
- * marks the nodes whose count it fixes ({@link FixedPartitions}).
+ * marks the nodes whose count it fixes ({@link FixedPartitions}); each query's logical nodes are
+ * numbered as it is planned, so that only one query's native nodes share a shuffle ({@link
+ * QueryToken}).
  *
  * <p>On a Spark line the jar is not built for ({@link SparkLine}) it installs nothing: the rules
  * name Spark's plan classes by their signatures on the jar's line (Scala 2.12's collections on
@@ -38,6 +40,7 @@ public final class SluiceSqlExtensions implements SparkSessionExtensionsProvider
       extensions.injectColumnar(session -> new Columnar(rule));
       extensions.injectQueryStagePrepRule(session -> rule);
     }
+    extensions.injectPlannerStrategy(session -> new QueryToken());
     extensions.injectQueryStageOptimizerRule(session -> new JoinCoalesce(session));
     extensions.injectOptimizerRule(session -> new FixedPartitions());
     countNativeShuffles();
