@@ -636,13 +636,16 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
         grouped.createOrReplaceTempView("grouped")
         sc.setJobGroup("subquery", "subquery")
         above = s.sql("SELECT k FROM grouped WHERE count > (SELECT avg(count) FROM grouped)")
+        assert plan_of(above).count("SluiceAggregate") == 2, plan_of(above)
         mean = sum(counts.values()) / len(counts)
         assert sorted(r["k"] for r in above.collect()) == [k for k in range(97) if counts[k] > mean]
         assert map_stages_run(s, "subquery") == 1, stage_infos(s, "subquery")
-        # Two equal aggregates in two queries that inherit one execution id
-        # (`df.rdd` jobs inside `foreachBatch`): the second reads its own
-        # shuffle, not the first's, after the file under them changed (a
-        # rewrite of the same length: the text RDD keeps its splits).
+        # Queries that inherit one execution id (PySpark's `df.rdd` jobs
+        # inside `foreachBatch`) over a file rewritten between them (to the
+        # same length: the text RDD keeps its splits): each reads its own
+        # shuffle, never an earlier query's of an equal aggregate. Two equal
+        # aggregates; then a view's aggregate in a scalar subquery (Spark
+        # plans it from the view's own plan nodes) and the view alone.
         data = tmp_path / "numbers.txt"
         data.write_text("\n".join("%04d" % i for i in range(100)))
         base = s.createDataFrame(
@@ -656,17 +659,29 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
             seen["first"] = sorted(tuple(r) for r in base.groupBy("k").sum("v").rdd.collect())
             data.write_text("\n".join("%04d" % (3 * i) for i in range(100)))
             seen["second"] = sorted(tuple(r) for r in base.groupBy("k").sum("v").rdd.collect())
+            sub = s.sql("SELECT (SELECT max(t + k) FROM sums) AS m FROM range(1)")
+            seen["plans"] = (plan_of(sub), plan_of(s.table("sums")))
+            seen["subquery"] = [r["m"] for r in sub.rdd.collect()]
+            data.write_text("\n".join("%04d" % (7 * i) for i in range(100)))
+            seen["view"] = sorted(tuple(r) for r in s.table("sums").rdd.collect())
             seen["execution"] = sc.getLocalProperty("spark.sql.execution.id")
 
         assert "SluiceAggregate" in plan_of(base.groupBy("k").sum("v"))
+        base.groupBy("k").agg(F.sum("v").alias("t")).createOrReplaceTempView("sums")
         q = (s.readStream.schema("x long").json(str(stream_dir)).writeStream.foreachBatch(each)
              .trigger(availableNow=True).option("checkpointLocation", str(tmp_path / "ck"))
              .start())
         q.awaitTermination()
         assert seen["execution"] is not None, seen
-        assert seen["first"] == [(k, sum(i for i in range(100) if i % 5 == k)) for k in range(5)]
-        assert seen["second"] == [
-            (k, sum(3 * i for i in range(100) if 3 * i % 5 == k)) for k in range(5)], seen
+
+        def sums_by_key(m):
+            return [(k, sum(m * i for i in range(100) if m * i % 5 == k)) for k in range(5)]
+
+        assert seen["first"] == sums_by_key(1), seen
+        assert seen["second"] == sums_by_key(3), seen
+        assert all("SluiceAggregate" in p for p in seen["plans"]), seen["plans"]
+        assert seen["subquery"] == [max(t + k for k, t in sums_by_key(3))], seen
+        assert seen["view"] == sums_by_key(7), seen
         reuse = sc._jvm.dev.sluice.spark.sql.ShuffleReuse
         deadline = time.monotonic() + 30
         while reuse.executionsHeld() > 0 and time.monotonic() < deadline:

@@ -1,13 +1,15 @@
 package dev.sluice.spark.sql;
 
 import dev.sluice.spark.shim.Scala;
+import java.lang.ref.WeakReference;
 import java.util.ArrayDeque;
-import java.util.Collections;
 import java.util.Deque;
-import java.util.IdentityHashMap;
+import java.util.Iterator;
 import java.util.List;
-import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
+import org.apache.spark.sql.catalyst.expressions.DynamicPruningSubquery;
+import org.apache.spark.sql.catalyst.expressions.Expression;
+import org.apache.spark.sql.catalyst.expressions.SubqueryExpression;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.ReturnAnswer;
 import org.apache.spark.sql.catalyst.trees.TreeNodeTag;
@@ -23,36 +25,49 @@ import scala.collection.immutable.Seq;
  * shuffle.
  *
  * <p>An SQL execution id does not name one query: Spark hands it to every job its thread starts
- * while the execution runs, so two {@code df.rdd} queries inside one {@code foreachBatch} call
- * share it, and a second query over an input that changed in between would read the first one's
- * shuffle. Spark plans each query from a copy of its optimized plan ({@code QueryExecution}'s
- * {@code optimizedPlan.clone()}, a tree of new nodes), and its physical nodes keep a link to the
- * logical node they came from, which Sluice's nodes take over. This strategy, first among Spark's
- * planning strategies and planning nothing itself, sees each planning's root ({@code
- * ReturnAnswer}) and numbers the tree below it:
+ * while the execution runs, so two PySpark {@code df.rdd} queries inside one {@code foreachBatch}
+ * call share it, and a second query over an input that changed in between would read the first
+ * one's shuffle. Spark plans each query from a copy of its optimized plan ({@code
+ * QueryExecution}'s {@code optimizedPlan.clone()}, a tree of new nodes), and its physical nodes
+ * keep a link to the logical node they came from, which Sluice's nodes take over. This strategy,
+ * ahead of Spark's own planning strategies and planning nothing itself, sees each planning's root
+ * ({@code ReturnAnswer}) and numbers the tree below it, only ever those copies (the plans inside a
+ * query's expressions are not copied with it and may belong to other queries too: a view's, a
+ * DataFrame's; a number left on them would reach every later query that copies them):
  *
  * <ul>
- *   <li>a query's own copy carries no number yet and gets a new one;
- *   <li>a subquery's plan is planned later from a copy of the plan inside the query's expression,
- *       so the query's number is put on those plans too (overwriting an earlier query's: a
- *       DataFrame's plan may sit in many queries), and their copies carry it;
  *   <li>adaptive execution plans again from the query's tree, with finished stages in it: a node
  *       it made anew (a join with a new hint, the stages' wrappers) takes the number of the tree's
  *       root or, where the root itself is new, of a finished stage's plan;
- *   <li>a plan with a new root and no stage (dynamic partition pruning's aggregate over a join's
- *       side) gets a new number, which at worst shares nothing.
+ *   <li>a subquery is planned after its query, on the same thread, from a copy of the plan inside
+ *       the query's expression: a root equal to one of those plans, still unclaimed, that the
+ *       latest queries planned on the thread held, takes that query's number (and claims it);
+ *   <li>any other tree is a new query and gets a new number; so does a plan with a new root and
+ *       no stage (dynamic partition pruning's aggregate over a join's side), which then shares
+ *       nothing.
  * </ul>
  *
- * A node whose logical link carries no number shares nothing ({@link #of}).
+ * A node whose logical link carries no number (a plan another strategy took before this one saw
+ * its root) shares nothing ({@link #of}).
  */
 public final class QueryToken extends SparkStrategy {
   /** A query's number on each logical node planned for it. */
   static final TreeNodeTag<Object> TAG = new TreeNodeTag<>("sluice.query");
 
+  /** Subquery plans a thread's latest queries held and no planning has claimed yet, at most. */
+  static final int PENDING_MAX = 256;
+
   private static final AtomicLong NEXT = new AtomicLong();
 
   /** What the strategy plans: nothing. */
   private static final Seq<SparkPlan> NONE = Scala.seq(List.of());
+
+  /** A subquery plan inside a query's expressions, and that query's number. */
+  private record Pending(WeakReference<LogicalPlan> plan, Object token) {}
+
+  /** The subquery plans of the latest queries planned on this thread, newest last. */
+  private static final ThreadLocal<Deque<Pending>> PENDING =
+      ThreadLocal.withInitial(ArrayDeque::new);
 
   @Override
   public Seq<SparkPlan> apply(LogicalPlan plan) {
@@ -72,28 +87,69 @@ public final class QueryToken extends SparkStrategy {
     return token.isDefined() ? token.get() : null;
   }
 
-  /** Numbers {@code root}'s tree and the plans of its subqueries, as the class says. */
+  /** Numbers the tree {@code root} is planned from, as the class says. */
   static void number(LogicalPlan root) {
     Object token = tokenOf(root);
     if (token == null) {
       token = stageToken(root);
     }
     if (token == null) {
-      token = NEXT.incrementAndGet();
+      token = claim(root);
     }
-    Set<LogicalPlan> seen = Collections.newSetFromMap(new IdentityHashMap<>());
+    if (token == null) {
+      token = NEXT.incrementAndGet();
+      hold(root, token);
+    }
     Deque<LogicalPlan> todo = new ArrayDeque<>();
     todo.push(root);
     while (!todo.isEmpty()) {
       LogicalPlan p = todo.pop();
-      if (!seen.add(p)) {
-        continue; // a plan two expressions hold
-      }
       if (!token.equals(tokenOf(p))) {
         p.setTagValue(TAG, token);
       }
       Scala.asJava(p.children()).forEach(todo::push);
-      Scala.asJava(p.subqueries()).forEach(todo::push);
+    }
+  }
+
+  /** The number of the query whose subquery plan {@code root} is a copy of, claimed, or null. */
+  private static Object claim(LogicalPlan root) {
+    Iterator<Pending> newestFirst = PENDING.get().descendingIterator();
+    while (newestFirst.hasNext()) {
+      Pending p = newestFirst.next();
+      LogicalPlan plan = p.plan().get();
+      if (plan == null) {
+        newestFirst.remove();
+      } else if (plan.equals(root)) {
+        newestFirst.remove();
+        return p.token();
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Holds the subquery plans in {@code root}'s tree (and theirs, nested) for the plannings of the
+   * query's subqueries to claim; dynamic partition pruning's are planned otherwise.
+   */
+  private static void hold(LogicalPlan root, Object token) {
+    Deque<Pending> pending = PENDING.get();
+    Deque<LogicalPlan> todo = new ArrayDeque<>();
+    todo.push(root);
+    while (!todo.isEmpty()) {
+      LogicalPlan p = todo.pop();
+      Scala.asJava(p.children()).forEach(todo::push);
+      Deque<Expression> exprs = new ArrayDeque<>(Scala.asJava(p.expressions()));
+      while (!exprs.isEmpty()) {
+        Expression e = exprs.pop();
+        if (e instanceof SubqueryExpression s && !(e instanceof DynamicPruningSubquery)) {
+          pending.addLast(new Pending(new WeakReference<>(s.plan()), token));
+          if (pending.size() > PENDING_MAX) {
+            pending.removeFirst();
+          }
+          todo.push(s.plan());
+        }
+        Scala.asJava(e.children()).forEach(exprs::push);
+      }
     }
   }
 
