@@ -3,9 +3,12 @@ package dev.sluice.spark.sql;
 import dev.sluice.spark.shim.Scala;
 import java.lang.ref.WeakReference;
 import java.util.ArrayDeque;
+import java.util.Collections;
 import java.util.Deque;
+import java.util.IdentityHashMap;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
 import org.apache.spark.sql.catalyst.expressions.DynamicPruningSubquery;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -133,6 +136,7 @@ public final class QueryToken extends SparkStrategy {
    */
   private static void hold(LogicalPlan root, Object token) {
     Deque<Pending> pending = PENDING.get();
+    Set<LogicalPlan> held = Collections.newSetFromMap(new IdentityHashMap<>());
     Deque<LogicalPlan> todo = new ArrayDeque<>();
     todo.push(root);
     while (!todo.isEmpty()) {
@@ -141,7 +145,9 @@ public final class QueryToken extends SparkStrategy {
       Deque<Expression> exprs = new ArrayDeque<>(Scala.asJava(p.expressions()));
       while (!exprs.isEmpty()) {
         Expression e = exprs.pop();
-        if (e instanceof SubqueryExpression s && !(e instanceof DynamicPruningSubquery)) {
+        if (e instanceof SubqueryExpression s
+            && !(e instanceof DynamicPruningSubquery)
+            && held.add(s.plan())) { // once: adaptive execution plans one expression id once
           pending.addLast(new Pending(new WeakReference<>(s.plan()), token));
           if (pending.size() > PENDING_MAX) {
             pending.removeFirst();
