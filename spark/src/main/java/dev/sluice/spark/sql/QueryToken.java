@@ -34,9 +34,10 @@ import scala.collection.immutable.Seq;
  * QueryExecution}'s {@code optimizedPlan.clone()}, a tree of new nodes), and its physical nodes
  * keep a link to the logical node they came from, which Sluice's nodes take over. This strategy,
  * ahead of Spark's own planning strategies and planning nothing itself, sees each planning's root
- * ({@code ReturnAnswer}) and numbers the tree below it, only ever those copies (the plans inside a
- * query's expressions are not copied with it and may belong to other queries too: a view's, a
- * DataFrame's; a number left on them would reach every later query that copies them):
+ * ({@code ReturnAnswer}) and numbers the tree below it, those copies (the plans inside a query's
+ * expressions are not copied with it and may belong to other queries too: a view's, a
+ * DataFrame's; a number left on them would reach every later query that copies them; only
+ * non-adaptive dynamic partition pruning plans such a plan itself):
  *
  * <ul>
  *   <li>adaptive execution plans again from the query's tree, with finished stages in it: a node
