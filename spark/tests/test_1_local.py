@@ -331,3 +331,35 @@ def test_adaptive_execution_counts_the_shuffles_of_sluices_nodes(local):
         plan = df._jdf.queryExecution().executedPlan().toString()
         assert "TakeOrderedAndProject" in plan, plan
         assert "SluiceSortExchange" not in plan, plan
+
+
+def test_a_query_and_its_subquery_share_a_native_aggregate(local):
+    # The same native aggregate in a query and in its scalar subquery, which
+    # Spark plans after the query from a copy of the plan in its expression
+    # (adaptive execution as it prepares the query, PlanSubqueries without
+    # it): one map stage, as Spark reuses an exchange between a query and its
+    # subqueries. Sluice finds the subquery's planning by Spark's class that
+    # asked for it (QueryToken), on each Spark line.
+    sc = local.sparkContext
+    for adaptive in ("true", "false"):
+        settings = {"spark.sql.shuffle.partitions": "8", "spark.sluice.sqlAggregate": "true",
+                    "spark.sql.adaptive.enabled": adaptive}
+        with session_conf(local, settings):
+            counts = local.range(0, 20000, numPartitions=4).selectExpr("id % 97 as k")
+            counts.groupBy("k").count().createOrReplaceTempView("per_key")
+            above = local.sql(
+                "SELECT k FROM per_key WHERE count > (SELECT avg(count) FROM per_key)")
+            plan = above._jdf.queryExecution().executedPlan().toString()
+            assert plan.count("SluiceAggregate") == 2, plan
+            group = "subquery-" + adaptive
+            sc.setJobGroup(group, group)
+            try:
+                # 20000 rows over 97 keys: keys 0 to 17 have one row more.
+                assert sorted(r["k"] for r in above.collect()) == list(range(18))
+            finally:
+                sc.setLocalProperty("spark.jobGroup.id", None)
+            t = sc.statusTracker()
+            stages = {s for j in t.getJobIdsForGroup(group) for s in t.getJobInfo(j).stageIds}
+            infos = [t.getStageInfo(s) for s in stages]
+            ran = [i for i in infos if i is not None and i.numTasks == 4 and i.numCompletedTasks]
+            assert len(ran) == 1, (adaptive, [(i.numTasks, i.numCompletedTasks) for i in infos])

@@ -664,7 +664,24 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
             seen["subquery"] = [r["m"] for r in sub.rdd.collect()]
             data.write_text("\n".join("%04d" % (7 * i) for i in range(100)))
             seen["view"] = sorted(tuple(r) for r in s.table("sums").rdd.collect())
+            # A query planned, not yet run, holds its subquery's plan; a
+            # query equal to that plan (the subquery's DataFrame alone) is a
+            # query of its own, not that subquery: the first query's
+            # aggregate, equal to the second's, reads its own shuffle.
+            above = text_sums().filter(F.col("t") >= largest.scalar())
+            above._jdf.queryExecution().sparkPlan()
+            seen["largest"] = [r["m"] for r in largest.alias("alone").rdd.collect()]
+            data.write_text("\n".join("%04d" % (11 * i) for i in range(100)))
+            seen["above"] = sorted(tuple(r) for r in above.rdd.collect())
             seen["execution"] = sc.getLocalProperty("spark.sql.execution.id")
+
+        def text_sums():
+            rows = s.read.text(str(data)).selectExpr(
+                "cast(value as long) % 5 as k", "cast(value as long) as v")
+            return rows.groupBy("k").agg(F.sum("v").alias("t"))
+
+        largest = text_sums().select(F.max("t").alias("m"))
+        assert "SluiceAggregate" in plan_of(largest), plan_of(largest)
 
         assert "SluiceAggregate" in plan_of(base.groupBy("k").sum("v"))
         base.groupBy("k").agg(F.sum("v").alias("t")).createOrReplaceTempView("sums")
@@ -682,6 +699,9 @@ def test_native_sql_nodes_coalesce_small_partitions_as_adaptive_execution_does(t
         assert all("SluiceAggregate" in p for p in seen["plans"]), seen["plans"]
         assert seen["subquery"] == [max(t + k for k, t in sums_by_key(3))], seen
         assert seen["view"] == sums_by_key(7), seen
+        assert seen["largest"] == [max(t for _, t in sums_by_key(7))], seen
+        top = max(t for _, t in sums_by_key(11))
+        assert seen["above"] == [(k, t) for k, t in sums_by_key(11) if t == top], seen
         reuse = sc._jvm.dev.sluice.spark.sql.ShuffleReuse
         deadline = time.monotonic() + 30
         while reuse.executionsHeld() > 0 and time.monotonic() < deadline:

@@ -8,9 +8,10 @@ import java.util.Deque;
 import java.util.IdentityHashMap;
 import java.util.Iterator;
 import java.util.List;
+import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.atomic.AtomicLong;
-import org.apache.spark.sql.catalyst.expressions.DynamicPruningSubquery;
 import org.apache.spark.sql.catalyst.expressions.Expression;
 import org.apache.spark.sql.catalyst.expressions.SubqueryExpression;
 import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
@@ -36,23 +37,31 @@ import scala.collection.immutable.Seq;
  * ahead of Spark's own planning strategies and planning nothing itself, sees each planning's root
  * ({@code ReturnAnswer}) and numbers the tree below it, those copies (the plans inside a query's
  * expressions are not copied with it and may belong to other queries too: a view's, a
- * DataFrame's; a number left on them would reach every later query that copies them; only
- * non-adaptive dynamic partition pruning plans such a plan itself):
+ * DataFrame's; only non-adaptive dynamic partition pruning plans such a plan itself, and the
+ * number it leaves there no other planning takes: only a re-plan takes a number from its tree,
+ * and a re-plan's tree is its query's copy).
+ *
+ * <p>What number a tree takes depends on who asked for the planning ({@link Site}: the nearest
+ * of Spark's planning callers on the thread's stack):
  *
  * <ul>
- *   <li>adaptive execution plans again from the query's tree, with finished stages in it: a node
- *       it made anew (a join with a new hint, the stages' wrappers) takes the number of the tree's
- *       root or, where the root itself is new, of a finished stage's plan;
- *   <li>a subquery is planned after its query, on the same thread, from a copy of the plan inside
- *       the query's expression: a root equal to one of those plans, still unclaimed, that the
- *       latest queries planned on the thread held, takes that query's number (and claims it);
- *   <li>any other tree is a new query and gets a new number; so does a plan with a new root and
- *       no stage (dynamic partition pruning's aggregate over a join's side), which then shares
- *       nothing.
+ *   <li>a query ({@code QueryExecution}, or a caller this class does not know): a new number,
+ *       always; the query holds its subquery plans for its subqueries to claim, and what earlier
+ *       queries on the thread held and left unclaimed is dropped;
+ *   <li>a subquery ({@code InsertAdaptiveSparkPlan.compileSubquery}, {@code PlanSubqueries}),
+ *       planned after its query, on the same thread, from a copy of the plan inside the query's
+ *       expression: the number of the query whose held plan its root equals (claimed, so each
+ *       held plan numbers one planning), else a new number;
+ *   <li>adaptive execution's re-plan of a query's tree, with finished stages in it: the number of
+ *       the tree's root or, where the root is new, of a finished stage's plan, else a new one;
+ *   <li>dynamic partition pruning's plannings of a join side or of an aggregate over it: a new
+ *       number, which then shares nothing.
  * </ul>
  *
- * A node whose logical link carries no number (a plan another strategy took before this one saw
- * its root) shares nothing ({@link #of}).
+ * Only a subquery's planning takes a number it did not mint, and only one its own query held: a
+ * query whose plan equals a subquery plan an earlier query held (a view's, a DataFrame's) never
+ * takes that query's number. A node whose logical link carries no number (a plan another strategy
+ * took before this one saw its root) shares nothing ({@link #of}).
  */
 public final class QueryToken extends SparkStrategy {
   /** A query's number on each logical node planned for it. */
@@ -69,40 +78,86 @@ public final class QueryToken extends SparkStrategy {
   /** A subquery plan inside a query's expressions, and that query's number. */
   private record Pending(WeakReference<LogicalPlan> plan, Object token) {}
 
-  /** The subquery plans of the latest queries planned on this thread, newest last. */
+  /** The subquery plans of the latest query planned on this thread (and theirs), newest last. */
   private static final ThreadLocal<Deque<Pending>> PENDING =
       ThreadLocal.withInitial(ArrayDeque::new);
+
+  /** Who asked for a planning. */
+  enum Site {
+    QUERY,
+    SUBQUERY,
+    REPLAN,
+    PRUNING
+  }
+
+  /**
+   * Spark's classes that plan a tree from its root, by their name: the innermost of them on the
+   * stack names the planning's {@link Site} (the same names on every Spark line Sluice builds
+   * for).
+   */
+  static final Map<String, Site> SITES =
+      Map.of(
+          "org.apache.spark.sql.execution.QueryExecution", Site.QUERY,
+          "org.apache.spark.sql.execution.adaptive.InsertAdaptiveSparkPlan", Site.SUBQUERY,
+          "org.apache.spark.sql.execution.PlanSubqueries", Site.SUBQUERY,
+          "org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanExec", Site.REPLAN,
+          "org.apache.spark.sql.execution.dynamicpruning.PlanDynamicPruningFilters", Site.PRUNING,
+          "org.apache.spark.sql.execution.adaptive.PlanAdaptiveDynamicPruningFilters",
+              Site.PRUNING);
 
   @Override
   public Seq<SparkPlan> apply(LogicalPlan plan) {
     if (plan instanceof ReturnAnswer r) {
-      number(r.child());
+      number(r.child(), site());
     }
     return NONE;
+  }
+
+  /**
+   * Who asked for the planning running on this thread: the innermost frame of a class in {@link
+   * #SITES} (a Scala closure's class, {@code Outer$$anonfun$...}, counts as its outer class; the
+   * companion {@code QueryExecution$}, whose {@code createSparkPlan} every caller goes through,
+   * is not {@code QueryExecution}); a query where none is on the stack.
+   */
+  static Site site() {
+    return StackWalker.getInstance()
+        .walk(
+            frames ->
+                frames
+                    .map(f -> SITES.get(outerClass(f.getClassName())))
+                    .filter(Objects::nonNull)
+                    .findFirst())
+        .orElse(Site.QUERY);
+  }
+
+  private static String outerClass(String name) {
+    int closure = name.indexOf("$$");
+    return closure < 0 ? name : name.substring(0, closure);
   }
 
   /** The number of the query {@code node} was planned for, or null. */
   static Object of(SparkPlan node) {
     Option<LogicalPlan> link = node.logicalLink();
-    if (link.isEmpty()) {
-      return null;
-    }
-    Option<Object> token = link.get().getTagValue(TAG);
-    return token.isDefined() ? token.get() : null;
+    return link.isDefined() ? tokenOf(link.get()) : null;
   }
 
-  /** Numbers the tree {@code root} is planned from, as the class says. */
-  static void number(LogicalPlan root) {
-    Object token = tokenOf(root);
-    if (token == null) {
-      token = stageToken(root);
-    }
-    if (token == null) {
-      token = claim(root);
-    }
+  /** Numbers the tree {@code root} is planned from, for a planning {@code site} asked for. */
+  static void number(LogicalPlan root, Site site) {
+    Object token =
+        switch (site) {
+          case QUERY -> {
+            PENDING.get().clear();
+            yield null;
+          }
+          case SUBQUERY -> claim(root);
+          case REPLAN -> tokenOf(root) != null ? tokenOf(root) : stageToken(root);
+          case PRUNING -> null;
+        };
     if (token == null) {
       token = NEXT.incrementAndGet();
-      hold(root, token);
+      if (site == Site.QUERY || site == Site.SUBQUERY) {
+        hold(root, token);
+      }
     }
     Deque<LogicalPlan> todo = new ArrayDeque<>();
     todo.push(root);
@@ -133,7 +188,9 @@ public final class QueryToken extends SparkStrategy {
 
   /**
    * Holds the subquery plans in {@code root}'s tree (and theirs, nested) for the plannings of the
-   * query's subqueries to claim; dynamic partition pruning's are planned otherwise.
+   * query's subqueries to claim (adaptive execution plans dynamic partition pruning's join side
+   * as it plans a subquery; without it, that plan is not claimed and stays until the thread's
+   * next query).
    */
   private static void hold(LogicalPlan root, Object token) {
     Deque<Pending> pending = PENDING.get();
@@ -146,9 +203,7 @@ public final class QueryToken extends SparkStrategy {
       Deque<Expression> exprs = new ArrayDeque<>(Scala.asJava(p.expressions()));
       while (!exprs.isEmpty()) {
         Expression e = exprs.pop();
-        if (e instanceof SubqueryExpression s
-            && !(e instanceof DynamicPruningSubquery)
-            && held.add(s.plan())) { // once: adaptive execution plans one expression id once
+        if (e instanceof SubqueryExpression s && held.add(s.plan())) { // once: adaptive execution plans one expression id once
           pending.addLast(new Pending(new WeakReference<>(s.plan()), token));
           if (pending.size() > PENDING_MAX) {
             pending.removeFirst();
