@@ -339,8 +339,17 @@ def test_a_query_and_its_subquery_share_a_native_aggregate(local):
     # (adaptive execution as it prepares the query, PlanSubqueries without
     # it): one map stage, as Spark reuses an exchange between a query and its
     # subqueries. Sluice finds the subquery's planning by Spark's class that
-    # asked for it (QueryToken), on each Spark line.
+    # asked for it (QueryToken), on each Spark line; each class it looks for
+    # is one this Spark has.
     sc = local.sparkContext
+    utils = sc._jvm.org.apache.spark.util.Utils
+    sites = utils.classForName("dev.sluice.spark.sql.QueryToken", False, False)
+    field = sites.getDeclaredField("SITES")
+    field.setAccessible(True)
+    names = list(field.get(None).keySet().toArray())
+    assert names, "QueryToken.SITES is empty"
+    for name in names:
+        utils.classForName(name, False, False)  # raises for a class this Spark lacks
     for adaptive in ("true", "false"):
         settings = {"spark.sql.shuffle.partitions": "8", "spark.sluice.sqlAggregate": "true",
                     "spark.sql.adaptive.enabled": adaptive}

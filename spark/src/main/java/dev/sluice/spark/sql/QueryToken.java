@@ -45,9 +45,9 @@ import scala.collection.immutable.Seq;
  * of Spark's planning callers on the thread's stack):
  *
  * <ul>
- *   <li>a query ({@code QueryExecution}, or a caller this class does not know): a new number,
- *       always; the query holds its subquery plans for its subqueries to claim, and what earlier
- *       queries on the thread held and left unclaimed is dropped;
+ *   <li>a query ({@code QueryExecution}; also a planning with none of these classes on the
+ *       stack): a new number, always; the query holds its subquery plans for its subqueries to
+ *       claim, and what earlier queries on the thread held and left unclaimed is dropped;
  *   <li>a subquery ({@code InsertAdaptiveSparkPlan.compileSubquery}, {@code PlanSubqueries}),
  *       planned after its query, on the same thread, from a copy of the plan inside the query's
  *       expression: the number of the query whose held plan its root equals (claimed, so each
@@ -55,19 +55,23 @@ import scala.collection.immutable.Seq;
  *   <li>adaptive execution's re-plan of a query's tree, with finished stages in it: the number of
  *       the tree's root or, where the root is new, of a finished stage's plan, else a new one;
  *   <li>dynamic partition pruning's plannings of a join side or of an aggregate over it: a new
- *       number, which then shares nothing.
+ *       number, which then shares nothing; a held plan its root equals (the join side, held by
+ *       its query, which only adaptive execution plans as a subquery) is dropped.
  * </ul>
  *
- * Only a subquery's planning takes a number it did not mint, and only one its own query held: a
- * query whose plan equals a subquery plan an earlier query held (a view's, a DataFrame's) never
- * takes that query's number. A node whose logical link carries no number (a plan another strategy
+ * A held plan's number is taken only by a subquery's planning, never by a query's: a query whose
+ * plan equals a subquery plan an earlier query held (a view's, a DataFrame's) gets a number of its
+ * own. What a subquery claims is what the thread's latest query held, which is its own query's
+ * unless the two were prepared apart (a query's {@code sparkPlan} taken by hand, another query
+ * planned, then the first one run): its subquery can then claim an equal plan the other query
+ * held and left unclaimed. A node whose logical link carries no number (a plan another strategy
  * took before this one saw its root) shares nothing ({@link #of}).
  */
 public final class QueryToken extends SparkStrategy {
   /** A query's number on each logical node planned for it. */
   static final TreeNodeTag<Object> TAG = new TreeNodeTag<>("sluice.query");
 
-  /** Subquery plans a thread's latest queries held and no planning has claimed yet, at most. */
+  /** Subquery plans a thread's latest query held and no planning has claimed yet, at most. */
   static final int PENDING_MAX = 256;
 
   private static final AtomicLong NEXT = new AtomicLong();
@@ -78,7 +82,10 @@ public final class QueryToken extends SparkStrategy {
   /** A subquery plan inside a query's expressions, and that query's number. */
   private record Pending(WeakReference<LogicalPlan> plan, Object token) {}
 
-  /** The subquery plans of the latest query planned on this thread (and theirs), newest last. */
+  /**
+   * The subquery plans (nested ones too) that the latest query planned on this thread holds for
+   * its subqueries' plannings, newest last.
+   */
   private static final ThreadLocal<Deque<Pending>> PENDING =
       ThreadLocal.withInitial(ArrayDeque::new);
 
@@ -115,9 +122,10 @@ public final class QueryToken extends SparkStrategy {
 
   /**
    * Who asked for the planning running on this thread: the innermost frame of a class in {@link
-   * #SITES} (a Scala closure's class, {@code Outer$$anonfun$...}, counts as its outer class; the
-   * companion {@code QueryExecution$}, whose {@code createSparkPlan} every caller goes through,
-   * is not {@code QueryExecution}); a query where none is on the stack.
+   * #SITES} (a Scala partial function's class, {@code Outer$$anonfun$...}, counts as its outer
+   * class; a Scala lambda is a method of its outer class already; the companion {@code
+   * QueryExecution$}, whose {@code createSparkPlan} and {@code prepareExecutedPlan} the other
+   * callers go through, is not {@code QueryExecution}); a query where none is on the stack.
    */
   static Site site() {
     return StackWalker.getInstance()
@@ -150,8 +158,14 @@ public final class QueryToken extends SparkStrategy {
             yield null;
           }
           case SUBQUERY -> claim(root);
-          case REPLAN -> tokenOf(root) != null ? tokenOf(root) : stageToken(root);
-          case PRUNING -> null;
+          case REPLAN -> {
+            Object own = tokenOf(root);
+            yield own != null ? own : stageToken(root);
+          }
+          case PRUNING -> {
+            claim(root); // without adaptive execution the held join side itself: not left over
+            yield null;
+          }
         };
     if (token == null) {
       token = NEXT.incrementAndGet();
@@ -189,8 +203,7 @@ public final class QueryToken extends SparkStrategy {
   /**
    * Holds the subquery plans in {@code root}'s tree (and theirs, nested) for the plannings of the
    * query's subqueries to claim (adaptive execution plans dynamic partition pruning's join side
-   * as it plans a subquery; without it, that plan is not claimed and stays until the thread's
-   * next query).
+   * as it plans a subquery; without it, dynamic pruning's own planning of that plan drops it).
    */
   private static void hold(LogicalPlan root, Object token) {
     Deque<Pending> pending = PENDING.get();
