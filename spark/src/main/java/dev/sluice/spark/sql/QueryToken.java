@@ -124,8 +124,9 @@ public final class QueryToken extends SparkStrategy {
    * Who asked for the planning running on this thread: the innermost frame of a class in {@link
    * #SITES} (a Scala partial function's class, {@code Outer$$anonfun$...}, counts as its outer
    * class; a Scala lambda is a method of its outer class already; the companion {@code
-   * QueryExecution$}, whose {@code createSparkPlan} and {@code prepareExecutedPlan} the other
-   * callers go through, is not {@code QueryExecution}); a query where none is on the stack.
+   * QueryExecution$}, whose {@code createSparkPlan} and {@code prepareExecutedPlan} all callers
+   * but adaptive re-plans go through, is not {@code QueryExecution}); a query where none is on
+   * the stack.
    */
   static Site site() {
     return StackWalker.getInstance()
