@@ -217,7 +217,8 @@ public final class QueryToken extends SparkStrategy {
       Deque<Expression> exprs = new ArrayDeque<>(Scala.asJava(p.expressions()));
       while (!exprs.isEmpty()) {
         Expression e = exprs.pop();
-        if (e instanceof SubqueryExpression s && held.add(s.plan())) { // once: adaptive execution plans one expression id once
+        // Once: adaptive execution plans one expression id once.
+        if (e instanceof SubqueryExpression s && held.add(s.plan())) {
           pending.addLast(new Pending(new WeakReference<>(s.plan()), token));
           if (pending.size() > PENDING_MAX) {
             pending.removeFirst();

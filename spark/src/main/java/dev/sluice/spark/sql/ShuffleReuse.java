@@ -35,10 +35,10 @@ import scala.runtime.AbstractPartialFunction;
  * and adaptive execution's re-plans included) of one SQL execution, equal keys get the same
  * shuffle, so its map stage runs once and each node reads it, and the entries of an execution are
  * dropped when Spark reports its end ({@link ExecutionEnds}). The map stage of a shared
- * aggregate's shuffle runs on its own, once ({@link Shuffle#materialize}), and so does a shared global sort's ({@link SluiceSortExchangeExec}) where
- * its reads are coalesced; a shared round robin's ({@link RoundRobinExchangeExec}), or a sort's
- * read uncut, runs as a parent stage of the jobs that read it, never submitted alone. The keys of
- * the three kinds never equal each other's.
+ * aggregate's shuffle runs on its own, once ({@link Shuffle#materialize}), and so does a shared
+ * global sort's ({@link SluiceSortExchangeExec}) where its reads are coalesced; a shared round
+ * robin's ({@link RoundRobinExchangeExec}), or a sort's read uncut, runs as a parent stage of the
+ * jobs that read it, never submitted alone. The keys of the three kinds never equal each other's.
  */
 public final class ShuffleReuse {
   /** Shuffles by execution id, then by key. */
